@@ -1,0 +1,24 @@
+"""Physics backends, registered by name and imported lazily (no physics import at package import)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.backends.base import SimBackend
+
+BACKENDS: dict[str, str] = {
+    "mujoco": "runtime.backends.mujoco:MujocoBackend",
+    "mjwarp": "runtime.backends.mjwarp:MjwarpBackend",
+}
+
+
+def backend_class(name: str) -> type[SimBackend]:
+    """Import and return the backend class registered as ``name``."""
+    try:
+        target = BACKENDS[name]
+    except KeyError:
+        raise KeyError(f"unknown backend {name!r}; registered: {sorted(BACKENDS)}") from None
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]

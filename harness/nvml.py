@@ -59,7 +59,7 @@ class NvmlReader:
     """
 
     def __init__(self, nvml: Any | None = None) -> None:
-        self._nvml = nvml
+        self._nvml: Any = nvml
         self._initialised = False
         self._init_failure: str | None = None
 

@@ -7,14 +7,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
 
 from harness.context import collect_context, source_context, worktree_digest
 
 
-def _load_fake() -> ModuleType:
+def _load_fake() -> Any:
     name = "soakbench_tests_fake_nvml"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_nvml.py"))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
 
 from harness.nvml import NvmlReader, compute_pids, device_summary, gpu_snapshot, memory_by_pid, unavailable
 
 
-def _load_fake() -> ModuleType:
+def _load_fake() -> Any:
     name = "soakbench_tests_fake_nvml"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_nvml.py"))
@@ -28,7 +28,7 @@ fake = _load_fake()
 GIB = 1 << 30
 
 
-def _two_gpus() -> object:
+def _two_gpus() -> Any:
     return fake.FakeNvml(
         [
             fake.FakeDevice(

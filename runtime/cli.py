@@ -1,0 +1,115 @@
+"""`train`: owner-routed training entry point. A thin wrapper over compose -> validate -> run_training."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from runtime.config import (
+    ConfigError,
+    PlatformFacts,
+    compose,
+    platform_blockers,
+    resolve_learner_device,
+    validate_for_run,
+)
+
+EXIT_CONFIG_ERROR = 2
+
+
+class Algo(StrEnum):
+    sac = "sac"
+    flashsac = "flashsac"
+
+
+class Task(StrEnum):
+    g1_walk_flat = "g1_walk_flat"
+    g1_motion_tracking = "g1_motion_tracking"
+
+
+class Sim(StrEnum):
+    mujoco = "mujoco"
+    mjwarp = "mjwarp"
+
+
+def effective_settings_table(cfg: DictConfig, facts: PlatformFacts) -> Table:
+    """The rows an operator checks before a long run, as a rich table."""
+    table = Table(title=f"Effective settings: {cfg.owner.algo} / {cfg.owner.task} / {cfg.owner.sim}")
+    table.add_column("setting")
+    table.add_column("value")
+    blockers = platform_blockers(cfg, facts)
+    rows = [
+        ("Owner chain", " -> ".join(cfg.owner.chain)),
+        ("Task semantic name", cfg.task.semantic_name),
+        ("Backend identity", cfg.training.sim_backend),
+        ("Inference slots", f"training.inference_slot_capacity={cfg.training.inference_slot_capacity}"),
+        ("Replay-ingress depth", f"training.replay_ingress_depth={cfg.training.replay_ingress_depth}"),
+        (
+            "Replay-ingress slot rows",
+            f"{cfg.resolved.replay_ingress_slot_rows} (training.replay_ingress_slot_rows="
+            f"{_show(cfg.training.replay_ingress_slot_rows)})",
+        ),
+        (
+            "Collector metrics interval",
+            f"training.collector_metrics_interval={cfg.training.collector_metrics_interval}",
+        ),
+        ("CUDA process sharing", f"training.cuda_process_sharing={_show(cfg.training.cuda_process_sharing)}"),
+        ("Scene", f"runtime/assets/{cfg.task.scene}"),
+        ("Motion", f"runtime/assets/{cfg.task.motion}" if cfg.task.motion else "none"),
+        ("Environments x iterations", f"{cfg.algo.num_envs} x {cfg.algo.max_iterations}"),
+        (
+            "Learner device",
+            f"{resolve_learner_device(cfg, facts)} (training.learner_device={cfg.training.learner_device})",
+        ),
+        ("Platform prerequisites", "met" if not blockers else f"UNMET: {blockers[0]}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    return table
+
+
+def _show(value: object) -> str:
+    return "null" if value is None else str(value)
+
+
+def train(
+    algo: Annotated[Algo, typer.Option(help="learner entry point")],
+    task: Annotated[Task, typer.Option(help="task owner")],
+    sim: Annotated[Sim, typer.Option(help="physics backend owner")],
+    overrides: Annotated[list[str] | None, typer.Argument(help="dotted.key=value settings")] = None,
+    print_config: Annotated[
+        bool, typer.Option("--print-config", help="print effective settings and exit")
+    ] = False,
+) -> None:
+    """Train with the owner configuration selected by --algo/--task/--sim."""
+    err = Console(stderr=True)
+    try:
+        cfg = compose(algo.value, task.value, sim.value, overrides or [])
+        facts = PlatformFacts.detect()
+        if print_config:
+            Console().print(effective_settings_table(cfg, facts))
+            raise typer.Exit(0)
+        cfg = validate_for_run(cfg, facts)
+    except ConfigError as exc:
+        err.print(f"[bold red]train: configuration error:[/] {exc}", soft_wrap=True)
+        raise typer.Exit(EXIT_CONFIG_ERROR) from None
+
+    from runtime.manager.trainer import run_training  # heavy imports only for a real run
+
+    raise typer.Exit(run_training(cfg))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(train)
+    app(prog_name="train")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Owner composition, inheritance and every class of validation error (pure, no physics)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from runtime.config import (
+    ConfigError,
+    PlatformFacts,
+    compose,
+    platform_blockers,
+    resolve_learner_device,
+    validate_for_run,
+)
+
+LINUX_CUDA = PlatformFacts(
+    system="Linux", cuda_available=True, cuda_device_count=1, hip_build=False, mps_available=False
+)
+LINUX_CPU = PlatformFacts(
+    system="Linux", cuda_available=False, cuda_device_count=0, hip_build=False, mps_available=False
+)
+MACOS = PlatformFacts(
+    system="Darwin", cuda_available=False, cuda_device_count=0, hip_build=False, mps_available=True
+)
+
+
+@pytest.mark.parametrize("algo", ["sac", "flashsac"])
+@pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
+@pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
+def test_every_owner_composes_with_its_defaults(algo: str, task: str, sim: str) -> None:
+    cfg = compose(algo, task, sim)
+    assert cfg.algo.name == algo and cfg.task.name == task
+    assert cfg.training.sim_backend == sim
+    assert cfg.algo.num_envs == 2048 and cfg.algo.max_iterations == 25000
+    assert cfg.training.inference_slot_capacity == 1 and cfg.training.replay_ingress_depth == 2
+    assert cfg.training.replay_ingress_slot_rows is None
+    assert cfg.resolved.replay_ingress_slot_rows == cfg.algo.num_envs
+    assert cfg.training.collector_metrics_interval == (1 if sim == "mujoco" else 100)
+    assert cfg.training.cuda_process_sharing is None
+
+
+def test_mjwarp_owner_inherits_mujoco_owner() -> None:
+    cfg = compose("flashsac", "g1_motion_tracking", "mjwarp")
+    assert list(cfg.owner.chain) == ["mujoco", "mjwarp"]
+    assert cfg.owner.files[-1].endswith("flashsac/task/g1_motion_tracking/mjwarp.yaml")
+    assert compose("flashsac", "g1_motion_tracking", "mujoco").owner.chain == ["mujoco"]
+
+
+def test_composed_config_is_read_only() -> None:
+    cfg = compose("sac", "g1_walk_flat", "mujoco")
+    with pytest.raises(Exception, match="read-only"):
+        cfg.algo.num_envs = 3
+
+
+def test_overrides_apply_with_yaml_types() -> None:
+    cfg = compose(
+        "sac",
+        "g1_walk_flat",
+        "mujoco",
+        [
+            "algo.num_envs=64",
+            "training.replay_ingress_slot_rows=16",
+            "training.no_play=true",
+            "log_dir=/tmp/a",
+        ],
+    )
+    assert cfg.algo.num_envs == 64 and cfg.resolved.replay_ingress_slot_rows == 16
+    assert cfg.training.no_play is True and cfg.log_dir == "/tmp/a"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("training.sim_backend=mujoco", "set by the owner YAML"),
+        ("algo.name=sac", "set by the owner YAML"),
+        ("env.tensor_runtime=x", "was removed"),
+        ("env.tensor_runtime_device=cuda", "was removed"),
+        ("training.inference_slot_capacity=17", r"allowed: 1\.\.16"),
+        ("training.inference_slot_capacity=0", r"allowed: 1\.\.16"),
+        ("training.replay_ingress_depth=17", r"allowed: 1\.\.16"),
+        ("training.replay_ingress_slot_rows=3", "must divide algo.num_envs=2048"),
+        ("training.replay_ingress_slot_rows=0", "positive integer"),
+        ("training.collector_metrics_interval=10001", r"allowed: 1\.\.10000"),
+        ("training.cuda_process_sharing=nccl", "allowed: null, mps"),
+        ("training.no_play=maybe", "true or false"),
+        ("training.learner_device=tpu", "allowed: auto, cpu, cuda, mps"),
+        ("algo.num_envs=lots", "must be an integer"),
+        ("log_dir=relative/dir", "must be an absolute path"),
+        ("training.inference_slot_capcity=2", "did you mean 'training.inference_slot_capacity'"),
+        ("resolved.replay_ingress_slot_rows=4", "derived by the composer"),
+        ("no_equals_sign", "dotted.key=value"),
+    ],
+)
+def test_bad_overrides_fail_closed_with_a_named_reason(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        compose("flashsac", "g1_motion_tracking", "mjwarp", [override])
+
+
+@pytest.mark.parametrize(
+    ("algo", "task", "sim", "message"),
+    [
+        ("ppo", "g1_walk_flat", "mujoco", "--algo"),
+        ("sac", "h1_run", "mujoco", "--task"),
+        ("sac", "g1_walk_flat", "isaac", "--sim"),
+    ],
+)
+def test_unknown_entrypoint_task_or_backend(algo: str, task: str, sim: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        compose(algo, task, sim)
+
+
+def test_owner_yaml_cannot_invent_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import runtime.config as config
+
+    root = tmp_path / "conf"
+    shutil.copytree(config.CONF_ROOT, root)
+    (root / "sac/task/g1_walk_flat/mujoco.yaml").write_text(
+        "training:\n  sim_backend: mujoco\n  turbo: true\n"
+    )
+    monkeypatch.setattr(config, "CONF_ROOT", root)
+    with pytest.raises(ConfigError, match=r"mujoco\.yaml: unknown key 'training\.turbo'"):
+        compose("sac", "g1_walk_flat", "mujoco")
+
+
+def test_inheritance_cycle_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import runtime.config as config
+
+    root = tmp_path / "conf"
+    shutil.copytree(config.CONF_ROOT, root)
+    (root / "sac/task/g1_walk_flat/mujoco.yaml").write_text("inherits: mjwarp\n")
+    monkeypatch.setattr(config, "CONF_ROOT", root)
+    with pytest.raises(ConfigError, match="inheritance cycle"):
+        compose("sac", "g1_walk_flat", "mujoco")
+
+
+@pytest.mark.parametrize(
+    ("facts", "overrides", "message"),
+    [
+        (LINUX_CPU, [], "requires Linux with a CUDA device"),
+        (MACOS, [], "requires Linux with CUDA; this host is Darwin"),
+        (PlatformFacts("Linux", True, 2, False, False), [], "single-GPU only"),
+        (PlatformFacts("Linux", True, 1, True, False), [], "HIP/ROCm"),
+        (
+            LINUX_CPU,
+            ["training.mjwarp_device=cpu", "training.cuda_process_sharing=mps"],
+            "mps requires Linux with a CUDA",
+        ),
+        (LINUX_CPU, ["training.mjwarp_device=cpu", "training.learner_device=cuda"], "learner_device=cuda"),
+    ],
+)
+def test_platform_prerequisites_name_the_first_unmet_one(
+    facts: PlatformFacts, overrides: list[str], message: str
+) -> None:
+    cfg = compose("flashsac", "g1_motion_tracking", "mjwarp", overrides)
+    assert message in platform_blockers(cfg, facts)[0]
+
+
+def test_platform_prerequisites_met() -> None:
+    assert platform_blockers(compose("flashsac", "g1_motion_tracking", "mjwarp"), LINUX_CUDA) == []
+    assert platform_blockers(compose("sac", "g1_walk_flat", "mujoco"), LINUX_CPU) == []
+    assert platform_blockers(compose("sac", "g1_walk_flat", "mujoco"), MACOS) == []
+
+
+def test_cpu_diagnostic_lane_is_explicit() -> None:
+    cfg = compose("sac", "g1_walk_flat", "mjwarp", ["training.mjwarp_device=cpu"])
+    assert platform_blockers(cfg, LINUX_CPU) == []
+
+
+def test_learner_device_order_cuda_mps_cpu() -> None:
+    cfg = compose("sac", "g1_walk_flat", "mujoco")
+    assert resolve_learner_device(cfg, LINUX_CUDA) == "cuda"
+    assert resolve_learner_device(cfg, MACOS) == "mps"
+    assert resolve_learner_device(cfg, LINUX_CPU) == "cpu"
+    explicit = compose("sac", "g1_walk_flat", "mujoco", ["training.learner_device=cpu"])
+    assert resolve_learner_device(explicit, LINUX_CUDA) == "cpu"
+
+
+def test_validate_for_run_checks_log_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="log_dir is required"):
+        validate_for_run(compose("sac", "g1_walk_flat", "mujoco"), LINUX_CPU)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "old.txt").write_text("x")
+    with pytest.raises(ConfigError, match="not an empty directory"):
+        validate_for_run(compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={busy}"]), LINUX_CPU)
+    cfg = validate_for_run(
+        compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path / 'new'}"]), LINUX_CPU
+    )
+    assert cfg.resolved.learner_device == "cpu"
+    assert OmegaConf.is_readonly(cfg)

@@ -1,0 +1,96 @@
+"""Attribution of POSIX shared-memory segments (``/dev/shm`` entries) to a monitored run.
+
+Rule (documented in docs/soak.md). A ``/dev/shm`` entry present after shutdown (after the grace period) is
+an *orphaned segment of the run* when it was **not present before the command was spawned** (same name
+and inode in the pre-spawn snapshot means it predates the run) and at least one of these holds:
+
+1. ``seen_open`` — some process of the run's tree had it open (``/proc/<pid>/fd``) or mapped
+   (``/proc/<pid>/maps``) in some sample;
+2. ``name_prefix`` — its name starts with ``soakbench_<pid>`` for a PID of the run's tree (the trainer's
+   naming contract);
+3. ``new_same_uid`` — (only with ``attribution="host"``, the default) it appeared during the run and is
+   owned by the monitor's uid. This catches a segment created and closed without an unlink between two
+   samples, which no sample could see open. Its limit: another process of the same user creating a segment
+   during the run and leaving it is also attributed (fail closed: a false failure, never a false pass).
+   ``attribution="evidence"`` drops this rule for shared hosts where that is known to happen.
+
+Pure: ``attribute_orphans`` takes snapshots and evidence and returns the list; ``snapshot_shm`` is the
+edge.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+ShmSnapshot = dict[str, dict[str, int]]  # name -> {inode, uid, size_bytes, mtime_ns}
+Attribution = Literal["host", "evidence"]
+TRAINER_SHM_PREFIX = "soakbench_"
+
+
+def snapshot_shm(root: Path = Path("/dev/shm")) -> ShmSnapshot:
+    """Every regular file directly under ``root`` -> inode, owner uid, size, mtime (ns)."""
+    snap: ShmSnapshot = {}
+    try:
+        entries = list(os.scandir(root))
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot list {root}: {exc.strerror}") from exc
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # removed while listing
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        snap[entry.name] = {
+            "inode": st.st_ino,
+            "uid": st.st_uid,
+            "size_bytes": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+        }
+    return snap
+
+
+def attribute_orphans(
+    before: Mapping[str, Mapping[str, int]],
+    after: Mapping[str, Mapping[str, int]],
+    seen_open: Iterable[str],
+    tree_pids: Iterable[int],
+    uid: int,
+    attribution: Attribution = "host",
+) -> list[dict[str, Any]]:
+    """Orphaned segments of the run, sorted by name: ``[{name, path, size_bytes, uid, evidence: [...]}]``.
+
+    ``before``/``after``: pre-spawn and post-grace snapshots; ``seen_open``: names any tree process had
+    open or mapped in any sample; ``tree_pids``: every PID ever seen in the tree; ``uid``: monitor's uid.
+    """
+    if attribution not in ("host", "evidence"):
+        raise ValueError(f"attribution must be 'host' or 'evidence', got {attribution!r}")
+    seen = set(seen_open)
+    prefixes = tuple(f"{TRAINER_SHM_PREFIX}{pid}_" for pid in set(tree_pids))
+    orphans: list[dict[str, Any]] = []
+    for name in sorted(after):
+        info = after[name]
+        prior = before.get(name)
+        if prior is not None and prior["inode"] == info["inode"]:
+            continue  # predates the run
+        evidence: list[str] = []
+        if name in seen:
+            evidence.append("seen_open")
+        if prefixes and name.startswith(prefixes):
+            evidence.append("name_prefix")
+        if attribution == "host" and info["uid"] == uid:
+            evidence.append("new_same_uid")
+        if evidence:
+            orphans.append(
+                {
+                    "name": name,
+                    "path": f"/dev/shm/{name}",
+                    "size_bytes": info["size_bytes"],
+                    "uid": info["uid"],
+                    "evidence": evidence,
+                }
+            )
+    return orphans

@@ -1,0 +1,329 @@
+"""Leak verdicts: is a resource still growing after start-up, or only at a (possibly high) plateau?
+
+Pure logic over the monitor's samples (``samples.jsonl`` records, see docs/soak-artifact.md); numpy only,
+never torch. For each resource class the series comes from the samples' ``totals``:
+
+=====================  ==========================  ======
+class                  totals field                unit
+=====================  ==========================  ======
+``process_count``      ``process_count``           count
+``rss``                ``rss_bytes``               bytes
+``gpu_memory``         ``gpu_memory_bytes``        bytes
+``eventfd``            ``eventfd``                 count
+``shared_memory_fd``   ``shared_memory_fd``        count
+``fd_total``           ``fd_total``                count
+=====================  ==========================  ======
+
+Window: post-start-up samples are those with ``t >= startup_end_t``; the verdict looks only at the *later
+two thirds* of that span in time (``t >= startup_end_t + (t_last - startup_end_t) / 3``), so warm-up that
+outlives the start-up signal (a replay buffer being filled, caches, allocator pools) does not count. Null
+values (GPU memory without NVML) are dropped; fewer than ``min_samples`` values in the window, or an
+all-null series, gives ``insufficient_data``. Windows with more than ``max_points`` values are reduced to
+``max_points`` consecutive-block medians (time = block median) so the O(n²) statistics stay cheap.
+
+A class is ``growing`` only if all of these hold, otherwise ``bounded``:
+
+1. **Trend** — one-sided (upward) Mann–Kendall test with tie correction and continuity correction, normal
+   approximation, ``p < alpha`` (0.01).
+2. **Size** — the Theil–Sen slope times the window span (growth over the window) is at least the class's
+   absolute floor (1 process, 64 MiB RSS/GPU, 3 fds) *and* ``min_relative_growth`` (5 %) of the window's
+   median level.
+3. **Persistence** — the window is cut into four equal-count quarters Q1..Q4. Still rising at the end
+   means: median(Q4) exceeds median(Q3) by more than zero and by at least ``persistence_fraction`` (25 %)
+   of the growth expected over one quarter at the Theil–Sen pace, *and* both envelopes rose:
+   ``max(Q4) > max(Q3)`` and ``min(Q4) > min(Q3)``. A fill-then-plateau or a one-off step has stopped
+   rising by the end, so it is bounded; a leak keeps climbing into the last quarter.
+
+Why three tests: Mann–Kendall alone flags any monotone drift, including a few bytes of allocator noise
+and autocorrelated wander (its independence assumption does not hold for resource series); the size floor
+keeps only growth a person would call a leak; Theil–Sen's median slope ignores a single step (fewer than
+half of the pairs straddle it); persistence rejects fill-then-plateau. The envelope part makes a sawtooth
+or any other exactly periodic series safe by construction: when the period is at most a quarter of the
+window, Q3 and Q4 each hold a full period, so their minima and maxima are equal and the verdict cannot be
+``growing`` (a median comparison alone is fooled by the partial periods at the quarter edges). The price:
+a leak hidden under noise or an oscillation is only called ``growing`` once a quarter of the window's
+growth exceeds that oscillation, i.e. a longer soak detects slower leaks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Verdict = Literal["bounded", "growing", "insufficient_data"]
+VERDICTS: tuple[str, ...] = ("bounded", "growing", "insufficient_data")
+
+MIB = 1 << 20
+METHOD = "mann-kendall+theil-sen"
+
+#: resource class -> (samples ``totals`` field, unit)
+RESOURCE_CLASSES: dict[str, tuple[str, str]] = {
+    "process_count": ("process_count", "count"),
+    "rss": ("rss_bytes", "bytes"),
+    "gpu_memory": ("gpu_memory_bytes", "bytes"),
+    "eventfd": ("eventfd", "count"),
+    "shared_memory_fd": ("shared_memory_fd", "count"),
+    "fd_total": ("fd_total", "count"),
+}
+
+
+def _default_min_growth() -> dict[str, float]:
+    return {
+        "process_count": 1.0,
+        "rss": 64.0 * MIB,
+        "gpu_memory": 64.0 * MIB,
+        "eventfd": 3.0,
+        "shared_memory_fd": 3.0,
+        "fd_total": 3.0,
+    }
+
+
+@dataclass(frozen=True)
+class TrendConfig:
+    """Thresholds of the leak verdict (documented in the module docstring and recorded in the artifact)."""
+
+    window_fraction: float = 2.0 / 3.0  # later part of the post-start-up span that is analysed
+    min_samples: int = 8
+    max_points: int = 1500
+    alpha: float = 0.01
+    min_relative_growth: float = 0.05
+    persistence_fraction: float = 0.25
+    min_absolute_growth: Mapping[str, float] = field(default_factory=_default_min_growth)
+
+
+DEFAULT_CONFIG = TrendConfig()
+
+
+def mann_kendall(values: npt.ArrayLike) -> dict[str, float]:
+    """Mann–Kendall trend statistic for a series in time order.
+
+    Args:
+        values: [n] observations, n >= 2.
+
+    Returns:
+        ``{s, var_s, z, p_value_increasing, tau}``: S statistic, its variance with the tie correction
+        ``(n(n-1)(2n+5) - Σ t(t-1)(2t+5)) / 18``, continuity-corrected z, one-sided p-value for an upward
+        trend (normal approximation) and Kendall's tau-a.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    n = int(x.size)
+    if n < 2:
+        raise ValueError(f"mann_kendall needs at least 2 values, got {n}")
+    s = 0.0
+    for i in range(n - 1):
+        s += float(np.sign(x[i + 1 :] - x[i]).sum())
+    _, counts = np.unique(x, return_counts=True)
+    ties = counts[counts > 1].astype(np.float64)
+    var_s = (n * (n - 1) * (2 * n + 5) - float((ties * (ties - 1) * (2 * ties + 5)).sum())) / 18.0
+    if var_s <= 0.0:  # every value equal
+        z = 0.0
+    elif s > 0:
+        z = (s - 1.0) / math.sqrt(var_s)
+    elif s < 0:
+        z = (s + 1.0) / math.sqrt(var_s)
+    else:
+        z = 0.0
+    p_up = 0.5 * math.erfc(z / math.sqrt(2.0))
+    return {"s": s, "var_s": var_s, "z": z, "p_value_increasing": p_up, "tau": s / (n * (n - 1) / 2.0)}
+
+
+def theil_sen_slope(t: npt.ArrayLike, values: npt.ArrayLike) -> float:
+    """Median of the pairwise slopes (units of ``values`` per unit of ``t``); pairs with equal t skipped.
+
+    Args:
+        t: [n] sample times (seconds), non-decreasing.
+        values: [n] observations.
+    """
+    tt = np.asarray(t, dtype=np.float64)
+    x = np.asarray(values, dtype=np.float64)
+    i, j = np.triu_indices(tt.size, k=1)
+    dt = tt[j] - tt[i]
+    keep = dt > 0
+    if not keep.any():
+        return 0.0
+    return float(np.median((x[j][keep] - x[i][keep]) / dt[keep]))
+
+
+def _block_medians(t: np.ndarray, x: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    if t.size <= max_points:
+        return t, x
+    blocks = np.array_split(np.arange(t.size), max_points)
+    return (
+        np.array([np.median(t[b]) for b in blocks]),
+        np.array([np.median(x[b]) for b in blocks]),
+    )
+
+
+def _series(samples: Sequence[Mapping[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Times [n] and values [n] of ``totals[key]`` where non-null, plus the number of null values."""
+    times: list[float] = []
+    values: list[float] = []
+    nulls = 0
+    for index, sample in enumerate(samples):
+        totals = sample.get("totals")
+        if not isinstance(totals, Mapping):
+            raise ValueError(f"samples[{index}].totals: expected an object, got {type(totals).__name__}")
+        value = totals.get(key)
+        if value is None:
+            nulls += 1
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"samples[{index}].totals.{key}: expected a number or null, got {value!r}")
+        times.append(float(sample["t"]))
+        values.append(float(value))
+    return np.asarray(times), np.asarray(values), nulls
+
+
+def classify_series(
+    t: npt.ArrayLike,
+    values: npt.ArrayLike,
+    *,
+    min_absolute_growth: float,
+    config: TrendConfig = DEFAULT_CONFIG,
+) -> tuple[Verdict, dict[str, Any]]:
+    """Verdict for one already-windowed series (the three tests of the module docstring).
+
+    Args:
+        t: [n] sample times in seconds, non-decreasing.
+        values: [n] resource level (bytes or count), no nulls.
+        min_absolute_growth: the class's absolute growth floor over the window, in the series' unit.
+
+    Returns:
+        (verdict, details): details holds the statistics, thresholds and a ``reason`` sentence.
+    """
+    tt, x = _block_medians(np.asarray(t, float), np.asarray(values, float), config.max_points)
+    n = int(x.size)
+    details: dict[str, Any] = {"points": n}
+    if n < config.min_samples:
+        details["reason"] = f"{n} values in the window, fewer than the {config.min_samples} needed"
+        return "insufficient_data", details
+    span = float(tt[-1] - tt[0])
+    slope = theil_sen_slope(tt, x)
+    growth = slope * span
+    median_level = float(np.median(x))
+    required = max(min_absolute_growth, config.min_relative_growth * abs(median_level))
+    mk = mann_kendall(x)
+    quarters = np.array_split(x, 4)
+    q3, q4 = float(np.median(quarters[2])), float(np.median(quarters[3]))
+    envelope = {
+        "q3_min": float(quarters[2].min()),
+        "q3_max": float(quarters[2].max()),
+        "q4_min": float(quarters[3].min()),
+        "q4_max": float(quarters[3].max()),
+    }
+    required_rise = config.persistence_fraction * growth / 4.0
+    details.update(
+        {
+            "slope_per_s": slope,
+            "slope_per_hour": slope * 3600.0,
+            "growth_over_window": growth,
+            "median_level": median_level,
+            "mann_kendall": {k: mk[k] for k in ("s", "z", "p_value_increasing", "tau")},
+            "required_growth": required,
+            "persistence": {"q3_median": q3, "q4_median": q4, "required_rise": required_rise, **envelope},
+        }
+    )
+    trend = mk["p_value_increasing"] < config.alpha
+    large = growth >= required and growth > 0.0
+    envelope_rose = envelope["q4_max"] > envelope["q3_max"] and envelope["q4_min"] > envelope["q3_min"]
+    persistent = (q4 - q3) > 0.0 and (q4 - q3) >= required_rise and envelope_rose
+    if not trend:
+        reason = (
+            f"no significant upward trend (Mann–Kendall p={mk['p_value_increasing']:.3g} >= {config.alpha})"
+        )
+    elif not large:
+        reason = f"growth over the window {growth:.6g} is below the required {required:.6g}"
+    elif not persistent:
+        reason = (
+            f"growth stopped: the last quarter (median {q4:.6g}, range {envelope['q4_min']:.6g}.."
+            f"{envelope['q4_max']:.6g}) does not rise above the third (median {q3:.6g}, range "
+            f"{envelope['q3_min']:.6g}..{envelope['q3_max']:.6g}) by {required_rise:.6g} in median and in "
+            "both envelopes (plateau, one-off step or oscillation)"
+        )
+    else:
+        reason = (
+            f"sustained growth: {growth:.6g} over {span:.1f} s (Theil–Sen), Mann–Kendall "
+            f"p={mk['p_value_increasing']:.3g}, still rising in the last quarter"
+        )
+    details["reason"] = reason
+    return ("growing" if trend and large and persistent else "bounded"), details
+
+
+def leak_verdicts(
+    samples: Sequence[Mapping[str, Any]],
+    startup_end_t: float | None,
+    config: TrendConfig = DEFAULT_CONFIG,
+) -> dict[str, Any]:
+    """Leak verdict and trend record for every resource class.
+
+    Args:
+        samples: monitor samples in time order; each needs ``t`` (s since monitor start) and ``totals``.
+        startup_end_t: the ``t`` at which start-up ended (first progress); None when it never ended, which
+            makes every verdict ``insufficient_data``.
+        config: thresholds.
+
+    Returns:
+        ``{"leak_verdicts": {class: verdict}, "trends": {class: {method, unit, verdict, reason, window
+        {t_start, t_end, n, nulls_dropped, startup_end_t, rule}, slope_per_s, slope_per_hour, ...,
+        thresholds}}}``. Raises ValueError naming the sample index on a malformed sample.
+    """
+    verdicts: dict[str, str] = {}
+    trends: dict[str, Any] = {}
+    for cls, (key, unit) in RESOURCE_CLASSES.items():
+        thresholds = {
+            "alpha": config.alpha,
+            "min_absolute_growth": float(config.min_absolute_growth[cls]),
+            "min_relative_growth": config.min_relative_growth,
+            "persistence_fraction": config.persistence_fraction,
+            "min_samples": config.min_samples,
+        }
+        trend: dict[str, Any] = {"method": METHOD, "unit": unit, "thresholds": thresholds}
+        t_all, x_all, nulls_all = _series(samples, key)
+        window: dict[str, Any] = {
+            "rule": f"later {config.window_fraction:.3g} of the post-start-up span",
+            "startup_end_t": startup_end_t,
+            "t_start": None,
+            "t_end": None,
+            "n": 0,
+            "nulls_dropped": 0,
+        }
+        trend["window"] = window
+        if startup_end_t is None:
+            verdict: Verdict = "insufficient_data"
+            trend["reason"] = "start-up never ended (no progress seen), so there are no post-start-up samples"
+        elif t_all.size == 0:
+            verdict = "insufficient_data"
+            trend["reason"] = f"all {nulls_all} values of totals.{key} are null"
+        else:
+            sample_t = np.asarray([float(s["t"]) for s in samples])
+            post_t = sample_t[sample_t >= startup_end_t]
+            if post_t.size == 0:
+                verdict = "insufficient_data"
+                trend["reason"] = "no samples after start-up"
+            else:
+                t_start = startup_end_t + (1.0 - config.window_fraction) * (float(post_t[-1]) - startup_end_t)
+                in_window = t_all >= t_start
+                window.update(
+                    {
+                        "t_start": t_start,
+                        "t_end": float(post_t[-1]),
+                        "n": int(in_window.sum()),
+                        "nulls_dropped": int((post_t >= t_start).sum()) - int(in_window.sum()),
+                    }
+                )
+                verdict, details = classify_series(
+                    t_all[in_window],
+                    x_all[in_window],
+                    min_absolute_growth=float(config.min_absolute_growth[cls]),
+                    config=config,
+                )
+                trend.update(details)
+        trend["verdict"] = verdict
+        verdicts[cls] = verdict
+        trends[cls] = trend
+    return {"leak_verdicts": verdicts, "trends": trends}

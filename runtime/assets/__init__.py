@@ -1,0 +1,54 @@
+"""Project-authored assets: the G1-class humanoid MJCF and its reference motion clips.
+
+Nothing here is downloaded. MuJoCo is imported lazily inside :func:`load_model`, so importing this
+package (e.g. to resolve a scene path for ``--print-config``) pulls in no physics.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runtime.assets.motion import MotionClip, MotionClipError, load_motion
+
+if TYPE_CHECKING:
+    import mujoco
+
+ASSET_ROOT: Path = Path(__file__).resolve().parent
+
+__all__ = [
+    "ASSET_ROOT",
+    "AssetError",
+    "MotionClip",
+    "MotionClipError",
+    "load_model",
+    "load_motion",
+    "resolve",
+]
+
+
+class AssetError(ValueError):
+    """A requested asset is missing or cannot be compiled; the message names the path."""
+
+
+def resolve(rel: str) -> Path:
+    """Resolve ``rel`` (e.g. ``"robots/g1/scene_flat.xml"``) under :data:`ASSET_ROOT`.
+
+    Absolute paths and ``..`` escapes are rejected so configuration can only name shipped assets."""
+    candidate = Path(rel)
+    if candidate.is_absolute() or ".." in candidate.parts:
+        raise AssetError(f"asset path {rel!r} must be relative to {ASSET_ROOT} without '..'")
+    return ASSET_ROOT / candidate
+
+
+def load_model(scene_rel: str) -> mujoco.MjModel:
+    """Compile the MJCF scene ``scene_rel`` (relative to :data:`ASSET_ROOT`) into an ``MjModel``."""
+    import mujoco
+
+    path = resolve(scene_rel)
+    if not path.is_file():
+        raise AssetError(f"scene {path} does not exist (task.scene={scene_rel!r})")
+    try:
+        return mujoco.MjModel.from_xml_path(str(path))
+    except ValueError as exc:  # mujoco reports XML/compile errors as ValueError
+        raise AssetError(f"scene {path} failed to compile: {exc}") from exc

@@ -73,6 +73,7 @@ class PlatformFacts:
     cuda_device_count: int
     hip_build: bool
     mps_available: bool
+    gpu_uuid: str | None = None  # the physical GPU a CUDA run would use, when NVML can tell
 
     @classmethod
     def detect(cls) -> PlatformFacts:
@@ -85,7 +86,19 @@ class PlatformFacts:
             cuda_device_count=int(torch.cuda.device_count()) if torch.cuda.is_available() else 0,
             hip_build=getattr(torch.version, "hip", None) is not None,
             mps_available=bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
+            gpu_uuid=_visible_gpu_uuid() if torch.cuda.is_available() else None,
         )
+
+
+def _visible_gpu_uuid() -> str | None:
+    """UUID of the single visible GPU through NVML (honouring CUDA_VISIBLE_DEVICES), else None."""
+    from harness.mps import visible_gpus
+    from harness.nvml import NvmlReader
+
+    with NvmlReader() as reader:
+        snapshot = reader.snapshot()
+    visible = visible_gpus(snapshot, os.environ.get("CUDA_VISIBLE_DEVICES")) if snapshot["available"] else []
+    return visible[0].uuid if len(visible) == 1 else None
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -316,7 +329,20 @@ def validate_for_run(cfg: DictConfig, facts: PlatformFacts) -> DictConfig:
     log_dir = Path(str(cfg.log_dir))
     if log_dir.exists() and (not log_dir.is_dir() or any(log_dir.iterdir())):
         raise ConfigError(f"log_dir {log_dir} exists and is not an empty directory; choose a new path")
-    return with_resolved(cfg, learner_device=resolve_learner_device(cfg, facts))
+    sharing: dict[str, Any] = {
+        "configured": cfg.training.cuda_process_sharing,
+        "effective": None,
+        "validation": None,
+    }
+    if cfg.training.cuda_process_sharing == "mps":
+        from harness.mps import CumpsError, resolve_for_training
+
+        try:
+            sharing["validation"] = resolve_for_training(facts.gpu_uuid, os.environ)
+        except CumpsError as exc:
+            raise ConfigError(str(exc)) from None
+        sharing["effective"] = "mps"
+    return with_resolved(cfg, learner_device=resolve_learner_device(cfg, facts), cuda_process_sharing=sharing)
 
 
 def with_resolved(cfg: DictConfig, **values: Any) -> DictConfig:

@@ -195,3 +195,28 @@ def test_validate_for_run_checks_log_dir(tmp_path: Path) -> None:
     )
     assert cfg.resolved.learner_device == "cpu"
     assert OmegaConf.is_readonly(cfg)
+
+
+def test_mps_sharing_fails_closed_without_a_recorded_daemon(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    facts = PlatformFacts("Linux", True, 1, False, False, gpu_uuid="GPU-1a2b")
+    cfg = compose(
+        "flashsac",
+        "g1_motion_tracking",
+        "mjwarp",
+        ["training.cuda_process_sharing=mps", f"log_dir={tmp_path / 'run'}"],
+    )
+    with pytest.raises(ConfigError, match="run `cumps start` first"):
+        validate_for_run(cfg, facts)
+    assert not (tmp_path / "run").exists()
+
+
+def test_unconfigured_sharing_is_recorded_as_null(tmp_path: Path) -> None:
+    cfg = validate_for_run(
+        compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path / 'run'}"]), LINUX_CPU
+    )
+    assert cfg.resolved.cuda_process_sharing.configured is None
+    assert cfg.resolved.cuda_process_sharing.effective is None

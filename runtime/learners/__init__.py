@@ -1,0 +1,112 @@
+"""Learners for the training runtime: SAC and FlashSAC behind one ``Learner`` interface.
+
+Contract (docs/learners.md, notes/interfaces.md):
+    build_learner(algo_cfg, obs_dim, action_dim, device) -> Learner
+    build_actor(algo_cfg, obs_dim, action_dim) -> Actor      (collector copy; ``act(obs [N, O], deterministic)``)
+    actor_state_vector(actor) -> Tensor[P] float32           (all parameters AND buffers, state_dict order)
+    load_actor_state_vector(actor, vec)                      (inverse; P is fixed per config)
+    actor_state_size(algo_cfg, obs_dim, action_dim) -> int   (P, to size inference-ring slots)
+
+Importing this package is cheap (no torch at import time); torch loads when a function is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from omegaconf import DictConfig
+
+    from runtime.learners.base import Learner
+    from runtime.learners.networks import Actor
+
+ALGOS: tuple[str, ...] = ("sac", "flashsac")
+
+__all__ = [
+    "ALGOS",
+    "actor_state_size",
+    "actor_state_vector",
+    "build_actor",
+    "build_learner",
+    "load_actor_state_vector",
+]
+
+
+def _algo_name(algo_cfg: DictConfig | Mapping[str, Any]) -> str:
+    name = algo_cfg.get("name")
+    if name not in ALGOS:
+        raise ValueError(f"algo.name={name!r} has no learner; allowed: {', '.join(ALGOS)}")
+    return str(name)
+
+
+def build_learner(
+    algo_cfg: DictConfig | Mapping[str, Any],
+    obs_dim: int,
+    action_dim: int,
+    device: torch.device,
+    *,
+    seed: int = 0,
+    torch_compile: bool = False,
+    cuda_graphs: bool = False,
+) -> Learner:
+    """The learner for ``algo_cfg.name`` on ``device``. ``torch_compile``/``cuda_graphs`` come from
+    ``training.*``; they are forced off on CPU and the decision is in ``learner.runtime_diagnostics()``.
+    Raises ValueError naming the ``algo.*`` key on a bad hyperparameter."""
+    from runtime.learners.base import runtime_options
+
+    options = runtime_options(device, torch_compile, cuda_graphs)
+    if _algo_name(algo_cfg) == "sac":
+        from runtime.learners.sac import SACLearner
+
+        return SACLearner(algo_cfg, obs_dim, action_dim, device, seed, options)
+    from runtime.learners.flashsac import FlashSACLearner
+
+    return FlashSACLearner(algo_cfg, obs_dim, action_dim, device, seed, options)
+
+
+def build_actor(algo_cfg: DictConfig | Mapping[str, Any], obs_dim: int, action_dim: int) -> Actor:
+    """A fresh actor module on CPU in eval mode, shaped like the learner's (for the collector)."""
+    if _algo_name(algo_cfg) == "sac":
+        from runtime.learners.sac import build_sac_actor
+
+        actor: Actor = build_sac_actor(algo_cfg, obs_dim, action_dim)
+    else:
+        from runtime.learners.flashsac import build_flash_actor
+
+        actor = build_flash_actor(algo_cfg, obs_dim, action_dim)
+    actor.requires_grad_(False)
+    return actor.eval()
+
+
+def _tensors(actor: torch.nn.Module) -> list[torch.Tensor]:
+    return list(actor.state_dict(keep_vars=True).values())
+
+
+def actor_state_vector(actor: torch.nn.Module) -> torch.Tensor:
+    """Every parameter and buffer of ``actor`` flattened, state_dict order -> float32 [P] on the actor's device."""
+    import torch
+
+    return torch.cat([t.detach().reshape(-1).to(torch.float32) for t in _tensors(actor)])
+
+
+def load_actor_state_vector(actor: torch.nn.Module, vec: torch.Tensor) -> None:
+    """Copy ``vec`` [P] (from ``actor_state_vector``) into ``actor`` in place; ValueError on a size mismatch."""
+    import torch
+
+    tensors = _tensors(actor)
+    total = sum(t.numel() for t in tensors)
+    if vec.dim() != 1 or vec.numel() != total:
+        raise ValueError(f"actor state vector has shape {tuple(vec.shape)}, expected ({total},)")
+    offset = 0
+    with torch.no_grad():
+        for t in tensors:
+            n = t.numel()
+            t.copy_(vec[offset : offset + n].view_as(t).to(t.device, t.dtype))
+            offset += n
+
+
+def actor_state_size(algo_cfg: DictConfig | Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
+    """P, the length of ``actor_state_vector`` for this configuration."""
+    return sum(t.numel() for t in _tensors(build_actor(algo_cfg, obs_dim, action_dim)))

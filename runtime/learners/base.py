@@ -1,0 +1,205 @@
+"""The Learner edge object shared by SAC and FlashSAC: replay, randomness, state swapping, metrics.
+
+The math lives in pure step functions (``sac.sac_step``, ``flashsac.flashsac_step``) that take a state
+and a batch and return a new state plus metrics; this class only feeds them and keeps the result.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from runtime.learners.networks import Actor
+from runtime.learners.replay import Batch, ReplayBuffer, check_transitions
+
+
+def cfg_get(
+    algo_cfg: DictConfig | Mapping[str, Any], key: str, kind: type, *, low: float | None = None
+) -> Any:
+    """Read ``algo.<key>`` with a type/range check; raises ValueError naming the key (fail closed)."""
+    if key not in algo_cfg:
+        raise ValueError(f"algo.{key} is missing from the algorithm defaults")
+    value = algo_cfg[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is list:
+        value = list(value)
+        if not value or not all(isinstance(v, int) and v > 0 for v in value):
+            raise ValueError(f"algo.{key}={value!r}: expected a non-empty list of positive integers")
+        return value
+    if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
+        raise ValueError(f"algo.{key}={value!r}: expected {kind.__name__}")
+    if low is not None and value < low:  # type: ignore[operator]
+        raise ValueError(f"algo.{key}={value!r}: must be >= {low}")
+    return value
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Learner execution options from ``training.*`` with the decision recorded per optimisation."""
+
+    torch_compile: bool
+    cuda_graphs: bool
+    diagnostics: dict[str, dict[str, Any]]
+
+
+def runtime_options(device: torch.device, torch_compile: bool, cuda_graphs: bool) -> RuntimeOptions:
+    """Decide torch.compile / CUDA graphs for ``device``: forced off on CPU (reason recorded)."""
+    diag: dict[str, dict[str, Any]] = {}
+    compile_on = torch_compile and device.type != "cpu"
+    diag["torch_compile"] = {
+        "requested": torch_compile,
+        "enabled": compile_on,
+        "disable_reason": None
+        if compile_on
+        else ("not requested" if not torch_compile else "forced off on cpu: compile time exceeds the gain"),
+    }
+    reason = "not requested"
+    if cuda_graphs:
+        reason = (
+            "forced off on cpu: CUDA graphs need a CUDA device"
+            if device.type != "cuda"
+            else "not implemented: learner updates run eagerly (host-side update counters)"
+        )
+    diag["cuda_graphs"] = {"requested": cuda_graphs, "enabled": False, "disable_reason": reason}
+    return RuntimeOptions(torch_compile=compile_on, cuda_graphs=False, diagnostics=diag)
+
+
+def state_to_dict(state: Any) -> Any:
+    """Recursively turn (nested) frozen dataclasses into dicts for ``torch.save``."""
+    if is_dataclass(state) and not isinstance(state, type):
+        return {f.name: state_to_dict(getattr(state, f.name)) for f in fields(state)}
+    return state
+
+
+class Learner(ABC):
+    """Owns the replay buffer and the current learner state; see runtime/learners/__init__.py."""
+
+    actor: Actor
+    updates_per_iteration: int
+    algo: str
+
+    def __init__(
+        self,
+        algo_cfg: DictConfig | Mapping[str, Any],
+        obs_dim: int,
+        action_dim: int,
+        device: torch.device,
+        seed: int,
+        options: RuntimeOptions,
+    ) -> None:
+        self.obs_dim, self.action_dim, self.device, self.options = obs_dim, action_dim, device, options
+        self.batch_size = cfg_get(algo_cfg, "batch_size", int, low=2)
+        self.learning_starts = cfg_get(algo_cfg, "learning_starts", int, low=0)
+        self.updates_per_iteration = cfg_get(algo_cfg, "updates_per_iteration", int, low=1)
+        capacity = cfg_get(algo_cfg, "replay_capacity", int, low=1)
+        self.replay = ReplayBuffer(capacity, obs_dim, action_dim, device)
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.updates_total = 0
+
+    # -- edge: data in -------------------------------------------------------------------------
+    def add_transitions(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> None:
+        """Copy n transitions into the replay buffer (obs [n, O], action [n, A], reward [n],
+        next_obs [n, O], terminated [n]) and fold them into running statistics."""
+        check_transitions(obs, action, reward, next_obs, terminated, self.obs_dim, self.action_dim)
+        self.replay.add(obs, action, reward, next_obs, terminated)
+        self._observe(obs.to(self.device, torch.float32), reward.to(self.device, torch.float32))
+
+    def ready(self) -> bool:
+        """True once the replay holds at least max(batch_size, learning_starts) rows."""
+        return self.replay.size >= max(self.batch_size, self.learning_starts)
+
+    # -- edge: updates -------------------------------------------------------------------------
+    def update(self) -> dict[str, float]:
+        """Run ``updates_per_iteration`` gradient updates; returns the mean of each metric over the
+        updates that produced it plus learner counters (TB schema v1 tag names)."""
+        if not self.ready():
+            raise RuntimeError(
+                f"update() before ready(): replay holds {self.replay.size} rows, "
+                f"needs {max(self.batch_size, self.learning_starts)}"
+            )
+        sums: dict[str, torch.Tensor] = {}
+        counts: dict[str, int] = {}
+        for _ in range(self.updates_per_iteration):
+            batch = self.replay.sample(self.batch_size, self.generator)
+            for key, value in self._update_once(batch).items():
+                sums[key] = sums[key] + value if key in sums else value.detach()
+                counts[key] = counts.get(key, 0) + 1
+            self.updates_total += 1
+        self._sync_actor()
+        out = {k: float(v) / counts[k] for k, v in sums.items()}
+        out["learner/updates_total"] = float(self.updates_total)
+        out["learner/replay_size"] = float(self.replay.size)
+        return out
+
+    def _noise(self, rows: int) -> torch.Tensor:
+        """Standard normal noise [rows, A] from the learner generator (sampled at the edge)."""
+        return torch.randn(rows, self.action_dim, generator=self.generator, device=self.device)
+
+    @torch.no_grad()
+    def _sync_actor(self) -> None:
+        """Copy the state's actor params/buffers into ``self.actor`` (the module the state vector reads)."""
+        params, buffers = self._actor_tensors()
+        own = dict(self.actor.named_parameters()) | dict(self.actor.named_buffers())
+        for name, value in (params | buffers).items():
+            own[name].copy_(value)
+
+    def runtime_diagnostics(self) -> dict[str, dict[str, Any]]:
+        """Per-optimisation ``{requested, enabled, disable_reason}`` for the run manifest."""
+        return {k: dict(v) for k, v in self.options.diagnostics.items()}
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimiser moments, running statistics and counters (not the replay contents)."""
+        return {
+            "algo": self.algo,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "updates_total": self.updates_total,
+            "generator": self.generator.get_state(),
+            "state": state_to_dict(self._get_state()),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore ``state_dict`` output; refuses a checkpoint of another algorithm or shape."""
+        for key, want in (("algo", self.algo), ("obs_dim", self.obs_dim), ("action_dim", self.action_dim)):
+            if state.get(key) != want:
+                raise ValueError(
+                    f"checkpoint {key}={state.get(key)!r} does not match this learner ({want!r})"
+                )
+        self.updates_total = int(state["updates_total"])
+        self.generator.set_state(state["generator"])
+        self._set_state(state["state"])
+        self._sync_actor()
+
+    # -- subclass hooks ------------------------------------------------------------------------
+    @abstractmethod
+    def _observe(self, obs: torch.Tensor, reward: torch.Tensor) -> None:
+        """Fold newly added obs [n, O] and reward [n] into running statistics."""
+
+    @abstractmethod
+    def _update_once(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One gradient update on ``batch``: swap in the new state, return 0-dim metric tensors."""
+
+    @abstractmethod
+    def _actor_tensors(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """(actor params, actor buffers) of the current state, keyed like ``self.actor``."""
+
+    @abstractmethod
+    def _get_state(self) -> Any: ...
+
+    @abstractmethod
+    def _set_state(self, state: Mapping[str, Any]) -> None: ...

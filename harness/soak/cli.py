@@ -1,0 +1,284 @@
+"""`soak`: `soak run` (the owner-routed trainer), `soak monitor -- CMD` (any command), `soak report`.
+
+Thin typer wrappers: settings are built and validated here (bad input -> exit 2 before anything is
+spawned or written), the work is ``harness.soak.driver.run_monitor``. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from harness.soak.driver import MonitorSettings, SettingsError
+from harness.soak.outcome import run_monitor
+
+EXIT_BAD_INPUT = 2
+#: keys `soak run` owns; an --extra-override of any of them is rejected (leading +/~ ignored)
+OWNED_KEYS: dict[str, str] = {
+    "algo": "--algo",
+    "algo.name": "--algo",
+    "task": "--task",
+    "task.name": "--task",
+    "sim": "--sim",
+    "training.sim_backend": "--sim",
+    "training.no_play": "play mode (always true in a soak)",
+    "log_dir": "--log-dir",
+    "algo.num_envs": "--num-envs",
+    "algo.max_iterations": "--iterations",
+}
+
+
+class Algo(StrEnum):
+    sac = "sac"
+    flashsac = "flashsac"
+
+
+class Task(StrEnum):
+    g1_walk_flat = "g1_walk_flat"
+    g1_motion_tracking = "g1_motion_tracking"
+
+
+class Sim(StrEnum):
+    mujoco = "mujoco"
+    mjwarp = "mjwarp"
+
+
+class Live(StrEnum):
+    auto = "auto"
+    rich = "rich"
+    plain = "plain"
+    off = "off"
+
+
+class ShmAttribution(StrEnum):
+    host = "host"
+    evidence = "evidence"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The timing flags shared by `run` and `monitor` (seconds)."""
+
+    min_duration_s: float
+    sample_interval_s: float
+    startup_timeout_s: float
+    stale_progress_s: float
+    post_shutdown_grace_s: float
+    termination_grace_s: float
+
+
+def check_extra_overrides(overrides: list[str]) -> None:
+    """Reject malformed or owned ``--extra-override`` values (SettingsError names the value)."""
+    for item in overrides:
+        key, sep, _value = item.partition("=")
+        key = key.strip().lstrip("+~")
+        if not sep or not key:
+            raise SettingsError(f"--extra-override {item!r}: must be dotted.key=value")
+        if key in OWNED_KEYS or key == "owner" or key.startswith("owner."):
+            owner = OWNED_KEYS.get(key, "the owner route")
+            raise SettingsError(
+                f"--extra-override {item!r}: {key} is owned by `soak run` ({owner}); set it there instead"
+            )
+
+
+def train_command(
+    algo: str, task: str, sim: str, num_envs: int, iterations: int, log_dir: Path, extra: list[str]
+) -> list[str]:
+    """The owner-routed `train` command `soak run` spawns."""
+    return [
+        sys.executable,
+        "-m",
+        "runtime.cli",
+        "--algo",
+        algo,
+        "--task",
+        task,
+        "--sim",
+        sim,
+        f"algo.num_envs={num_envs}",
+        f"algo.max_iterations={iterations}",
+        "training.no_play=true",
+        f"log_dir={log_dir}",
+        *extra,
+    ]
+
+
+def cuda_blocker(extra: list[str]) -> str | None:
+    """Why an mjwarp soak cannot run here, or None. Checked through NVML (no torch in the monitor).
+
+    ``training.mjwarp_device=cpu`` is the explicit diagnostic lane and needs no GPU.
+    """
+    if any(item.replace(" ", "") == "training.mjwarp_device=cpu" for item in extra):
+        return None
+    from harness.nvml import gpu_snapshot
+
+    snap = gpu_snapshot()
+    if snap["available"]:
+        return None
+    return (
+        f"--sim mjwarp needs a CUDA GPU and none is usable here ({snap['reason']}). "
+        "For a CPU soak use `--sim mujoco`; `--extra-override training.mjwarp_device=cpu` is the explicit "
+        "MJWarp CPU diagnostic lane (never production evidence)."
+    )
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]soak: error:[/] {message}", soft_wrap=True)
+    return typer.Exit(EXIT_BAD_INPUT)
+
+
+def _execute(settings: MonitorSettings) -> None:
+    try:
+        code = run_monitor(settings)
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+    raise typer.Exit(code)
+
+
+MinDuration = Annotated[float, typer.Option("--min-duration-seconds", help="the run must last at least this")]
+Interval = Annotated[float, typer.Option("--sample-interval-seconds", help="seconds between samples")]
+Startup = Annotated[
+    float, typer.Option("--startup-timeout-seconds", help="no progress within this -> timeout/startup")
+]
+Stale = Annotated[
+    float, typer.Option("--stale-progress-seconds", help="no run-dir change for this -> timeout/stale_tick")
+]
+Grace = Annotated[
+    float, typer.Option("--post-shutdown-grace-seconds", help="wait after exit before residual checks")
+]
+TermGrace = Annotated[
+    float,
+    typer.Option("--termination-grace-seconds", help="SIGTERM -> SIGKILL delay when the monitor stops a run"),
+]
+LogDir = Annotated[Path, typer.Option("--log-dir", help="absolute, new or empty run directory")]
+Output = Annotated[Path, typer.Option("--output", help="absolute path of the soak artifact (.json)")]
+LiveOpt = Annotated[Live, typer.Option("--live", help="auto: rich on a TTY, plain lines otherwise")]
+ShmOpt = Annotated[
+    ShmAttribution,
+    typer.Option(
+        "--shm-attribution", help="host: also count new same-uid /dev/shm entries (see docs/soak.md)"
+    ),
+]
+
+
+def run(
+    log_dir: LogDir,
+    output: Output,
+    num_envs: Annotated[int, typer.Option("--num-envs", min=1)] = 1024,
+    iterations: Annotated[int, typer.Option("--iterations", min=1)] = 65000,
+    min_duration_seconds: MinDuration = 1800.0,
+    sample_interval_seconds: Interval = 5.0,
+    startup_timeout_seconds: Startup = 900.0,
+    stale_progress_seconds: Stale = 300.0,
+    post_shutdown_grace_seconds: Grace = 10.0,
+    termination_grace_seconds: TermGrace = 20.0,
+    extra_override: Annotated[
+        list[str] | None, typer.Option("--extra-override", help="dotted.key=value passed to train")
+    ] = None,
+    algo: Annotated[Algo, typer.Option("--algo")] = Algo.flashsac,
+    task: Annotated[Task, typer.Option("--task")] = Task.g1_motion_tracking,
+    sim: Annotated[Sim, typer.Option("--sim")] = Sim.mjwarp,
+    live: LiveOpt = Live.auto,
+    shm_attribution: ShmOpt = ShmAttribution.host,
+) -> None:
+    """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
+    budget, 1024 envs x 65000 iterations, >= 1800 s)."""
+    extra = list(extra_override or [])
+    try:
+        check_extra_overrides(extra)
+        for name, path in (("--log-dir", log_dir), ("--output", output)):
+            if not path.is_absolute():
+                raise SettingsError(f"{name}: must be an absolute path, got {str(path)!r}")
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
+    if sim is Sim.mjwarp:
+        blocker = cuda_blocker(extra)
+        if blocker is not None:
+            raise _fail(blocker)
+    settings = MonitorSettings(
+        command=tuple(train_command(algo.value, task.value, sim.value, num_envs, iterations, log_dir, extra)),
+        mode="run",
+        log_dir=log_dir,
+        output=output,
+        min_duration_s=min_duration_seconds,
+        sample_interval_s=sample_interval_seconds,
+        startup_timeout_s=startup_timeout_seconds,
+        stale_progress_s=stale_progress_seconds,
+        post_shutdown_grace_s=post_shutdown_grace_seconds,
+        termination_grace_s=termination_grace_seconds,
+        shm_attribution=shm_attribution.value,
+        live=live.value,
+        max_iterations=iterations,
+        run_settings={
+            "algo": algo.value,
+            "task": task.value,
+            "sim": sim.value,
+            "num_envs": num_envs,
+            "iterations": iterations,
+            "extra_overrides": extra,
+        },
+    )
+    _execute(settings)
+
+
+def monitor(
+    command: Annotated[list[str], typer.Argument(help="the command to run and watch, after `--`")],
+    log_dir: LogDir,
+    output: Output,
+    min_duration_seconds: MinDuration = 0.0,
+    sample_interval_seconds: Interval = 5.0,
+    startup_timeout_seconds: Startup = 900.0,
+    stale_progress_seconds: Stale = 300.0,
+    post_shutdown_grace_seconds: Grace = 10.0,
+    termination_grace_seconds: TermGrace = 20.0,
+    live: LiveOpt = Live.auto,
+    shm_attribution: ShmOpt = ShmAttribution.host,
+) -> None:
+    """Watch any COMMAND that writes its progress under --log-dir (criteria needing a run_summary are
+    not_applicable)."""
+    settings = MonitorSettings(
+        command=tuple(command),
+        mode="monitor",
+        log_dir=log_dir,
+        output=output,
+        min_duration_s=min_duration_seconds,
+        sample_interval_s=sample_interval_seconds,
+        startup_timeout_s=startup_timeout_seconds,
+        stale_progress_s=stale_progress_seconds,
+        post_shutdown_grace_s=post_shutdown_grace_seconds,
+        termination_grace_s=termination_grace_seconds,
+        shm_attribution=shm_attribution.value,
+        live=live.value,
+    )
+    _execute(settings)
+
+
+def report(artifact: Annotated[Path, typer.Argument(help="a soak artifact (.json)")]) -> None:
+    """Render the HTML report beside ARTIFACT."""
+    from harness.soak.report import report_command
+
+    raise typer.Exit(report_command(artifact))
+
+
+def build_app() -> typer.Typer:
+    """The `soak` typer app."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True)
+    app.command("run")(run)
+    app.command("monitor")(monitor)
+    app.command("report")(report)
+    return app
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    return build_app()(args=argv, prog_name="soak")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,430 @@
+"""The soak monitor loop: spawn a command, watch its process tree until it exits, then judge what is left.
+
+Edges live here (processes, signals, clocks, files); the judgement is H5's pure code (trends, evaluation,
+artifact). Never imports torch: the monitor must not become a CUDA owner.
+
+Life of one monitored run:
+
+1. validate settings (``SettingsError`` -> exit 2, nothing written), snapshot ``/dev/shm``, become a child
+   subreaper, spawn the command in its own session/process group with stdout+stderr to
+   ``<artifact stem>.console.log``;
+2. every ``sample_interval_s``: sample the tree (``Sampler``), append the sample to
+   ``<artifact stem>.samples.jsonl`` (flushed per sample), check start-up / stale limits;
+3. on a limit, SIGINT/SIGTERM to the monitor, or a monitor error: SIGTERM the process group, SIGKILL it
+   after ``termination_grace_s``, then every other tracked process still alive (adopted orphans);
+4. after the command exits: wait ``post_shutdown_grace_s`` (reaping adopted orphans), list residual
+   processes (every identity ever seen still alive: PID + start ticks) and kill them, list orphaned
+   ``/dev/shm`` segments (harness.soak.shm rule), then leak verdicts, evaluation, artifact, HTML report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.soak.live import LiveMode, LiveView, make_view, summarize
+from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
+from harness.soak.sampler import LivenessState, ProgressTail, Sampler
+from harness.soak.shm import Attribution, attribute_orphans, snapshot_shm
+
+Mode = Literal["run", "monitor"]
+MonitorFailure = Literal["timeout/startup", "timeout/stale_tick", "external_cancellation", "monitor_error"]
+
+
+class SettingsError(ValueError):
+    """Bad monitor settings; the message names the field and what is allowed (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """Everything one monitored run needs. Durations in seconds, paths absolute."""
+
+    command: tuple[str, ...]
+    mode: Mode
+    log_dir: Path
+    output: Path
+    min_duration_s: float
+    sample_interval_s: float
+    startup_timeout_s: float
+    stale_progress_s: float
+    post_shutdown_grace_s: float
+    termination_grace_s: float = 20.0
+    shm_attribution: Attribution = "host"
+    live: LiveMode = "auto"
+    max_iterations: int | None = None
+    run_settings: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] | None = None
+
+    @property
+    def samples_path(self) -> Path:
+        return self.output.with_name(self.output.stem + ".samples.jsonl")
+
+    @property
+    def console_path(self) -> Path:
+        return self.output.with_name(self.output.stem + ".console.log")
+
+
+def validate_settings(s: MonitorSettings) -> None:
+    """Fail closed before anything is spawned or written; raises SettingsError."""
+    if not s.command:
+        raise SettingsError("command: empty; give the command after `--`")
+    if s.mode not in ("run", "monitor"):
+        raise SettingsError(f"mode: must be 'run' or 'monitor', got {s.mode!r}")
+    for name, path in (("--log-dir", s.log_dir), ("--output", s.output)):
+        if not path.is_absolute():
+            raise SettingsError(f"{name}: must be an absolute path, got {str(path)!r}")
+    if s.log_dir.exists():
+        if not s.log_dir.is_dir():
+            raise SettingsError(f"--log-dir: {s.log_dir} exists and is not a directory")
+        if any(s.log_dir.iterdir()):
+            raise SettingsError(
+                f"--log-dir: {s.log_dir} exists and is not empty; liveness is read from file changes "
+                "there, so use a new or empty directory"
+            )
+    if s.output.suffix != ".json":
+        raise SettingsError(f"--output: must end in .json, got {s.output.name!r}")
+    for label, path in (
+        ("--output", s.output),
+        ("samples file", s.samples_path),
+        ("console log", s.console_path),
+    ):
+        if path.exists():
+            raise SettingsError(f"{label}: {path} already exists; choose a new artifact path")
+    if not s.output.parent.is_dir():
+        raise SettingsError(f"--output: parent directory {s.output.parent} does not exist")
+    try:
+        s.output.relative_to(s.log_dir)
+    except ValueError:
+        pass
+    else:
+        raise SettingsError("--output: must not be inside --log-dir (it would count as run liveness)")
+    positive = {
+        "--sample-interval-seconds": s.sample_interval_s,
+        "--startup-timeout-seconds": s.startup_timeout_s,
+        "--stale-progress-seconds": s.stale_progress_s,
+    }
+    for name, value in positive.items():
+        if not value > 0:
+            raise SettingsError(f"{name}: must be > 0, got {value}")
+    non_negative = {
+        "--min-duration-seconds": s.min_duration_s,
+        "--post-shutdown-grace-seconds": s.post_shutdown_grace_s,
+        "--termination-grace-seconds": s.termination_grace_s,
+    }
+    for name, value in non_negative.items():
+        if not value >= 0:
+            raise SettingsError(f"{name}: must be >= 0, got {value}")
+    if s.shm_attribution not in ("host", "evidence"):
+        raise SettingsError(f"--shm-attribution: must be 'host' or 'evidence', got {s.shm_attribution!r}")
+
+
+@dataclass
+class MonitorResult:
+    """What the loop observed (inputs to evaluation) plus the monitor's own overhead figures."""
+
+    monitor_failure: MonitorFailure | None = None
+    monitor_error: str | None = None
+    trainer_returncode: int | None = None
+    duration_s: float = 0.0
+    startup_end_t: float | None = None
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    residual_processes: list[dict[str, Any]] = field(default_factory=list)
+    orphaned_shm_segments: list[dict[str, Any]] = field(default_factory=list)
+    killed_by_monitor: list[dict[str, Any]] = field(default_factory=list)
+    known_processes: list[dict[str, Any]] = field(default_factory=list)
+    progress_parse_errors: int = 0
+    loop_cpu_s: float = 0.0
+    loop_wall_s: float = 0.0
+    sample_ms: list[float] = field(default_factory=list)
+    root_pid: int | None = None
+
+
+@contextlib.contextmanager
+def _cancellation_flag() -> Iterator[threading.Event]:
+    """SIGINT/SIGTERM to the monitor set the flag (main thread only; elsewhere the flag stays unset)."""
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        flag.set()
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+def _signal(pid: int, sig: int, group: bool = False) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
+class Supervisor:
+    """Owns the spawned command: reaping, termination and the residual check (the process edge)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], tracker: TreeTracker, reader: ProcReader) -> None:
+        self.proc = proc
+        self.tracker = tracker
+        self.reader = reader
+
+    def reap_adopted(self) -> None:
+        """Reap zombies re-parented to the monitor (we are their subreaper); the root is reaped by Popen."""
+        me = os.getpid()
+        for pid, _ticks in list(self.tracker.known):
+            if pid == self.proc.pid:
+                continue
+            st = self.reader.stat(pid)
+            if st is not None and st.ppid == me and st.state in ("Z", "X"):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+
+    def refresh(self) -> None:
+        """Record any tree member not seen yet (cheap stat-only scan)."""
+        self.tracker.members(self.reader.all_stats())
+
+    def alive(self) -> list[dict[str, Any]]:
+        """Tracked identities still alive (PID and start ticks match, not a zombie), root excluded once
+        reaped."""
+        found = []
+        for (pid, ticks), info in sorted(self.tracker.known.items()):
+            if pid == self.proc.pid and self.proc.returncode is not None:
+                continue
+            if self.reader.is_alive(pid, ticks):
+                found.append({**info, "cmdline": self.reader.cmdline(pid)})
+        return found
+
+    def wait_quiet(self, seconds: float, *, until_all_dead: bool) -> None:
+        """Wait up to ``seconds`` reaping; stop early once the root (and, if asked, every tracked
+        process) is gone."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self.proc.poll()
+            self.reap_adopted()
+            self.refresh()
+            if self.proc.returncode is not None and (not until_all_dead or not self.alive()):
+                return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+
+    def terminate(self, grace_s: float) -> list[dict[str, Any]]:
+        """SIGTERM the group, SIGKILL it after ``grace_s``, then SIGTERM->SIGKILL any other tracked
+        process still alive. Returns the processes that needed SIGKILL."""
+        _signal(self.proc.pid, signal.SIGTERM, group=True)
+        self.wait_quiet(grace_s, until_all_dead=False)
+        killed = []
+        if self.proc.returncode is None:
+            killed.append({**self.tracker.known.get((self.proc.pid, self.tracker.root_start_ticks), {})})
+        _signal(self.proc.pid, signal.SIGKILL, group=True)
+        self.wait_quiet(min(grace_s, 5.0), until_all_dead=False)
+        killed.extend(self.kill_all(min(grace_s, 2.0)))
+        self.proc.wait()
+        return killed
+
+    def kill_all(self, term_grace_s: float) -> list[dict[str, Any]]:
+        """SIGTERM then SIGKILL every tracked process still alive; returns those found alive."""
+        survivors = self.alive()
+        for info in survivors:
+            _signal(info["pid"], signal.SIGTERM)
+        if survivors:
+            self.wait_quiet(term_grace_s, until_all_dead=True)
+        for info in self.alive():
+            _signal(info["pid"], signal.SIGKILL)
+        if survivors:
+            self.wait_quiet(5.0, until_all_dead=True)
+        return survivors
+
+
+def _progress_started(mode: Mode, liveness: LivenessState, progress: ProgressTail) -> bool:
+    """Start-up is over at the first progress record (run mode) or the first file change (monitor)."""
+    if mode == "run":
+        return progress.last is not None
+    return liveness.ever_changed
+
+
+def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
+    """Spawn ``settings.command`` and monitor it to the end (steps 1-4 of the module docstring, minus the
+    judgement). Settings must already be validated."""
+    result = MonitorResult()
+    reader = ProcReader()
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+    shm_before = snapshot_shm()
+    previous_subreaper = set_child_subreaper(True)
+    supervisor: Supervisor | None = None
+    try:
+        with _cancellation_flag() as cancelled, open(settings.console_path, "wb") as console:
+            env = dict(os.environ if settings.env is None else settings.env)
+            t0 = time.monotonic()
+            proc = subprocess.Popen(
+                list(settings.command),
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own session and process group: killpg reaches the whole group
+                env=env,
+            )
+            result.root_pid = proc.pid
+            root = reader.stat(proc.pid)
+            if root is None:  # cannot happen before we reap it; fail closed rather than guess
+                raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
+            tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks)
+            supervisor = Supervisor(proc, tracker, reader)
+            sampler = Sampler(reader, tracker, settings.log_dir, t0)
+            view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
+            result.loop_cpu_s = -time.process_time()
+            try:
+                _loop(settings, result, proc, supervisor, sampler, view, cancelled, t0)
+            except Exception as exc:  # a monitor bug must still stop the run and leave evidence
+                result.monitor_failure = "monitor_error"
+                result.monitor_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                sampler.nvml.close()
+            result.loop_cpu_s += time.process_time()
+            result.loop_wall_s = time.monotonic() - t0
+            result.progress_parse_errors = sampler.progress.parse_errors
+            if result.monitor_failure is not None:
+                view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")
+                result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s)
+            result.duration_s = time.monotonic() - t0
+            result.trainer_returncode = proc.returncode
+            view.note(
+                f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s"
+            )
+            supervisor.wait_quiet(settings.post_shutdown_grace_s, until_all_dead=True)
+            result.residual_processes = supervisor.alive()
+            if result.residual_processes:
+                view.note(f"{len(result.residual_processes)} residual process(es); killing them")
+                supervisor.kill_all(min(settings.termination_grace_s, 2.0))
+            result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
+            shm_after = snapshot_shm()
+            result.orphaned_shm_segments = attribute_orphans(
+                shm_before,
+                shm_after,
+                sampler.shm_seen,
+                [pid for pid, _ in tracker.known],
+                os.getuid(),
+                settings.shm_attribution,
+            )
+    except BaseException:
+        if supervisor is not None and (supervisor.proc.returncode is None or supervisor.alive()):
+            supervisor.terminate(settings.termination_grace_s)
+        raise
+    finally:
+        set_child_subreaper(previous_subreaper)
+        view.close()
+    return result
+
+
+def _loop(
+    settings: MonitorSettings,
+    result: MonitorResult,
+    proc: subprocess.Popen[bytes],
+    supervisor: Supervisor,
+    sampler: Sampler,
+    view: LiveView,
+    cancelled: threading.Event,
+    t0: float,
+) -> None:
+    """Sample until the command exits, a limit is hit or the monitor is cancelled (sets
+    ``result.monitor_failure`` for the latter two)."""
+    next_sample = t0
+    while True:
+        now = time.monotonic()
+        if proc.poll() is not None:
+            return  # no sample of a tree whose root already exited: that is shutdown, not steady state
+        if now >= next_sample:
+            sample = sampler.sample(wall=time.time(), now=now)
+            result.samples.append(sample)
+            result.sample_ms.append(sample["sample_ms"])
+            _append_jsonl(settings.samples_path, sample)
+            started = _progress_started(settings.mode, sampler.liveness, sampler.progress)
+            if started and result.startup_end_t is None:
+                result.startup_end_t = sample["t"]
+            view.update(
+                summarize(
+                    sample,
+                    phase="running" if started else "startup",
+                    max_iterations=settings.max_iterations,
+                    min_duration_s=settings.min_duration_s,
+                )
+            )
+            if not started and now - t0 > settings.startup_timeout_s:
+                result.monitor_failure = "timeout/startup"
+                return
+            if started and now - sampler.liveness.last_change_mono(t0) > settings.stale_progress_s:
+                result.monitor_failure = "timeout/stale_tick"
+                return
+            next_sample = max(next_sample + settings.sample_interval_s, now + 0.001)
+        if proc.poll() is not None:
+            return
+        if cancelled.is_set():
+            result.monitor_failure = "external_cancellation"
+            return
+        supervisor.reap_adopted()
+        time.sleep(min(0.25, max(0.0, next_sample - time.monotonic())))
+
+
+def _append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
+    """Append one JSON line and flush it to the OS, so a monitor crash loses no sample already taken."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+        fh.flush()
+
+
+def read_run_summary(log_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """``run_summary.json`` of the run, or None with the reason it is missing/unreadable."""
+    path = log_dir / "run_summary.json"
+    if not path.exists():
+        return None, f"{path} does not exist"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        return None, f"{path} is unreadable: {exc}"
+    if not isinstance(data, dict):
+        return None, f"{path} is not a JSON object"
+    return data, None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100]) or None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def overhead(result: MonitorResult) -> dict[str, Any]:
+    """The monitor's own cost during the loop: CPU share of one core and per-sample time."""
+    return {
+        "loop_cpu_s": round(result.loop_cpu_s, 4),
+        "loop_wall_s": round(result.loop_wall_s, 3),
+        "cpu_share_of_one_core": round(result.loop_cpu_s / result.loop_wall_s, 5)
+        if result.loop_wall_s
+        else None,
+        "sample_count": len(result.sample_ms),
+        "sample_ms_p50": percentile(result.sample_ms, 50),
+        "sample_ms_p95": percentile(result.sample_ms, 95),
+        "sample_ms_max": max(result.sample_ms) if result.sample_ms else None,
+    }
+
+
+def make_monitor_view(settings: MonitorSettings) -> LiveView:
+    """The live view the settings ask for."""
+    return make_view(settings.live)

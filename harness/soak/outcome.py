@@ -1,0 +1,125 @@
+"""From a finished watch to evidence: leak verdicts, pass table, artifact, HTML report, console verdict.
+
+``run_monitor`` is the whole `soak run` / `soak monitor` job. The judgement itself is pure (H5's trends
+and evaluation); this module only gathers the inputs and writes the outputs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from harness.soak.driver import (
+    MonitorResult,
+    MonitorSettings,
+    make_monitor_view,
+    overhead,
+    read_run_summary,
+    validate_settings,
+    watch,
+)
+
+
+def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
+    """What the monitor itself did: settings, command, files, root PID, overhead, processes seen."""
+    return {
+        "command": list(settings.command),
+        "log_dir": str(settings.log_dir),
+        "console_log_path": str(settings.console_path),
+        "timing": {
+            "min_duration_s": settings.min_duration_s,
+            "sample_interval_s": settings.sample_interval_s,
+            "startup_timeout_s": settings.startup_timeout_s,
+            "stale_progress_s": settings.stale_progress_s,
+            "post_shutdown_grace_s": settings.post_shutdown_grace_s,
+            "termination_grace_s": settings.termination_grace_s,
+        },
+        "shm_attribution": settings.shm_attribution,
+        "run_settings": dict(settings.run_settings),
+        "root_pid": result.root_pid,
+        "monitor_failure": result.monitor_failure,
+        "monitor_error": result.monitor_error,
+        "startup_end_t": result.startup_end_t,
+        "progress_parse_errors": result.progress_parse_errors,
+        "killed_by_monitor": result.killed_by_monitor,
+        "known_processes": result.known_processes,
+        "overhead": overhead(result),
+    }
+
+
+def print_verdict(artifact: Mapping[str, Any], stream: TextIO | None = None) -> None:
+    """The verdict table on the console (rich; plain text when not a TTY)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=stream or sys.stdout)
+    table = Table(title=f"soak {artifact['mode']}: {artifact['status'].upper()}")
+    for column in ("criterion", "expected", "value", "result"):
+        table.add_column(column)
+    colour = {"pass": "green", "fail": "bold red", "not_applicable": "dim"}
+    for row in artifact.get("criteria", []):
+        value = row["value"]
+        shown = value if isinstance(value, str) else _short_json(value)
+        table.add_row(
+            row["name"], str(row["expected"]), shown, f"[{colour[row['result']]}]{row['result']}[/]"
+        )
+    console.print(table)
+    if artifact["status"] != "passed":
+        console.print(f"[bold red]{artifact['failure_classification']}[/]: {artifact['failure_reason']}")
+
+
+def _short_json(value: Any, limit: int = 60) -> str:
+    import json
+
+    text = json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
+    """Judge a finished watch and write artifact + report; returns the artifact written."""
+    from harness.context import collect_context
+    from harness.soak.artifact import build_artifact, write_artifact
+    from harness.soak.evaluation import MonitorObservation, evaluate
+    from harness.soak.report import render_report
+    from harness.soak.trends import leak_verdicts
+
+    run_summary, summary_error = (None, None)
+    if settings.mode == "run":
+        run_summary, summary_error = read_run_summary(settings.log_dir)
+    verdicts = leak_verdicts(result.samples, result.startup_end_t)
+    observation = MonitorObservation(
+        mode=settings.mode,
+        monitor_failure=result.monitor_failure,
+        trainer_returncode=result.trainer_returncode,
+        run_summary=run_summary,
+        residual_processes=result.residual_processes,
+        orphaned_shm_segments=result.orphaned_shm_segments,
+        leak_verdicts=verdicts,
+        duration_s=result.duration_s,
+        min_duration_s=settings.min_duration_s,
+        run_summary_error=summary_error,
+    )
+    evaluation = evaluate(observation)
+    artifact = build_artifact(
+        observation=observation,
+        evaluation=evaluation,
+        samples=result.samples,
+        samples_path=settings.samples_path,
+        context=collect_context(),
+        monitor=monitor_block(settings, result),
+    )
+    write_artifact(settings.output, artifact)
+    render_report(settings.output)
+    return artifact
+
+
+def run_monitor(settings: MonitorSettings) -> int:
+    """Validate, watch, judge, write. Returns 0 passed, 1 failed; SettingsError (-> 2) before any spawn."""
+    validate_settings(settings)
+    result = watch(settings, make_monitor_view(settings))
+    artifact = conclude(settings, result)
+    if settings.live != "off":
+        print_verdict(artifact)
+        print(f"artifact: {settings.output}", file=sys.stdout)
+    return 0 if artifact["status"] == "passed" else 1

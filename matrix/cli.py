@@ -1,0 +1,202 @@
+"""``matrix``: ingest evidence, generate the support matrix, check it for drift, explain one cell."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from matrix.build import MatrixState, compute
+from matrix.fileio import write_all_atomic
+from matrix.gitfacts import GitQueryError, repo_root
+from matrix.grading import CellResult
+from matrix.ingest import ingest
+from matrix.model import LANES, PLATFORMS, CellKey, MatrixInputError
+from matrix.render import PAGE_REL, render_all
+from matrix.runtime_facts import ConfiguredCheck, Registry, load_registry, runtime_configured
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+RepoOption = Annotated[
+    Path | None, typer.Option("--repo", help="repository root (default: the git work tree containing cwd)")
+]
+
+
+def runtime_inputs() -> tuple[Registry, ConfiguredCheck]:
+    """The real runtime registries and configuration check (tests replace this function)."""
+    return load_registry(), runtime_configured
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", markup=True)
+    return typer.Exit(2)
+
+
+def _repo(repo: Path | None) -> Path:
+    return repo_root(repo or Path.cwd())
+
+
+def _state(repo: Path) -> MatrixState:
+    registry, configured = runtime_inputs()
+    return compute(repo, registry, configured)
+
+
+def generated_files(repo: Path) -> dict[str, str]:
+    """Repo-relative path -> generated text, computed in memory."""
+    state = _state(repo)
+    page_path = repo / PAGE_REL
+    try:
+        page = page_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixInputError(
+            PAGE_REL, "$", "the hand-written page with the generated-block markers is missing"
+        ) from None
+    return render_all(state, page)
+
+
+@app.command("ingest")
+def ingest_cmd(
+    path: Annotated[
+        Path, typer.Argument(help="soak artifact JSON, probe artifact JSON, or pytest JUnit XML")
+    ],
+    kind: Annotated[str | None, typer.Option(help="junit | soak | probe (default: detected)")] = None,
+    platform: Annotated[str | None, typer.Option(help=f"one of {', '.join(PLATFORMS)}")] = None,
+    lane: Annotated[str | None, typer.Option(help=f"JUnit only: one of {', '.join(LANES)}")] = None,
+    repo: RepoOption = None,
+) -> None:
+    """Validate one piece of evidence and file it under matrix/evidence/ (exit 2, nothing written, if bad)."""
+    try:
+        root = _repo(repo)
+        result = ingest(root, path, kind=kind, platform=platform, lane=lane)
+    except (MatrixInputError, GitQueryError) as exc:
+        raise _fail(str(exc)) from None
+    verb = "filed" if result.created else "already filed"
+    out.print(f"{verb}: {result.file} (id {result.id})")
+    out.print(f"covers: {', '.join(result.covers) or 'no cells'}")
+    if not result.fresh:
+        out.print(
+            "note: its runtime fingerprint differs from HEAD's, so it is shown as historical and does not count"
+        )
+    out.print("next: uv run matrix generate, then commit matrix/evidence/, docs/ and reports/ together")
+
+
+@app.command("generate")
+def generate_cmd(repo: RepoOption = None) -> None:
+    """Regenerate docs/support-matrix.md (generated block), reports/support-matrix.html and .json."""
+    try:
+        root = _repo(repo)
+        files = generated_files(root)
+        changed = {root / rel: text.encode() for rel, text in files.items() if _read(root / rel) != text}
+        write_all_atomic(changed)
+    except (MatrixInputError, GitQueryError) as exc:
+        raise _fail(str(exc)) from None
+    for rel in files:
+        out.print(f"{'wrote' if root / rel in changed else 'unchanged'}: {rel}")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+
+
+def drift(files: dict[str, str], root: Path, context_lines: int = 20) -> list[str]:
+    """Diff summary lines for every generated output that differs from the file on disk."""
+    lines: list[str] = []
+    for rel, text in files.items():
+        current = _read(root / rel)
+        if current == text:
+            continue
+        if current is None:
+            lines.append(f"{rel}: missing or unreadable (run: uv run matrix generate)")
+            continue
+        diff = list(
+            difflib.unified_diff(
+                current.splitlines(),
+                text.splitlines(),
+                f"{rel} (committed)",
+                f"{rel} (regenerated)",
+                lineterm="",
+                n=1,
+            )
+        )
+        changed = sum(1 for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---")))
+        lines.append(f"{rel}: differs ({changed} changed lines)")
+        lines.extend("    " + d for d in diff[:context_lines])
+        if len(diff) > context_lines:
+            lines.append(f"    ... {len(diff) - context_lines} more diff lines")
+    return lines
+
+
+@app.command("check")
+def check_cmd(repo: RepoOption = None) -> None:
+    """Regenerate in memory; exit 1 with a diff summary when the committed outputs differ."""
+    try:
+        root = _repo(repo)
+        summary = drift(generated_files(root), root)
+    except (MatrixInputError, GitQueryError) as exc:
+        raise _fail(str(exc)) from None
+    if summary:
+        err.print("support matrix is out of date (hand edit, new evidence, or a runtime change):")
+        for line in summary:
+            err.print(line, markup=False)
+        err.print("fix: uv run matrix generate, review, commit")
+        raise typer.Exit(1)
+    out.print("support matrix is up to date")
+
+
+def explain_lines(result: CellResult) -> list[str]:
+    """The explanation printed by ``matrix explain``."""
+    p = result.policy
+    lines = [f"{p.key.label()}: {result.grade}"]
+    if p.unsupported_reason:
+        lines.append(f"  declared unsupported (fail-closed): {p.unsupported_reason}")
+    else:
+        assert p.soak is not None
+        lines.append(
+            f"  policy: tests lane {p.test_lane!r} (>= {p.min_passed} passing), probe "
+            f"{'required' if p.probe_required else 'not required'}, soak >= {p.soak.min_duration_s} s / "
+            f"{p.soak.num_envs} envs / {p.soak.iterations} iterations"
+        )
+        rec = p.recommendation
+        lines.append(
+            f"  recommendation: {f'{rec.decision} ({rec.date}): {rec.rationale}' if rec else 'none'}"
+        )
+    lines.append(f"  evidence considered: {len(result.evidence)}")
+    for v in result.evidence:
+        lines.append(
+            f"    - {v.id} [{v.kind}, {v.freshness}] {'COUNTS' if v.counts else 'not counted'}: {v.verdict}"
+        )
+    for grade, reasons in result.blockers:
+        lines.append(f"  not {grade}:")
+        lines.extend(f"    - {r}" for r in reasons)
+    lines.extend(f"  note: {n}" for n in result.notes)
+    return lines
+
+
+@app.command("explain")
+def explain_cmd(algo: str, task: str, backend: str, platform: str, repo: RepoOption = None) -> None:
+    """Print a cell's grade, every piece of evidence considered with its verdict, and each higher grade's blockers."""
+    try:
+        state = _state(_repo(repo))
+    except (MatrixInputError, GitQueryError) as exc:
+        raise _fail(str(exc)) from None
+    key = CellKey(algo, task, backend, platform)
+    match = [r for r in state.results if r.policy.key == key]
+    if not match:
+        known = sorted(r.policy.key.label() for r in state.results)
+        close = difflib.get_close_matches(key.label(), known, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; declared cells: {len(known)}"
+        raise _fail(f"matrix/inventory.yaml: cells: no cell {key.label()} is declared{hint}")
+    for line in explain_lines(match[0]):
+        out.print(line, markup=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,268 @@
+"""Filed evidence: the index, per-kind normalization into EvidenceFacts, and platform-fact checks.
+
+Normalization is pure: it takes the parsed document and the schema text and returns facts, with every
+reason the evidence can never count listed in ``problems`` (schema-invalid, failing, platform
+contradictions). Freshness (git) is added by the caller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, EvidenceFacts, TestTally
+from matrix.schema_check import schema_errors
+
+INDEX_REL = "matrix/evidence/index.json"
+INDEX_SCHEMA_REL = "schemas/evidence-index.schema.json"
+INDEX_VERSION = 1
+JUNIT_SCHEMA_REL = "schemas/junit-summary-1.schema.json"
+# Artifact schema versions this generator reads, and the schema file that defines each.
+ARTIFACT_SCHEMAS: dict[str, dict[str, str]] = {
+    "soak": {"0.3.0": "schemas/soak-artifact-0.3.0.schema.json"},
+    "probe": {"0.3.0": "schemas/probe-0.3.0.schema.json"},
+}
+_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+
+
+def _dig(doc: Any, path: str) -> Any:
+    node = doc
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _first(doc: Any, *paths: str) -> Any:
+    for path in paths:
+        value = _dig(doc, path)
+        if value is not None:
+            return value
+    return None
+
+
+def version_key(version: str) -> tuple[int, int, int] | None:
+    """``(major, minor, patch)`` of a ``x.y.z`` version string, None when malformed."""
+    match = _VERSION_RE.match(version)
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def artifact_version_problem(kind: str, version: Any) -> str | None:
+    """None when ``version`` is a schema version this generator reads for ``kind``; otherwise why not.
+
+    A version newer than every known one is reported as a *future* schema version.
+    """
+    known = ARTIFACT_SCHEMAS[kind]
+    if isinstance(version, str) and version in known:
+        return None
+    parsed = version_key(version) if isinstance(version, str) else None
+    newest = max(version_key(v) or (0, 0, 0) for v in known)
+    if parsed is not None and parsed > newest:
+        return f"future schema version {version}; this generator reads {', '.join(sorted(known))}"
+    return f"unsupported schema version {version!r}; this generator reads {', '.join(sorted(known))}"
+
+
+def detect_kind(doc: Any) -> str | None:
+    """``soak`` or ``probe`` from a JSON artifact's own declaration, None when it does not say."""
+    declared = _first(doc, "kind", "artifact_type", "artifact")
+    if isinstance(declared, str):
+        for kind in ("soak", "probe"):
+            if kind in declared.lower():
+                return kind
+    if isinstance(doc, Mapping) and doc.get("mode") in ("run", "monitor"):
+        return "soak"
+    return None
+
+
+def platform_problems(
+    platform: str,
+    lane: str | None,
+    system: str | None,
+    gpu_available: bool | None,
+    backend_devices: list[tuple[str, str | None]],
+) -> list[str]:
+    """Contradictions between the declared platform/lane and the facts the evidence records (pure).
+
+    ``backend_devices`` pairs each backend the evidence exercised with its physics device (``cuda``,
+    ``cpu``, or None when not recorded).
+    """
+    out: list[str] = []
+    want = PLATFORM_SYSTEM[platform]
+    if system is None:
+        out.append(f"the host system is not recorded; cannot show it is {want} ({platform})")
+    elif not (system.startswith(want) or (want == "Darwin" and system.lower().startswith("macos"))):
+        out.append(f"recorded host system {system!r} is not {want}, so it cannot be {platform} evidence")
+    if platform == "linux-cuda" and gpu_available is not True:
+        out.append("no GPU was available, so it cannot be linux-cuda evidence")
+    if lane == "cuda" and gpu_available is not True:
+        out.append("lane 'cuda' but no GPU was available")
+    for backend, device in backend_devices:
+        if backend != "mjwarp":
+            continue
+        if platform == "linux-cuda" and device != "cuda":
+            out.append(
+                f"mjwarp ran on device {device!r}: a CPU-diagnostic mjwarp run never counts as CUDA evidence"
+            )
+        if platform != "linux-cuda" and device == "cuda":
+            out.append(f"mjwarp ran on CUDA, which is not {platform} evidence")
+    return out
+
+
+def _as_bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def normalize_junit(entry: Mapping[str, Any], doc: Any, schema_text: str) -> EvidenceFacts:
+    """Facts of a filed JUnit summary (see matrix.junit)."""
+    problems = list(schema_errors(doc, schema_text))
+    tests: dict[tuple[str, str, str], TestTally] = {}
+    for cell in _dig(doc, "cells") or []:
+        if isinstance(cell, Mapping):
+            key = (str(cell.get("algo")), str(cell.get("task")), str(cell.get("backend")))
+            tests[key] = TestTally(
+                *(
+                    int(cell.get(k, 0)) if isinstance(cell.get(k, 0), int) else 0
+                    for k in ("passed", "failed", "errors", "skipped")
+                )
+            )
+    totals = _dig(doc, "totals") or {}
+    failed, errors = totals.get("failed"), totals.get("errors")
+    passed = failed == 0 and errors == 0
+    if not problems:
+        problems += _declared_mismatch(entry, doc.get("platform"), doc.get("lane"))
+        problems += platform_problems(
+            entry["platform"], entry.get("lane"), doc.get("system"), _as_bool(doc.get("gpu_available")), []
+        )
+    return EvidenceFacts(
+        id=entry["id"],
+        kind="junit",
+        file=entry["file"],
+        platform=entry["platform"],
+        lane=entry.get("lane"),
+        commit=_dig(doc, "source.commit"),
+        dirty=_as_bool(_dig(doc, "source.dirty")),
+        passed=passed,
+        status_detail=f"{totals.get('tests')} tests: {totals.get('passed')} passed, {failed} failed, "
+        f"{errors} errors, {totals.get('skipped')} skipped",
+        problems=tuple(problems),
+        tests=tests,
+        time=doc.get("timestamp") if isinstance(doc, Mapping) else None,
+    )
+
+
+def _declared_mismatch(entry: Mapping[str, Any], platform: Any, lane: Any) -> list[str]:
+    out = []
+    if platform is not None and platform != entry["platform"]:
+        out.append(f"index says platform {entry['platform']!r} but the file records {platform!r}")
+    if lane is not None and lane != entry.get("lane"):
+        out.append(f"index says lane {entry.get('lane')!r} but the file records {lane!r}")
+    return out
+
+
+# Where each fact lives in a soak / probe artifact (first present path wins).
+SOAK_FIELDS: dict[str, tuple[str, ...]] = {
+    "commit": ("context.source.commit",),
+    "dirty": ("context.source.dirty",),
+    "status": ("status",),
+    "failure": ("failure_reason",),
+    "algo": ("config.algo",),
+    "task": ("config.task",),
+    "backend": ("config.sim", "config.backend"),
+    "mjwarp_device": ("config.mjwarp_device", "config.training.mjwarp_device"),
+    "num_envs": ("config.num_envs",),
+    "iterations": ("run_summary.iterations", "config.iterations"),
+    "duration_s": ("duration_s", "monitor.duration_s"),
+    "system": ("context.host.system", "context.host.platform"),
+    "gpu_available": ("context.gpu.available",),
+    "time": ("started_at", "created_at", "time.start"),
+}
+PROBE_FIELDS: dict[str, tuple[str, ...]] = {
+    "commit": ("context.source.commit",),
+    "dirty": ("context.source.dirty",),
+    "status": ("status",),
+    "failure": ("failure_reason",),
+    "algo": ("config.algo",),
+    "task": ("config.task",),
+    "backends": ("config.backends",),
+    "mjwarp_device": ("config.mjwarp_device",),
+    "system": ("context.host.system", "context.host.platform"),
+    "gpu_available": ("context.gpu.available",),
+    "time": ("started_at", "created_at", "time.start"),
+}
+
+
+def normalize_artifact(entry: Mapping[str, Any], doc: Any, schema_text: str | None) -> EvidenceFacts:
+    """Facts of a filed soak or probe artifact; ``schema_text`` None means its schema is unavailable."""
+    kind = entry["kind"]
+    fields = SOAK_FIELDS if kind == "soak" else PROBE_FIELDS
+    facts = {name: _first(doc, *paths) for name, paths in fields.items()}
+    problems: list[str] = []
+    version_problem = artifact_version_problem(kind, _dig(doc, "artifact_schema_version"))
+    if version_problem:
+        problems.append(version_problem)
+    elif schema_text is None:
+        problems.append(f"schema {ARTIFACT_SCHEMAS[kind][doc['artifact_schema_version']]} is missing")
+    else:
+        problems += schema_errors(doc, schema_text)
+    status = facts["status"]
+    if kind == "soak":
+        backends = [facts["backend"]] if isinstance(facts["backend"], str) else []
+    else:
+        raw = facts["backends"]
+        backends = [b for b in raw if isinstance(b, str)] if isinstance(raw, list) else []
+    task = facts["task"] if isinstance(facts["task"], str) else None
+    algo = facts["algo"] if isinstance(facts["algo"], str) else None
+    if not problems:
+        if task is None or not backends:
+            problems.append("the artifact does not record its task and backend")
+        problems += platform_problems(
+            entry["platform"],
+            None,
+            facts["system"] if isinstance(facts["system"], str) else None,
+            _as_bool(facts["gpu_available"]),
+            [
+                (b, facts["mjwarp_device"] if isinstance(facts["mjwarp_device"], str) else None)
+                for b in backends
+            ],
+        )
+    failure = facts["failure"]
+    duration = facts.get("duration_s")
+    return EvidenceFacts(
+        id=entry["id"],
+        kind=kind,
+        file=entry["file"],
+        platform=entry["platform"],
+        lane=None,
+        commit=facts["commit"] if isinstance(facts["commit"], str) else None,
+        dirty=_as_bool(facts["dirty"]),
+        passed=status == "passed",
+        status_detail=f"status {status}" + (f" ({failure})" if failure else ""),
+        problems=tuple(problems),
+        covers=tuple((algo, task, b) for b in backends) if task else (),
+        duration_s=float(duration)
+        if isinstance(duration, int | float) and not isinstance(duration, bool)
+        else None,
+        num_envs=_as_int(facts.get("num_envs")),
+        iterations=_as_int(facts.get("iterations")),
+        time=facts["time"] if isinstance(facts["time"], str) else None,
+    )
+
+
+def index_entry_problems(entry: Any, position: int) -> list[str]:
+    """Structural problems of one index entry (field: message), beyond the index schema."""
+    if not isinstance(entry, Mapping):
+        return [f"entries[{position}]: not an object"]
+    out = []
+    if entry.get("kind") not in EVIDENCE_KINDS:
+        out.append(f"entries[{position}].kind: must be one of {', '.join(EVIDENCE_KINDS)}")
+    if entry.get("platform") not in PLATFORMS:
+        out.append(f"entries[{position}].platform: must be one of {', '.join(PLATFORMS)}")
+    if entry.get("lane") is not None and entry.get("lane") not in LANES:
+        out.append(f"entries[{position}].lane: must be null or one of {', '.join(LANES)}")
+    return out

@@ -1,0 +1,166 @@
+"""``matrix ingest``: validate one piece of evidence and file it under ``matrix/evidence/``.
+
+Accepted: a soak artifact (JSON), a probe artifact (JSON), or a pytest JUnit XML (converted to a JUnit
+summary). Invalid, failing, dirty or platform-contradicting input is rejected with a MatrixInputError
+(exit 2) before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matrix.build import attach_freshness, load_index, normalize_entry, read_json
+from matrix.evidence import (
+    ARTIFACT_SCHEMAS,
+    INDEX_REL,
+    INDEX_VERSION,
+    JUNIT_SCHEMA_REL,
+    artifact_version_problem,
+    detect_kind,
+)
+from matrix.fileio import write_all_atomic
+from matrix.gitfacts import head_commit, runtime_fingerprint
+from matrix.junit import summarize_junit
+from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError
+from matrix.schema_check import load_schema_text, validate_or_raise
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What ingest did: the evidence id, its filed path, whether it was new, and its freshness."""
+
+    id: str
+    file: str
+    created: bool
+    fresh: bool
+    covers: tuple[str, ...]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-") or "x"
+
+
+def _prepare(
+    source: Path, display: str, kind: str | None, platform: str | None, lane: str | None
+) -> tuple[str, bytes, str, str | None, Any]:
+    """(kind, filed bytes, platform, lane, parsed document) after version and schema checks."""
+    if source.suffix.lower() == ".xml" or kind == "junit":
+        if kind not in (None, "junit"):
+            raise MatrixInputError(display, "--kind", f"a JUnit XML cannot be ingested as {kind!r}")
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            raise MatrixInputError(display, "$", f"cannot read: {exc}") from None
+        summary = summarize_junit(data, display, platform=platform, lane=lane)
+        return (
+            "junit",
+            (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode(),
+            summary["platform"],
+            summary["lane"],
+            summary,
+        )
+    doc = read_json(source, display)
+    found = detect_kind(doc)
+    if kind is None:
+        kind = found
+    if kind not in ("soak", "probe"):
+        raise MatrixInputError(
+            display, "kind", "cannot tell whether this is a soak or a probe artifact; pass --kind"
+        )
+    if found is not None and found != kind:
+        raise MatrixInputError(display, "kind", f"the artifact declares itself {found!r}, not {kind!r}")
+    if lane is not None:
+        raise MatrixInputError(display, "--lane", "a lane applies to JUnit evidence only")
+    declared = doc.get("platform") if isinstance(doc, dict) else None
+    if isinstance(declared, str) and platform is not None and declared != platform:
+        raise MatrixInputError(
+            display, "platform", f"the artifact records {declared!r} but --platform {platform!r}"
+        )
+    platform = platform or (declared if isinstance(declared, str) else None)
+    if platform not in PLATFORMS:
+        raise MatrixInputError(
+            display, "--platform", f"required for {kind} evidence; allowed: {', '.join(PLATFORMS)}"
+        )
+    version = doc.get("artifact_schema_version") if isinstance(doc, dict) else None
+    problem = artifact_version_problem(kind, version)
+    if problem:
+        raise MatrixInputError(display, "artifact_schema_version", problem)
+    return kind, source.read_bytes(), platform, None, doc
+
+
+def _subject(kind: str, facts: EvidenceFacts) -> str:
+    if kind == "junit":
+        return f"lane-{facts.lane}"
+    algos = sorted({a or "any" for a, _, _ in facts.covers})
+    tasks = sorted({t for _, t, _ in facts.covers})
+    backends = sorted({b for _, _, b in facts.covers})
+    return "_".join(["+".join(algos), "+".join(tasks), "+".join(backends)])
+
+
+def ingest(
+    repo: Path,
+    source: Path,
+    *,
+    kind: str | None = None,
+    platform: str | None = None,
+    lane: str | None = None,
+) -> IngestResult:
+    """Validate ``source`` and file it with an index entry; raises MatrixInputError, writing nothing."""
+    display = str(source)
+    kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
+    schema_rel = (
+        JUNIT_SCHEMA_REL if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc["artifact_schema_version"]]
+    )
+    validate_or_raise(doc, load_schema_text(repo / schema_rel, schema_rel), display)
+    sha = hashlib.sha256(filed).hexdigest()
+    draft = {
+        "id": "pending",
+        "kind": kind,
+        "file": "pending",
+        "sha256": sha,
+        "platform": platform,
+        "lane": lane,
+    }
+    facts = normalize_entry(repo, draft, filed)
+    if facts.problems:
+        raise MatrixInputError(
+            display,
+            "platform" if "platform" not in facts.problems[0] else "$",
+            "rejected: " + "; ".join(facts.problems),
+        )
+    if not facts.passed:
+        raise MatrixInputError(display, "status", f"failing evidence is not filed: {facts.status_detail}")
+    if facts.dirty is not False:
+        raise MatrixInputError(
+            display, "dirty", "produced from a tree with uncommitted changes; commit, rerun, then ingest"
+        )
+    facts = attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo)))
+    ev_id = "-".join([kind, platform, _slug(_subject(kind, facts)), (facts.commit or "")[:12], sha[:12]])
+    rel = f"matrix/evidence/{kind}/{ev_id}.json"
+    covers = tuple(sorted(f"{a or '*'}/{t}/{b}" for a, t, b in facts.covers)) or tuple(
+        sorted("/".join(k) for k in facts.tests)
+    )
+    entries = load_index(repo)
+    if any(e["id"] == ev_id for e in entries):
+        return IngestResult(ev_id, rel, False, facts.fresh, covers)
+    entry = {"id": ev_id, "kind": kind, "file": rel, "sha256": sha, "platform": platform, "lane": lane}
+    index: dict[str, Any] = {
+        "schema_version": INDEX_VERSION,
+        "entries": sorted([*entries, entry], key=lambda e: e["id"]),
+    }
+    if (repo / rel).exists():
+        raise MatrixInputError(
+            rel, "$", "a file with this evidence id exists but is not indexed; remove it first"
+        )
+    write_all_atomic(
+        {
+            repo / rel: filed,
+            repo / INDEX_REL: (json.dumps(index, indent=2, sort_keys=True) + "\n").encode(),
+        }
+    )
+    return IngestResult(ev_id, rel, True, facts.fresh, covers)

@@ -1,0 +1,138 @@
+"""JUnit XML (pytest ``--junitxml`` + ``-p matrix.pytest_cell``) -> normalized JUnit evidence summary.
+
+The summary is what gets filed: small, deterministic (no host names, no durations), schema-checked
+against ``schemas/junit-summary-1.schema.json``. Cell bindings come from testcase properties named
+``cell`` (``algo/task/backend``); run facts from suite properties named ``matrix.*``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from matrix.model import LANES, PLATFORMS, MatrixInputError
+
+JUNIT_SUMMARY_VERSION = 1
+CELL_PROPERTY = "cell"
+SUITE_PREFIX = "matrix."
+_RANK = {"passed": 0, "skipped": 1, "failed": 2, "errors": 3}
+
+
+def _properties(node: ET.Element) -> list[tuple[str, str]]:
+    props = node.find("properties")
+    if props is None:
+        return []
+    return [(p.get("name", ""), p.get("value", "")) for p in props.findall("property")]
+
+
+def _outcome(case: ET.Element) -> str:
+    if case.find("error") is not None:
+        return "errors"
+    if case.find("failure") is not None:
+        return "failed"
+    if case.find("skipped") is not None:
+        return "skipped"
+    return "passed"
+
+
+def _choose(display: str, name: str, recorded: str | None, flag: str | None, allowed: tuple[str, ...]) -> str:
+    if recorded and flag and recorded != flag:
+        raise MatrixInputError(
+            display, f"property {SUITE_PREFIX}{name}", f"records {recorded!r} but --{name} {flag!r} was given"
+        )
+    value = flag or recorded
+    if not value:
+        raise MatrixInputError(
+            display, f"property {SUITE_PREFIX}{name}", f"missing; pass --{name} ({', '.join(allowed)})"
+        )
+    if value not in allowed:
+        raise MatrixInputError(display, f"{name}", f"unknown {name} {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+def _bool(display: str, name: str, raw: str | None) -> bool:
+    if raw not in ("true", "false"):
+        raise MatrixInputError(
+            display,
+            f"property {SUITE_PREFIX}{name}",
+            f"must be true or false, got {raw!r}; run pytest with -p matrix.pytest_cell",
+        )
+    return raw == "true"
+
+
+def summarize_junit(
+    data: bytes, display: str, *, platform: str | None = None, lane: str | None = None
+) -> dict[str, Any]:
+    """Parse JUnit XML bytes into the summary document (pure; raises MatrixInputError naming display)."""
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise MatrixInputError(display, "$", f"not well-formed XML: {exc}") from None
+    suites = (
+        [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
+    )
+    if not suites:
+        raise MatrixInputError(display, "$", f"root element <{root.tag}> is not <testsuites>/<testsuite>")
+    facts: dict[str, str] = {}
+    for suite in suites:
+        for name, value in _properties(suite):
+            if name.startswith(SUITE_PREFIX):
+                facts[name[len(SUITE_PREFIX) :]] = value
+    commit = facts.get("commit") or ""
+    if not commit:
+        raise MatrixInputError(
+            display,
+            f"property {SUITE_PREFIX}commit",
+            "missing; run pytest with -p matrix.pytest_cell in a git checkout",
+        )
+    # Worst outcome per test id (a teardown error after a pass makes the test an error).
+    outcomes: dict[str, str] = {}
+    bindings: dict[str, set[tuple[str, str, str]]] = {}
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+            outcome = _outcome(case)
+            if _RANK[outcome] >= _RANK.get(outcomes.get(test_id, "passed"), 0):
+                outcomes[test_id] = outcome
+            for name, value in _properties(case):
+                if name == CELL_PROPERTY:
+                    parts = value.split("/")
+                    if len(parts) != 3 or not all(parts):
+                        raise MatrixInputError(
+                            display,
+                            f"testcase {test_id} property cell",
+                            f"{value!r} is not algo/task/backend",
+                        )
+                    bindings.setdefault(test_id, set()).add((parts[0], parts[1], parts[2]))
+    totals = {k: 0 for k in _RANK}
+    for outcome in outcomes.values():
+        totals[outcome] += 1
+    cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for test_id, bound in bindings.items():
+        for cell in bound:
+            entry = cells.setdefault(
+                cell,
+                {"algo": cell[0], "task": cell[1], "backend": cell[2], **{k: 0 for k in _RANK}, "tests": []},
+            )
+            entry[outcomes[test_id]] += 1
+            entry["tests"].append(test_id)
+    for entry in cells.values():
+        entry["tests"].sort()
+    return {
+        "schema_version": JUNIT_SUMMARY_VERSION,
+        "kind": "junit-summary",
+        "source": {
+            "commit": commit,
+            "dirty": _bool(display, "dirty", facts.get("dirty")),
+            "worktree_digest": facts.get("worktree_digest") or None,
+        },
+        "platform": _choose(display, "platform", facts.get("platform"), platform, PLATFORMS),
+        "lane": _choose(display, "lane", facts.get("lane"), lane, LANES),
+        "system": facts.get("system") or None,
+        "gpu_available": _bool(display, "gpu_available", facts.get("gpu_available")),
+        "timestamp": suites[0].get("timestamp"),
+        "totals": {"tests": len(outcomes), **totals},
+        "cells": [cells[k] for k in sorted(cells)],
+        "source_sha256": hashlib.sha256(data).hexdigest(),
+    }

@@ -1,0 +1,146 @@
+"""Support-matrix vocabulary: platforms, grades, cell policies, evidence facts and the input error.
+
+Everything here is plain data (frozen dataclasses); no I/O, no clocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PLATFORMS: tuple[str, ...] = ("linux-cuda", "linux-cpu", "macos-mps")
+# Ascending; a cell shows the highest grade whose requirements (and all lower ones) hold.
+GRADES: tuple[str, ...] = ("Unsupported", "Registered", "Configured", "Tested", "Benchmarked", "Recommended")
+GRADE_MEANING: dict[str, str] = {
+    "Unsupported": "declared fail-closed in the inventory, with the reason",
+    "Registered": "the task and the backend exist in the runtime registries",
+    "Configured": "the owner YAML composes and validates for this platform",
+    "Tested": "fresh test-lane JUnit evidence: the bound tests passed and none failed",
+    "Benchmarked": "fresh, clean, passing probe and soak artifacts for this cell and platform",
+    "Recommended": "Benchmarked, a dated recommendation record, and a soak at the canonical budget",
+}
+EVIDENCE_KINDS: tuple[str, ...] = ("junit", "soak", "probe")
+LANES: tuple[str, ...] = ("cpu", "cuda", "mps")
+# What every platform offers, stated explicitly: configuration is validated "as if" on it.
+PLATFORM_SYSTEM: dict[str, str] = {"linux-cuda": "Linux", "linux-cpu": "Linux", "macos-mps": "Darwin"}
+
+
+class MatrixInputError(Exception):
+    """Bad input: names the file and the field; the CLI prints it and exits 2 having written nothing."""
+
+    def __init__(self, file: str, field: str, message: str) -> None:
+        super().__init__(f"{file}: {field}: {message}")
+        self.file = file
+        self.field = field
+
+
+@dataclass(frozen=True, order=True)
+class CellKey:
+    """One matrix cell: entrypoint (algo) x task x backend x platform."""
+
+    algo: str
+    task: str
+    backend: str
+    platform: str
+
+    def label(self) -> str:
+        """``algo/task/backend@platform``."""
+        return f"{self.algo}/{self.task}/{self.backend}@{self.platform}"
+
+
+@dataclass(frozen=True)
+class SoakBudget:
+    """Minimum soak a cell needs: wall duration (s), vector envs, collector iterations."""
+
+    min_duration_s: float
+    num_envs: int
+    iterations: int
+
+    def shortfalls(self, duration_s: float | None, num_envs: int | None, iterations: int | None) -> list[str]:
+        """Human-readable reasons a measured soak is under this budget (empty when it meets it)."""
+        out: list[str] = []
+        if duration_s is None or duration_s < self.min_duration_s:
+            out.append(f"duration {duration_s} s < {self.min_duration_s} s")
+        if num_envs is None or num_envs < self.num_envs:
+            out.append(f"num_envs {num_envs} < {self.num_envs}")
+        if iterations is None or iterations < self.iterations:
+            out.append(f"iterations {iterations} < {self.iterations}")
+        return out
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """An explicit, dated repository decision to recommend a cell."""
+
+    decision: str  # "recommend" promotes; "withhold" records a decision not to
+    date: str  # ISO date, YYYY-MM-DD
+    rationale: str
+
+
+@dataclass(frozen=True)
+class CellPolicy:
+    """What one inventory cell requires. ``unsupported_reason`` set means declared fail-closed."""
+
+    key: CellKey
+    unsupported_reason: str | None = None
+    test_lane: str | None = None
+    min_passed: int = 1
+    probe_required: bool = True
+    soak: SoakBudget | None = None
+    recommendation: Recommendation | None = None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The validated inventory: canonical soak budget and the cells, sorted by platform then name."""
+
+    schema_version: int
+    canonical_soak: SoakBudget
+    cells: tuple[CellPolicy, ...]
+
+
+@dataclass(frozen=True)
+class TestTally:
+    """Outcomes of the tests bound to one (algo, task, backend) in one JUnit summary."""
+
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class EvidenceFacts:
+    """One filed piece of evidence, normalized from its file at generation time.
+
+    ``problems`` are reasons it can never count (schema-invalid, tampered, platform contradiction);
+    ``fresh`` compares the runtime fingerprint at ``commit`` with HEAD's.
+    """
+
+    id: str
+    kind: str  # junit | soak | probe
+    file: str  # repo-relative POSIX path
+    platform: str
+    lane: str | None
+    commit: str | None
+    dirty: bool | None
+    passed: bool
+    status_detail: str
+    fresh: bool = False
+    fingerprint: str | None = None
+    problems: tuple[str, ...] = ()
+    # (algo or None for "any algo", task, backend) this evidence speaks about.
+    covers: tuple[tuple[str | None, str, str], ...] = ()
+    tests: dict[tuple[str, str, str], TestTally] = field(default_factory=dict)
+    duration_s: float | None = None
+    num_envs: int | None = None
+    iterations: int | None = None
+    time: str | None = None  # as carried by the evidence itself
+
+    def covers_cell(self, key: CellKey) -> bool:
+        """True when this evidence is about key's algo/task/backend (any platform)."""
+        if self.kind == "junit":
+            return (key.algo, key.task, key.backend) in self.tests
+        return any(
+            (algo is None or algo == key.algo) and task == key.task and backend == key.backend
+            for algo, task, backend in self.covers
+        )

@@ -1,0 +1,67 @@
+"""pytest plugin: record ``@pytest.mark.cell(algo, task, backend)`` and run facts in the JUnit XML.
+
+Use: ``pytest -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml=PATH``.
+Each bound testcase gets a ``cell`` property (``algo/task/backend``); the suite gets ``matrix.commit``,
+``matrix.dirty``, ``matrix.worktree_digest``, ``matrix.system``, ``matrix.gpu_available``,
+``matrix.platform`` and ``matrix.lane``, measured when the session starts.
+"""
+
+from __future__ import annotations
+
+import platform as platform_module
+from pathlib import Path
+
+import pytest
+
+from matrix.junit import CELL_PROPERTY, SUITE_PREFIX
+from matrix.model import LANES, PLATFORMS
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("matrix", "support-matrix evidence")
+    group.addoption("--matrix-platform", choices=PLATFORMS, default=None, help="platform this lane runs as")
+    group.addoption(
+        "--matrix-lane", choices=LANES, default=None, help="CI lane name recorded in the JUnit XML"
+    )
+
+
+def cell_values(item: pytest.Item) -> list[str]:
+    """``algo/task/backend`` for every cell marker on ``item`` (marker args or algo=, task=, backend=)."""
+    out: list[str] = []
+    for mark in item.iter_markers(name="cell"):
+        args = list(mark.args) + [mark.kwargs[k] for k in ("algo", "task", "backend") if k in mark.kwargs]
+        if len(args) != 3 or not all(isinstance(a, str) and a and "/" not in a for a in args):
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.cell needs (algo, task, backend), got {mark}"
+            )
+        out.append("/".join(args))
+    return sorted(set(out))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for value in cell_values(item):
+            item.user_properties.append((CELL_PROPERTY, value))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    from _pytest.junitxml import xml_key
+
+    xml = session.config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    from harness.context import source_context
+    from harness.nvml import gpu_snapshot
+
+    source = source_context(Path(str(session.config.rootpath)))
+    facts = {
+        "commit": source["commit"] or "",
+        "dirty": "true" if source["dirty"] or source["dirty"] is None else "false",
+        "worktree_digest": source["worktree_digest"] or "",
+        "system": platform_module.system(),
+        "gpu_available": "true" if gpu_snapshot()["available"] else "false",
+        "platform": session.config.getoption("--matrix-platform") or "",
+        "lane": session.config.getoption("--matrix-lane") or "",
+    }
+    for name, value in facts.items():
+        xml.add_global_property(SUITE_PREFIX + name, value)

@@ -1,0 +1,162 @@
+"""Render the graded matrix: ``reports/support-matrix.json``, the generated block of
+``docs/support-matrix.md`` and ``reports/support-matrix.html``. Pure: state in, text out.
+
+Output is deterministic: sorted inputs, no clock; the only times shown are those the evidence carries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from matrix.build import MatrixState
+from matrix.gitfacts import FINGERPRINT_PATHS
+from matrix.grading import CellResult, freshness
+from matrix.model import GRADE_MEANING, GRADES, PLATFORMS, MatrixInputError, SoakBudget
+
+MATRIX_JSON_VERSION = 1
+PAGE_REL = "docs/support-matrix.md"
+HTML_REL = "reports/support-matrix.html"
+JSON_REL = "reports/support-matrix.json"
+BEGIN_MARKER = "<!-- BEGIN GENERATED SUPPORT MATRIX (uv run matrix generate; do not edit by hand) -->"
+END_MARKER = "<!-- END GENERATED SUPPORT MATRIX -->"
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _budget(b: SoakBudget | None) -> dict[str, Any] | None:
+    if b is None:
+        return None
+    return {"min_duration_s": b.min_duration_s, "num_envs": b.num_envs, "iterations": b.iterations}
+
+
+def cell_doc(result: CellResult) -> dict[str, Any]:
+    """One cell of the JSON document."""
+    p = result.policy
+    rec = p.recommendation
+    return {
+        "algo": p.key.algo,
+        "task": p.key.task,
+        "backend": p.key.backend,
+        "platform": p.key.platform,
+        "grade": result.grade,
+        "unsupported_reason": p.unsupported_reason,
+        "blockers": [{"grade": g, "reasons": list(reasons)} for g, reasons in result.blockers],
+        "evidence": [
+            {
+                "id": v.id,
+                "kind": v.kind,
+                "file": v.file,
+                "status": v.freshness,
+                "counts": v.counts,
+                "verdict": v.verdict,
+            }
+            for v in result.evidence
+        ],
+        "policy": None
+        if p.unsupported_reason
+        else {
+            "test_lane": p.test_lane,
+            "min_passed": p.min_passed,
+            "probe_required": p.probe_required,
+            "soak": _budget(p.soak),
+        },
+        "recommendation": None
+        if rec is None
+        else {"decision": rec.decision, "date": rec.date, "rationale": rec.rationale},
+        "notes": list(result.notes),
+    }
+
+
+def matrix_doc(state: MatrixState) -> dict[str, Any]:
+    """The machine-readable matrix."""
+    return {
+        "schema_version": MATRIX_JSON_VERSION,
+        "runtime_fingerprint": state.head_fingerprint,
+        "fingerprint_paths": list(FINGERPRINT_PATHS),
+        "grades": [{"grade": g, "meaning": GRADE_MEANING[g]} for g in GRADES],
+        "platforms": list(PLATFORMS),
+        "canonical_soak": _budget(state.inventory.canonical_soak),
+        "cells": [cell_doc(r) for r in state.results],
+        "evidence": [
+            {
+                "id": ev.id,
+                "kind": ev.kind,
+                "file": ev.file,
+                "platform": ev.platform,
+                "lane": ev.lane,
+                "commit": ev.commit,
+                "dirty": ev.dirty,
+                "passed": ev.passed,
+                "status": freshness(ev),
+                "detail": ev.status_detail,
+                "problems": list(ev.problems),
+                "time": ev.time,
+            }
+            for ev in state.evidence
+        ],
+    }
+
+
+def render_json(doc: dict[str, Any]) -> str:
+    """Canonical JSON text (sorted keys, two-space indent, trailing newline)."""
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _env(autoescape: bool) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=autoescape,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    return env
+
+
+def _context(doc: dict[str, Any]) -> dict[str, Any]:
+    by_platform = {p: [c for c in doc["cells"] if c["platform"] == p] for p in doc["platforms"]}
+    counts = {p: {g: sum(c["grade"] == g for c in cells) for g in GRADES} for p, cells in by_platform.items()}
+    return {"doc": doc, "by_platform": by_platform, "counts": counts, "grades": GRADES}
+
+
+def render_block(doc: dict[str, Any]) -> str:
+    """The generated Markdown block (between the markers, markers included)."""
+    body = _env(False).get_template("support-matrix.md.j2").render(**_context(doc))
+    return f"{BEGIN_MARKER}\n{body.strip()}\n{END_MARKER}"
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """The standalone HTML report."""
+    return _env(True).get_template("support-matrix.html.j2").render(**_context(doc))
+
+
+def splice_page(page: str, block: str, display: str = PAGE_REL) -> str:
+    """Replace the generated block of a hand-written page; exactly one marker pair must exist."""
+    begins, ends = page.count(BEGIN_MARKER), page.count(END_MARKER)
+    if begins != 1 or ends != 1:
+        raise MatrixInputError(
+            display,
+            "generated-block markers",
+            f"need exactly one {BEGIN_MARKER!r} and one {END_MARKER!r}; found {begins} and {ends}",
+        )
+    start, end = page.index(BEGIN_MARKER), page.index(END_MARKER)
+    if end < start:
+        raise MatrixInputError(
+            display, "generated-block markers", "the END marker comes before the BEGIN marker"
+        )
+    return page[:start] + block + page[end + len(END_MARKER) :]
+
+
+def render_all(state: MatrixState, page: str) -> dict[str, str]:
+    """Repo-relative path -> full text of every generated output (``page``: the current hand page)."""
+    doc = matrix_doc(state)
+    return {
+        PAGE_REL: splice_page(page, render_block(doc)),
+        HTML_REL: render_html(doc),
+        JSON_REL: render_json(doc),
+    }

@@ -1,0 +1,437 @@
+"""``probe``: phase-local backend probe. Each backend is measured in its own process; one JSON artifact.
+
+    probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 [--acceptance]
+          [--mjwarp-device cpu] [--task g1_motion_tracking] --output /abs/probe.json
+
+Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed or acceptance evidence
+failed (an acceptance artifact is still written, with ``acceptance.passed=false``); 2 bad input or an
+unmet precondition, nothing written. See docs/probe.md for phases, schema fields and acceptance rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.context import REPO_ROOT, collect_context
+from harness.nvml import NvmlReader
+from harness.probe_stats import (
+    PROFILER_ENV_EXACT,
+    PROFILER_ENV_PREFIXES,
+    idle_verdict,
+    profiler_env_violations,
+)
+
+SCHEMA_VERSION = "0.3.0"
+SCHEMA_PATH = REPO_ROOT / "schemas" / f"probe-{SCHEMA_VERSION}.schema.json"
+ALGO = "flashsac"
+EXCLUSIONS: tuple[dict[str, str], ...] = (
+    {
+        "name": "policy_inference",
+        "reason": "actions are seeded uniform noise sampled before the clock starts",
+    },
+    {"name": "inference_ipc", "reason": "no collector/learner processes: no weight publication or ring IPC"},
+    {"name": "replay_ingestion", "reason": "transitions are not written to the shared-memory replay ingress"},
+    {"name": "learner_updates", "reason": "no gradient updates run"},
+    {"name": "manager_dispatch", "reason": "the env is stepped directly, not through the training manager"},
+)
+console = Console(stderr=True)
+
+
+class ProbeInputError(Exception):
+    """Bad arguments or an unmet precondition: exit 2, nothing written."""
+
+
+class ProbeFailure(Exception):
+    """A worker failed: exit 1, nothing written."""
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Validated probe request (see ``validate_settings``)."""
+
+    backends: tuple[str, ...]
+    task: str
+    num_envs: int
+    warmup: int
+    iters: int
+    seed: int
+    mjwarp_device: str
+    physics_threads: int | None
+    acceptance: bool
+    idle_memory_threshold_bytes: int
+    idle_wait_s: float
+    worker_timeout_s: float
+    output: Path
+
+
+def validate_settings(
+    backends: str,
+    task: str,
+    num_envs: int,
+    warmup: int,
+    iters: int,
+    seed: int,
+    mjwarp_device: str | None,
+    physics_threads: int | None,
+    acceptance: bool,
+    idle_memory_threshold_mib: int,
+    idle_wait_s: float,
+    worker_timeout_s: float,
+    output: str,
+) -> ProbeSettings:
+    """Check every argument (and the output location) before anything runs; raise ProbeInputError."""
+    from runtime.backends import BACKENDS
+    from runtime.tasks import TASKS
+
+    names = tuple(b.strip() for b in backends.split(",") if b.strip())
+    if not names:
+        raise ProbeInputError(f"--backends is empty; allowed: comma-separated from {sorted(BACKENDS)}")
+    unknown = [b for b in names if b not in BACKENDS]
+    if unknown:
+        raise ProbeInputError(f"--backends: unknown {unknown}; allowed: {sorted(BACKENDS)}")
+    if len(set(names)) != len(names):
+        raise ProbeInputError(f"--backends lists a backend twice: {list(names)}")
+    if task not in TASKS:
+        raise ProbeInputError(f"--task {task!r} is not registered; allowed: {sorted(TASKS)}")
+    if not 1 <= num_envs <= 65536:
+        raise ProbeInputError(f"--num-envs must be in 1..65536, got {num_envs}")
+    if warmup < 0:
+        raise ProbeInputError(f"--warmup must be >= 0, got {warmup}")
+    if iters < 1:
+        raise ProbeInputError(f"--iters must be >= 1, got {iters}")
+    if not 0 <= seed <= 2**31 - 1:
+        raise ProbeInputError(f"--seed must be in 0..2147483647, got {seed}")
+    if mjwarp_device not in (None, "cuda", "cpu"):
+        raise ProbeInputError(f"--mjwarp-device must be cuda or cpu, got {mjwarp_device!r}")
+    if mjwarp_device is not None and "mjwarp" not in names:
+        raise ProbeInputError("--mjwarp-device is only meaningful when --backends includes mjwarp")
+    if physics_threads is not None and physics_threads < 1:
+        raise ProbeInputError(f"--physics-threads must be >= 1, got {physics_threads}")
+    if idle_memory_threshold_mib < 0 or idle_wait_s < 0 or worker_timeout_s <= 0:
+        raise ProbeInputError(
+            "--idle-memory-threshold-mib and --idle-wait-s must be >= 0, --worker-timeout-s > 0"
+        )
+    out = Path(output)
+    if not out.is_absolute():
+        raise ProbeInputError(f"--output must be an absolute path, got {output!r}")
+    if out.suffix != ".json":
+        raise ProbeInputError(f"--output must name a .json file, got {output!r}")
+    if out.is_dir():
+        raise ProbeInputError(f"--output {output} is a directory; name a .json file")
+    if not out.parent.is_dir():
+        raise ProbeInputError(f"--output parent directory {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK):
+        raise ProbeInputError(f"--output parent directory {out.parent} is not writable")
+    return ProbeSettings(
+        backends=names,
+        task=task,
+        num_envs=num_envs,
+        warmup=warmup,
+        iters=iters,
+        seed=seed,
+        mjwarp_device=mjwarp_device or "cuda",
+        physics_threads=physics_threads,
+        acceptance=acceptance,
+        idle_memory_threshold_bytes=idle_memory_threshold_mib << 20,
+        idle_wait_s=idle_wait_s,
+        worker_timeout_s=worker_timeout_s,
+        output=out,
+    )
+
+
+def check_preconditions(
+    settings: ProbeSettings,
+    environ: Mapping[str, str],
+    nvml_snapshot: Callable[[], dict[str, Any]],
+    platform_facts: Callable[[], Any],
+) -> None:
+    """Host prerequisites, acceptance rules first; raise ProbeInputError naming the first unmet one."""
+    from runtime.config import ConfigError, compose, platform_blockers
+
+    if settings.acceptance:
+        hits = profiler_env_violations(environ)
+        if hits:
+            raise ProbeInputError(
+                f"--acceptance refuses profiler/debug environment variables: {hits}; unset them "
+                "(they change what is measured)"
+            )
+        if settings.mjwarp_device == "cpu" and "mjwarp" in settings.backends:
+            raise ProbeInputError(
+                "--acceptance measures the production CUDA lane; --mjwarp-device cpu is a diagnostic lane"
+            )
+        snap = nvml_snapshot()
+        if not snap["available"]:
+            raise ProbeInputError(
+                f"--acceptance needs NVML evidence of an idle GPU and this host has none: {snap['reason']}"
+            )
+    facts = platform_facts()
+    for backend in settings.backends:
+        if backend == "mjwarp" and settings.mjwarp_device == "cuda" and not facts.cuda_available:
+            raise ProbeInputError(
+                "--backends mjwarp needs a CUDA device and none is available; to measure MJWarp on Warp's "
+                "CPU device (diagnostic lane, never production evidence) pass --mjwarp-device cpu"
+            )
+        try:
+            cfg = compose(ALGO, settings.task, backend, _overrides(settings, backend))
+        except ConfigError as exc:
+            raise ProbeInputError(f"{backend}: {exc}") from exc
+        problems = platform_blockers(cfg, facts)
+        if problems:
+            raise ProbeInputError(f"{backend}: {problems[0]}")
+
+
+def _overrides(settings: ProbeSettings, backend: str) -> list[str]:
+    items = [f"algo.num_envs={settings.num_envs}", f"seed={settings.seed}"]
+    if backend == "mjwarp":
+        items.append(f"training.mjwarp_device={settings.mjwarp_device}")
+    if settings.physics_threads is not None:
+        items.append(f"training.physics_threads={settings.physics_threads}")
+    return items
+
+
+def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> dict[str, Any]:
+    """Run one backend in a fresh ``python -m harness.probe_worker`` process; return its result block
+    with the PID observed here (``launcher_observed_pid``). Raises ProbeFailure/ProbeInputError."""
+    spec = {
+        "backend": backend,
+        "task": settings.task,
+        "num_envs": settings.num_envs,
+        "warmup": settings.warmup,
+        "iters": settings.iters,
+        "seed": settings.seed,
+        "mjwarp_device": settings.mjwarp_device,
+        "physics_threads": settings.physics_threads,
+    }
+    spec_path, out_path, log_path = (
+        workdir / f"{backend}.{kind}" for kind in ("spec.json", "out.json", "log")
+    )
+    spec_path.write_text(json.dumps(spec))
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.probe_worker", str(spec_path), str(out_path)],
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            returncode = proc.wait(timeout=settings.worker_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ProbeFailure(
+                f"{backend} worker (pid {proc.pid}) exceeded --worker-timeout-s {settings.worker_timeout_s}"
+            ) from None
+    tail = log_path.read_text(errors="replace")[-4000:]
+    if not out_path.exists():
+        raise ProbeFailure(f"{backend} worker (pid {proc.pid}) exited {returncode} without a result:\n{tail}")
+    payload = json.loads(out_path.read_text())
+    if not payload["ok"]:
+        error = payload["error"]
+        message = f"{backend} worker (pid {proc.pid}) failed: {error['type']}: {error['message']}"
+        if error.get("config_error"):
+            raise ProbeInputError(message)
+        raise ProbeFailure(f"{message}\n{error['traceback']}\n--- worker output tail ---\n{tail}")
+    if returncode != 0:
+        raise ProbeFailure(f"{backend} worker (pid {proc.pid}) exited {returncode} after a result:\n{tail}")
+    result: dict[str, Any] = payload["result"]
+    result["launcher_observed_pid"] = proc.pid
+    return result
+
+
+def wait_for_idle(reader: NvmlReader, threshold_bytes: int, wait_s: float) -> dict[str, Any]:
+    """Poll NVML until every device is idle or ``wait_s`` passes (memory release after a process exit
+    lags by up to a second or two). Returns the last verdict plus ``waited_s`` and ``time``."""
+    start = time.monotonic()
+    while True:
+        verdict = idle_verdict(reader.snapshot(), threshold_bytes)
+        waited = time.monotonic() - start
+        if verdict["idle"] or waited >= wait_s:
+            return {**verdict, "waited_s": waited, "time": time.time()}
+        time.sleep(0.5)
+
+
+def run_probe(
+    settings: ProbeSettings, argv: list[str], nvml: Any | None = None
+) -> tuple[dict[str, Any], int]:
+    """Measure every backend in its own process (acceptance checks around each); return (artifact, code)."""
+    started = time.time()
+    results: dict[str, dict[str, Any]] = {}
+    checks: list[dict[str, Any]] = []
+    accepted = True
+    with NvmlReader(nvml) as reader, tempfile.TemporaryDirectory(prefix="soakbench-probe-") as tmp:
+        for backend in settings.backends:
+            if settings.acceptance:
+                before = wait_for_idle(reader, settings.idle_memory_threshold_bytes, settings.idle_wait_s)
+                checks.append({"backend": backend, "when": "before", **before})
+                if not before["idle"]:
+                    accepted = False
+                    console.print(f"[red]acceptance: GPU not idle before {backend}: {before['reasons']}")
+                    break
+            console.print(f"probe: measuring {backend} ({settings.num_envs} envs) in its own process ...")
+            results[backend] = run_worker_process(settings, backend, Path(tmp))
+            if settings.acceptance:
+                after = wait_for_idle(reader, settings.idle_memory_threshold_bytes, settings.idle_wait_s)
+                checks.append({"backend": backend, "when": "after", **after})
+                if not after["idle"]:
+                    accepted = False
+                    console.print(f"[red]acceptance: GPU not idle after {backend}: {after['reasons']}")
+                    break
+    artifact = build_artifact(settings, argv, results, checks, accepted, started, time.time())
+    return artifact, 0 if accepted else 1
+
+
+def build_artifact(
+    settings: ProbeSettings,
+    argv: list[str],
+    results: dict[str, dict[str, Any]],
+    checks: list[dict[str, Any]],
+    accepted: bool,
+    started: float,
+    finished: float,
+) -> dict[str, Any]:
+    """Assemble the probe artifact (schema ``probe-0.3.0``)."""
+    settings_block = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()}
+    settings_block["backends"] = list(settings.backends)
+    settings_block["algo"] = ALGO
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "soakbench.probe",
+        "created_unix_s": finished,
+        "duration_s": finished - started,
+        "command": argv,
+        "probe_pid": os.getpid(),
+        "settings": settings_block,
+        "exclusions": [dict(e) for e in EXCLUSIONS],
+        "comparison_note": (
+            "compare backends by throughput_env_control_steps_per_s and phases.iteration_ms; phase "
+            "boundaries are device-synchronized but families differ in what each phase contains"
+        ),
+        "context": collect_context(),
+        "backends": results,
+        "acceptance": {
+            "requested": settings.acceptance,
+            "passed": accepted if settings.acceptance else None,
+            "idle_memory_threshold_bytes": settings.idle_memory_threshold_bytes,
+            "profiler_env_rejected": {
+                "exact": list(PROFILER_ENV_EXACT),
+                "prefixes": list(PROFILER_ENV_PREFIXES),
+            },
+            "checks": checks,
+        },
+    }
+
+
+def validate_artifact(artifact: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first schema violation (Draft 2020-12)."""
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(artifact), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "<root>"
+        raise ValueError(f"probe artifact violates {SCHEMA_PATH.name} at {where}: {first.message}")
+
+
+def write_artifact(path: Path, artifact: Mapping[str, Any]) -> None:
+    """Validate, then write atomically (temp file in the same directory + os.replace)."""
+    validate_artifact(artifact)
+    text = json.dumps(artifact, indent=2, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def print_summary(artifact: Mapping[str, Any]) -> None:
+    table = Table(title=f"probe {artifact['settings']['task']} @ {artifact['settings']['num_envs']} envs")
+    for column in (
+        "backend",
+        "pid",
+        "device",
+        "env steps/s",
+        "physics limit ctl/s",
+        "efficiency",
+        "iter ms p50",
+    ):
+        table.add_column(column)
+    for name, r in artifact["backends"].items():
+        table.add_row(
+            name,
+            str(r["pid"]),
+            r["device"],
+            f"{r['throughput_env_control_steps_per_s']:,.0f}",
+            f"{r['physics_limit']['control_steps_per_s'] * r['num_envs']:,.0f}",
+            f"{r['efficiency']:.3f}",
+            f"{r['phases']['iteration_ms']['median_ms']:.3f}",
+        )
+    console.print(table)
+
+
+app = typer.Typer(add_completion=False, help="Phase-local backend probe (one process per backend).")
+
+
+@app.command()
+def probe(
+    output: str = typer.Option(..., "--output", help="absolute path of the JSON artifact to write"),
+    backends: str = typer.Option("mjwarp,mujoco", "--backends", help="comma-separated backends"),
+    num_envs: int = typer.Option(2048, "--num-envs"),
+    warmup: int = typer.Option(20, "--warmup", help="untimed iterations before measuring"),
+    iters: int = typer.Option(100, "--iters", help="measured iterations per loop (phased and throughput)"),
+    task: str = typer.Option("g1_motion_tracking", "--task"),
+    seed: int = typer.Option(0, "--seed"),
+    mjwarp_device: str | None = typer.Option(
+        None, "--mjwarp-device", help="cuda (default) or cpu: Warp's CPU device, a diagnostic lane"
+    ),
+    physics_threads: int | None = typer.Option(None, "--physics-threads", help="MuJoCo CPU threads"),
+    acceptance: bool = typer.Option(False, "--acceptance", help="require NVML idle-GPU evidence"),
+    idle_memory_threshold_mib: int = typer.Option(1024, "--idle-memory-threshold-mib"),
+    idle_wait_s: float = typer.Option(15.0, "--idle-wait-s"),
+    worker_timeout_s: float = typer.Option(1800.0, "--worker-timeout-s"),
+) -> None:
+    """Measure each backend in isolation and write a schema-valid artifact."""
+    try:
+        settings = validate_settings(
+            backends, task, num_envs, warmup, iters, seed, mjwarp_device, physics_threads, acceptance,
+            idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output,
+        )  # fmt: skip
+        from runtime.config import PlatformFacts
+
+        with NvmlReader() as reader:
+            check_preconditions(settings, os.environ, reader.snapshot, PlatformFacts.detect)
+        artifact, code = run_probe(settings, ["probe", *sys.argv[1:]])
+    except ProbeInputError as exc:
+        console.print(f"[red]probe: {exc}")
+        raise typer.Exit(2) from None
+    except ProbeFailure as exc:
+        console.print(f"[red]probe: {exc}")
+        raise typer.Exit(1) from None
+    write_artifact(settings.output, artifact)
+    print_summary(artifact)
+    console.print(f"probe: wrote {settings.output}")
+    if code:
+        console.print("[red]probe: acceptance FAILED (see acceptance.checks in the artifact)")
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,241 @@
+"""One isolated backend measurement of the phase probe (run as ``python -m harness.probe_worker SPEC OUT``).
+
+The parent (``harness.probe``) starts one such process per backend and reads its result JSON. Here:
+compose the owner config, build the env with ``runtime.env.make_env``, time ``warmup`` + 2 × ``iters``
+env steps of seeded random actions, then measure the physics limit of the same model, worlds and threads
+in this same process.
+
+Two measured loops of ``iters`` iterations each, sharing one warm env:
+1. *phased*: a ``PhaseTimer`` is passed to ``env.step`` (device sync at every phase boundary) -> per
+   phase statistics and the synchronized ``iteration_ms``;
+2. *throughput*: ``env.step`` without a timer, synchronized only at iteration boundaries -> the headline
+   ``throughput_env_control_steps_per_s`` (phase syncs would otherwise serialize GPU work).
+Action sampling happens before each iteration's clock starts (policy inference is excluded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.probe_stats import (
+    PROBE_PHASES,
+    counter_delta,
+    efficiency,
+    per_iteration_phase_ms,
+    phase_report,
+    summarize_ms,
+    throughput,
+    transfer_report,
+)
+
+
+def _backend_diagnostics(backend: Any) -> dict[str, Any]:
+    """Manifest-style payload: available with diagnostics, or an explicit unavailable marker."""
+    backend_type = str(getattr(backend, "backend_type", type(backend).__name__))
+    try:
+        diagnostics = backend.get_tensor_runtime_diagnostics()
+    except Exception as exc:
+        return {
+            "available": False,
+            "backend_type": backend_type,
+            "unavailable_reason": f"get_tensor_runtime_diagnostics raised {type(exc).__name__}: {exc}",
+        }
+    return {
+        "available": True,
+        "backend_type": backend_type,
+        "diagnostics": json.loads(json.dumps(diagnostics)),
+    }
+
+
+def _inventory(backend: Any) -> tuple[bool, list[dict[str, Any]]]:
+    fn = getattr(backend, "transfer_inventory", None)
+    if fn is None:
+        return False, []
+    return True, [dict(item) for item in fn()]
+
+
+def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Measure one backend as described by ``spec`` (keys: backend, task, num_envs, warmup, iters, seed,
+    mjwarp_device, physics_threads). Returns the per-backend artifact block (plain JSON)."""
+    import torch
+
+    from harness.probe_limit import mjwarp_limit, mujoco_rollout_limit
+    from runtime.config import compose
+    from runtime.env import make_env
+    from runtime.timing import PhaseTimer
+
+    backend_name = str(spec["backend"])
+    num_envs, warmup, iters, seed = (int(spec[k]) for k in ("num_envs", "warmup", "iters", "seed"))
+    overrides = [f"algo.num_envs={num_envs}", f"seed={seed}"]
+    if backend_name == "mjwarp":
+        overrides.append(f"training.mjwarp_device={spec['mjwarp_device']}")
+    if spec.get("physics_threads") is not None:
+        overrides.append(f"training.physics_threads={int(spec['physics_threads'])}")
+    cfg = compose("flashsac", str(spec["task"]), backend_name, overrides)
+
+    t0 = time.perf_counter()
+    env = make_env(cfg, seed=seed)
+    setup_s = time.perf_counter() - t0
+    try:
+        device = torch.device(env.device)
+        backend = env.backend
+
+        def sync() -> None:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+        generator = torch.Generator(device=device)
+        generator.manual_seed(seed)
+
+        def actions() -> torch.Tensor:
+            return torch.rand((env.num_envs, env.action_dim), generator=generator, device=device) * 2.0 - 1.0
+
+        env.reset()
+        t0 = time.perf_counter()
+        for _ in range(warmup):
+            env.step(actions())
+        sync()
+        warmup_s = time.perf_counter() - t0
+
+        inventory_declared, inventory = _inventory(backend)
+        episodes = 0
+        per_step_transfers: list[dict[str, dict[str, int]]] = []
+        counters_start = backend.transfer_counters()
+
+        def timed_loop(timer: PhaseTimer | None) -> tuple[list[float], list[dict[str, list[float]]]]:
+            nonlocal episodes
+            iteration_ms: list[float] = []
+            phase_samples: list[dict[str, list[float]]] = []
+            for _ in range(iters):
+                act = actions()
+                before_counts = backend.transfer_counters()
+                lengths = {} if timer is None else {k: len(v) for k, v in timer.samples_ms.items()}
+                sync()
+                start = time.perf_counter()
+                out = env.step(act, timer=timer)
+                sync()
+                iteration_ms.append((time.perf_counter() - start) * 1e3)
+                if timer is not None:
+                    phase_samples.append({k: v[lengths.get(k, 0) :] for k, v in timer.samples_ms.items()})
+                per_step_transfers.append(counter_delta(before_counts, backend.transfer_counters()))
+                episodes += int(out.episode_lengths.numel())
+            return iteration_ms, phase_samples
+
+        timer = PhaseTimer(device)
+        phased_ms, phase_samples = timed_loop(timer)
+        plain_ms, _ = timed_loop(None)
+        counters_total = counter_delta(counters_start, backend.transfer_counters())
+
+        per_phase = per_iteration_phase_ms(phase_samples, PROBE_PHASES)
+        invocations = {p: len(timer.samples_ms.get(p, [])) for p in PROBE_PHASES}
+        phases = phase_report(phased_ms, per_phase, invocations)
+        env_throughput = throughput(env.num_envs, plain_ms)
+
+        state = backend.public_state()
+        qpos = state.qpos.detach().to("cpu", torch.float64).numpy().copy()
+        qvel = state.qvel.detach().to("cpu", torch.float64).numpy().copy()
+        model = backend.model
+        decimation = int(backend.decimation)
+        threads: int | None = None
+        if backend_name == "mjwarp":
+            warp_device = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+            data_kwargs = getattr(backend, "make_data_kwargs", None)
+            limit = mjwarp_limit(model, qpos, qvel, warp_device, decimation, iters, data_kwargs)
+        else:
+            info = backend.host_stepping_info() if hasattr(backend, "host_stepping_info") else {}
+            threads = int(info.get("num_threads", cfg.resolved.physics_threads))
+            limit = mujoco_rollout_limit(model, qpos, qvel, threads, decimation, iters)
+        limit["control_steps_per_s"] = limit["physics_steps_per_s"] / decimation
+
+        transfers = transfer_report(inventory, per_step_transfers)
+        transfers["inventory_declared"] = inventory_declared
+        transfers["counters_total"] = counters_total
+        diagnostics = _backend_diagnostics(backend)
+        host_info = backend.host_stepping_info() if hasattr(backend, "host_stepping_info") else None
+        return {
+            "backend": backend_name,
+            "pid": os.getpid(),
+            "parent_pid": os.getppid(),
+            "owner": {
+                "algo": str(cfg.owner.algo),
+                "task": str(cfg.owner.task),
+                "sim": str(cfg.owner.sim),
+                "chain": [str(x) for x in cfg.owner.chain],
+            },
+            "device": str(device),
+            "data_plane": str(backend.data_plane),
+            "diagnostic_lane": backend_name == "mjwarp" and device.type == "cpu",
+            "num_envs": int(env.num_envs),
+            "obs_dim": int(env.obs_dim),
+            "action_dim": int(env.action_dim),
+            "decimation": decimation,
+            "physics_threads": threads,
+            "host_stepping": host_info,
+            "warmup_iterations": warmup,
+            "measured_iterations": iters,
+            "setup_s": setup_s,
+            "warmup_s": warmup_s,
+            "episodes_finished": episodes,
+            "phases": phases,
+            "throughput_env_control_steps_per_s": env_throughput,
+            "throughput_phased_env_control_steps_per_s": throughput(env.num_envs, phased_ms),
+            "throughput_iteration_ms": summarize_ms(plain_ms),
+            "physics_limit": limit,
+            "efficiency": efficiency(env_throughput, limit["physics_steps_per_s"], decimation),
+            "backend_diagnostics": diagnostics,
+            "transfers": transfers,
+            "torch": {
+                "version": torch.__version__,
+                "cuda": torch.version.cuda,
+                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            },
+        }
+    finally:
+        env.close()
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(payload, indent=2, allow_nan=False))
+    os.replace(tmp, path)
+
+
+def main(
+    argv: list[str] | None = None, runner: Callable[[dict[str, Any]], dict[str, Any]] = run_worker
+) -> int:
+    """``SPEC_JSON OUT_JSON``: writes ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m harness.probe_worker SPEC_JSON OUT_JSON", file=sys.stderr)
+        return 2
+    spec_path, out_path = Path(args[0]), Path(args[1])
+    spec = json.loads(spec_path.read_text())
+    try:
+        payload: dict[str, Any] = {"ok": True, "result": runner(spec)}
+        code = 0
+    except Exception as exc:
+        from runtime.config import ConfigError
+
+        payload = {
+            "ok": False,
+            "error": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "config_error": isinstance(exc, ConfigError),
+                "traceback": traceback.format_exc(),
+            },
+        }
+        code = 1
+    _write_json(out_path, payload)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

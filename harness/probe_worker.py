@@ -141,7 +141,13 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         state = backend.public_state()
         qpos = state.qpos.detach().to("cpu", torch.float64).numpy().copy()
         qvel = state.qvel.detach().to("cpu", torch.float64).numpy().copy()
-        model = backend.model
+        # The backend's own compiled model when it exposes one (any env-side edits included), else the
+        # task's scene compiled afresh.
+        model = getattr(backend, "model", None)
+        if model is None:
+            from runtime.assets import load_model
+
+            model = load_model(str(cfg.task.scene))
         decimation = int(backend.decimation)
         threads: int | None = None
         if backend_name == "mjwarp":

@@ -1,0 +1,323 @@
+"""Soak artifact 0.3.0: assemble, validate, write atomically, load (schemas/soak-artifact-0.3.0.schema.json).
+
+The schema file is the only definition of the format; this module assembles a dict from the monitor's
+observation + evaluation and refuses to write anything that does not validate. Field reference:
+docs/soak-artifact.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from harness.soak.evaluation import SHUTDOWN_FAILURES, Evaluation, MonitorObservation, lookup_or_none
+
+ARTIFACT_SCHEMA_VERSION = "0.3.0"
+SCHEMA_PATH = (
+    Path(__file__).resolve().parents[2] / "schemas" / f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"
+)
+
+_PEAK_TOTALS: dict[str, str] = {
+    "process_count": "process_count",
+    "rss_bytes": "rss_bytes",
+    "gpu_memory_bytes": "gpu_memory_bytes",
+    "eventfd": "eventfd",
+    "shared_memory_fd": "shared_memory_fd",
+    "fd_total": "fd_total",
+    "threads": "threads",
+}
+_INFERENCE_FIELDS = (
+    "final_queue_depth",
+    "final_publication_lag",
+    "max_in_flight",
+    "max_publication_lag",
+    "events",
+    "slot_capacity",
+)
+_REPLAY_FIELDS = {  # artifact field -> runtime_manifest.replay_ingress field
+    "final_occupancy": "final_occupancy",
+    "dropped_batches": "dropped_batches",
+    "early_returns": "early_returns",
+    "published_sequence": "published_sequence",
+    "release_sequence": "release_sequence",
+    "ingress_slot_rows": "slot_rows",
+    "depth": "depth",
+    "high_water_occupancy": "high_water_occupancy",
+    "backpressure_waits": "backpressure_waits",
+    "backpressure_wait_s": "backpressure_wait_s",
+    "closed_returns": "closed_returns",
+    "stop_returns": "stop_returns",
+}
+
+
+class ArtifactError(ValueError):
+    """The artifact is invalid or unreadable; the message names the file and the JSON path (exit code 2)."""
+
+
+@cache
+def load_schema() -> dict[str, Any]:
+    """The 0.3.0 JSON schema (Draft 2020-12)."""
+    try:
+        schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"cannot read the artifact schema {SCHEMA_PATH}: {exc}") from exc
+    return schema
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    path = "$"
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def validation_errors(artifact: Mapping[str, Any]) -> list[str]:
+    """Every schema violation as ``"$.json.path: message"``, sorted by path (empty when valid)."""
+    from jsonschema import Draft202012Validator  # jsonschema is only needed when validating
+
+    validator = Draft202012Validator(load_schema())
+    errors = sorted(validator.iter_errors(artifact), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A non-negative int, else None: a malformed run_summary value must not make the artifact unwritable
+    (the criteria rows carry the raw value and fail)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _number_or_none(value: Any) -> float | int | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
+
+
+def _enum_or_none(value: Any, allowed: Iterable[str]) -> str | None:
+    return value if isinstance(value, str) and value in set(allowed) else None
+
+
+def _exception_or_none(value: Any) -> dict[str, str] | None:
+    if (
+        isinstance(value, Mapping)
+        and isinstance(value.get("type"), str)
+        and isinstance(value.get("message"), str)
+    ):
+        return {"type": value["type"], "message": value["message"]}
+    return None
+
+
+def _progress_max(samples: Sequence[Mapping[str, Any]], section: str, key: str) -> int | None:
+    values = [
+        _int_or_none(lookup_or_none(s.get("progress"), f"{section}.{key}"))
+        for s in samples
+        if s.get("progress")
+    ]
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def resource_peaks(
+    samples: Sequence[Mapping[str, Any]], run_summary: Mapping[str, Any] | None
+) -> dict[str, int | None]:
+    """Peaks over the samples' totals (null when a series is all null) plus replay/inference peaks.
+
+    Replay high-water, inference events and max in-flight come from the run_summary's manifest when it
+    has them, else from the maximum over the samples' progress records, else null.
+    """
+    peaks: dict[str, int | None] = {}
+    for out, key in _PEAK_TOTALS.items():
+        values = [_int_or_none((s.get("totals") or {}).get(key)) for s in samples]
+        present = [v for v in values if v is not None]
+        peaks[out] = max(present) if present else None
+    for out, manifest_path, section, key in (
+        (
+            "replay_high_water_occupancy",
+            "runtime_manifest.replay_ingress.high_water_occupancy",
+            "replay",
+            "high_water_occupancy",
+        ),
+        ("inference_events", "runtime_manifest.inference_flight.events", "inference", "events"),
+        (
+            "inference_max_in_flight",
+            "runtime_manifest.inference_flight.max_in_flight",
+            "inference",
+            "max_in_flight",
+        ),
+    ):
+        from_summary = _int_or_none(lookup_or_none(run_summary, manifest_path))
+        peaks[out] = from_summary if from_summary is not None else _progress_max(samples, section, key)
+    return peaks
+
+
+def build_artifact(
+    *,
+    obs: MonitorObservation,
+    evaluation: Evaluation,
+    samples: Sequence[Mapping[str, Any]],
+    samples_path: str | os.PathLike[str],
+    context: Mapping[str, Any],
+    timing: Mapping[str, float],
+    command: Sequence[str],
+    log_dir: str | os.PathLike[str],
+    startup_end_t: float | None,
+    run_settings: Mapping[str, Any] | None = None,
+    monitor_overhead: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Assemble the 0.3.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
+
+    Args:
+        obs: the observation that was evaluated; ``obs.leak_verdicts`` must be the full result of
+            ``trends.leak_verdicts`` (verdicts and trends).
+        evaluation: ``evaluate(obs)``.
+        samples: the samples as streamed to ``samples_path`` (for the peaks).
+        context: ``harness.context.collect_context()``.
+        timing: sample_interval_s, startup_timeout_s, stale_progress_s, post_shutdown_grace_s,
+            min_duration_s, duration_s, started_at, finished_at (unix s) [, termination_grace_s].
+        command: the monitored argv; log_dir: the run directory (absolute).
+        startup_end_t: seconds since monitor start at which start-up ended, or None.
+    """
+    leak = obs.leak_verdicts
+    if not isinstance(leak.get("trends"), Mapping) or not isinstance(leak.get("leak_verdicts"), Mapping):
+        raise ArtifactError(
+            "obs.leak_verdicts: expected the full trends.leak_verdicts() result {leak_verdicts, trends}"
+        )
+    summary = obs.run_summary if obs.mode == "run" else None
+    inflight = lookup_or_none(summary, "runtime_manifest.inference_flight")
+    ingress = lookup_or_none(summary, "runtime_manifest.replay_ingress")
+    shutdown = lookup_or_none(summary, "runtime_manifest.shutdown")
+    inflight = inflight if isinstance(inflight, Mapping) else {}
+    ingress = ingress if isinstance(ingress, Mapping) else {}
+    shutdown = shutdown if isinstance(shutdown, Mapping) else {}
+    replay: dict[str, Any] = {out: _int_or_none(ingress.get(src)) for out, src in _REPLAY_FIELDS.items()}
+    replay["backpressure_wait_s"] = _number_or_none(ingress.get("backpressure_wait_s"))
+    replay["total_env_steps"] = _int_or_none(lookup_or_none(summary, "total_env_steps"))
+    run_status = _enum_or_none(lookup_or_none(summary, "status"), ("completed", "failed", "cancelled"))
+    cleanup_errors = lookup_or_none(shutdown, "cleanup.errors")
+    artifact: dict[str, Any] = {
+        "artifact_schema_version": ARTIFACT_SCHEMA_VERSION,
+        "mode": obs.mode,
+        "status": evaluation.status,
+        "trainer_returncode": obs.trainer_returncode,
+        "run_status": run_status,
+        "failure_reason": evaluation.failure_reason,
+        "failure_classification": evaluation.failure_classification,
+        "monitor_failure": obs.monitor_failure,
+        "inference": {key: _int_or_none(inflight.get(key)) for key in _INFERENCE_FIELDS},
+        "replay": replay,
+        "shutdown": {
+            "classification": _enum_or_none(
+                shutdown.get("classification"), ("normal_completion", *SHUTDOWN_FAILURES)
+            ),
+            "cleanup_errors": list(cleanup_errors) if isinstance(cleanup_errors, list) else None,
+            "owner": shutdown.get("owner") if isinstance(shutdown.get("owner"), str) else None,
+            "phase": shutdown.get("phase") if isinstance(shutdown.get("phase"), str) else None,
+            "exception": _exception_or_none(shutdown.get("exception")),
+        },
+        "post_shutdown_residual_processes": [dict(p) for p in obs.residual_processes],
+        "orphaned_shm_segments": [dict(s) for s in obs.orphaned_shm_segments],
+        "resource_summary": {
+            "peaks": resource_peaks(samples, summary),
+            "leak_verdicts": dict(leak["leak_verdicts"]),
+            "trends": dict(leak["trends"]),
+            "sample_count": len(samples),
+            "startup_end_t": startup_end_t,
+        },
+        "samples_path": os.fspath(samples_path),
+        "context": dict(context),
+        "criteria": evaluation.criteria_dicts(),
+        "timing": dict(timing),
+        "command": list(command),
+        "log_dir": os.fspath(log_dir),
+    }
+    if run_settings is not None:
+        artifact["run_settings"] = dict(run_settings)
+    if monitor_overhead is not None:
+        artifact["monitor_overhead"] = dict(monitor_overhead)
+    return artifact
+
+
+def _dumps(artifact: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(artifact, indent=2, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as exc:
+        raise ArtifactError(f"artifact is not plain JSON: {exc}") from exc
+
+
+def write_artifact(path: str | os.PathLike[str], artifact: Mapping[str, Any]) -> Path:
+    """Validate against the 0.3.0 schema, then write atomically (temp file in the same dir + os.replace).
+
+    Raises ArtifactError naming every failing JSON path; on error nothing is written.
+    """
+    target = Path(path)
+    errors = validation_errors(artifact)
+    if errors:
+        listed = "\n  ".join(errors[:20]) + (
+            f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        )
+        raise ArtifactError(
+            f"refusing to write {target}: not a valid soak artifact {ARTIFACT_SCHEMA_VERSION}:\n  {listed}"
+        )
+    text = _dumps(artifact)
+    atomic_write_text(target, text)
+    return target
+
+
+def atomic_write_text(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` via a temp file in the same directory, fsync, then os.replace."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; evidence is meant to be read by others
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", text)
+    return tuple(int(g) for g in match.groups()) if match else None
+
+
+def load_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a 0.3.0 artifact; ArtifactError (naming file + JSON path) otherwise.
+
+    A newer schema version is rejected with a message to upgrade soakbench; an older one is rejected as
+    unsupported (0.2.0 artifacts lack the leak verdicts and context this version requires).
+    """
+    source = Path(path)
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ArtifactError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{source}: not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{source}: $: expected a JSON object, got {type(data).__name__}")
+    version = data.get("artifact_schema_version")
+    if version != ARTIFACT_SCHEMA_VERSION:
+        parsed = _version_tuple(version) if isinstance(version, str) else None
+        supported = _version_tuple(ARTIFACT_SCHEMA_VERSION)
+        if parsed is not None and supported is not None and parsed > supported:
+            raise ArtifactError(
+                f"{source}: $.artifact_schema_version: {version} is newer than the {ARTIFACT_SCHEMA_VERSION} "
+                "this soakbench reads; upgrade soakbench to read it"
+            )
+        raise ArtifactError(
+            f"{source}: $.artifact_schema_version: {version!r} is not supported; only {ARTIFACT_SCHEMA_VERSION} "
+            "artifacts can be read (re-run the soak to produce one)"
+        )
+    errors = validation_errors(data)
+    if errors:
+        raise ArtifactError(
+            f"{source}: not a valid soak artifact {ARTIFACT_SCHEMA_VERSION}:\n  " + "\n  ".join(errors[:20])
+        )
+    return data

@@ -1,0 +1,357 @@
+"""The soak pass table (docs/soak-artifact.md, /work/shared/DESIGN.md) as pure logic: observation in, verdict out.
+
+Every row is a ``Criterion`` ``{name, expected, value, result}`` with result ``pass | fail |
+not_applicable``; the run passes iff no row fails. Rows, in order (the peer's seed rows first, ours last):
+
+==================================  ====================================================  ===============
+name                                passes when                                           group
+==================================  ====================================================  ===============
+monitor_status                      the monitor saw the command through (no start-up      monitor
+                                    timeout, stale progress, cancellation or monitor
+                                    error)
+trainer_returncode                  the command exited 0                                  trainer
+run_status                          run_summary.status == "completed"                     run_contract
+run_failure                         run_summary.failure_reason and the shutdown           run_contract
+                                    exception are both null
+inference_drained                   final inference queue depth and publication lag 0     run_contract
+replay_final_occupancy              replay final occupancy 0                              run_contract
+replay_no_drops                     replay dropped batches and early returns both 0       run_contract
+replay_release_sequence             release sequence == published sequence                run_contract
+replay_published_sequence           published sequence == total_env_steps / slot_rows     run_contract
+shutdown_classification             shutdown classification "normal_completion"           run_contract
+shutdown_cleanup_errors             shutdown cleanup errors == []                         run_contract
+post_shutdown_residual_processes    no tree process alive after the grace period          resource_leak
+orphaned_shm_segments               no /dev/shm segment of the run left behind            resource_leak
+leak_verdicts                       no resource class ``growing``                         resource_leak
+min_duration                        the run lasted at least the minimum duration          too_short
+==================================  ====================================================  ===============
+
+In ``monitor`` mode the ``run_contract`` rows are ``not_applicable`` (they need a run_summary).
+
+``failure_classification`` is one of the closed vocabulary ``FAILURE_CLASSIFICATIONS``; the first failed
+row decides it (rows are ordered by precedence):
+
+- ``monitor_status`` fails -> the monitor failure itself: ``timeout/startup``, ``timeout/stale_tick``,
+  ``external_cancellation`` or ``monitor_error``;
+- ``trainer_returncode`` fails -> the run_summary's shutdown classification when it names a failure
+  (``learner_failure``, ``collector_failure``, ``backend_worker_failure``, ``timeout/stale_tick``,
+  ``external_cancellation``, ``unknown_failure``), else ``trainer_failure``;
+- a ``run_contract`` row fails -> ``run_summary_missing`` (no readable run_summary in run mode) or
+  ``run_contract_violation``;
+- a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``.
+
+``failure_reason`` is one sentence naming the first failed row, then the names of any other failed rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Result = Literal["pass", "fail", "not_applicable"]
+
+MONITOR_FAILURES: tuple[str, ...] = (
+    "timeout/startup",
+    "timeout/stale_tick",
+    "external_cancellation",
+    "monitor_error",
+)
+SHUTDOWN_FAILURES: tuple[str, ...] = (
+    "learner_failure",
+    "collector_failure",
+    "backend_worker_failure",
+    "timeout/stale_tick",
+    "external_cancellation",
+    "unknown_failure",
+)
+FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        (
+            *MONITOR_FAILURES,
+            *SHUTDOWN_FAILURES,
+            "trainer_failure",
+            "run_summary_missing",
+            "run_contract_violation",
+            "resource_leak",
+            "too_short",
+        )
+    )
+)
+CRITERIA: tuple[str, ...] = (
+    "monitor_status",
+    "trainer_returncode",
+    "run_status",
+    "run_failure",
+    "inference_drained",
+    "replay_final_occupancy",
+    "replay_no_drops",
+    "replay_release_sequence",
+    "replay_published_sequence",
+    "shutdown_classification",
+    "shutdown_cleanup_errors",
+    "post_shutdown_residual_processes",
+    "orphaned_shm_segments",
+    "leak_verdicts",
+    "min_duration",
+)
+RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[2:11])
+RESOURCE_LEAK: frozenset[str] = frozenset(CRITERIA[11:14])
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class MonitorObservation:
+    """What the monitor saw, already reduced to data.
+
+    ``leak_verdicts`` is the result of ``harness.soak.trends.leak_verdicts`` (``{"leak_verdicts": {...},
+    "trends": {...}}``); a bare ``{class: verdict}`` mapping is accepted too. Durations in seconds.
+    """
+
+    mode: Literal["run", "monitor"]
+    monitor_failure: str | None
+    trainer_returncode: int | None
+    run_summary: Mapping[str, Any] | None
+    residual_processes: Sequence[Mapping[str, Any]]
+    orphaned_shm_segments: Sequence[Mapping[str, Any]]
+    leak_verdicts: Mapping[str, Any]
+    duration_s: float
+    min_duration_s: float
+    run_summary_error: str | None = None  # why a run_summary could not be read, when it could not
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One row of the pass table; ``value`` is plain JSON."""
+
+    name: str
+    expected: str
+    value: Any
+    result: Result
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "expected": self.expected, "value": self.value, "result": self.result}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Verdict of one soak: ``status`` passed iff no criterion failed."""
+
+    status: Literal["passed", "failed"]
+    failure_reason: str | None
+    failure_classification: str | None
+    criteria: list[Criterion] = field(default_factory=list)
+
+    def criteria_dicts(self) -> list[dict[str, Any]]:
+        return [c.as_dict() for c in self.criteria]
+
+
+def lookup(data: Mapping[str, Any] | None, dotted: str) -> Any:
+    """``data["a"]["b"]`` for ``"a.b"``; the module's ``_MISSING`` sentinel when any level is absent."""
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def lookup_or_none(data: Mapping[str, Any] | None, dotted: str) -> Any:
+    """Like ``lookup`` but None when any level is absent."""
+    found = lookup(data, dotted)
+    return None if found is _MISSING else found
+
+
+def verdict_map(leak: Mapping[str, Any]) -> dict[str, str]:
+    """``{class: verdict}`` from either the full trends result or a bare verdict mapping."""
+    inner = leak.get("leak_verdicts", leak)
+    if not isinstance(inner, Mapping) or not all(isinstance(v, str) for v in inner.values()):
+        raise ValueError("leak_verdicts: expected {class: 'bounded'|'growing'|'insufficient_data'}")
+    return dict(inner)
+
+
+def _row(name: str, expected: str, value: Any, ok: bool) -> Criterion:
+    return Criterion(name, expected, value, "pass" if ok else "fail")
+
+
+def _summary_rows(summary: Mapping[str, Any] | None) -> list[Criterion]:
+    """The run_contract rows; a field missing from the summary shows as value "missing: <path>" and fails."""
+
+    def get(path: str) -> Any:
+        found = lookup(summary, path)
+        return f"missing: {path}" if found is _MISSING else found
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    inflight = "runtime_manifest.inference_flight"
+    ingress = "runtime_manifest.replay_ingress"
+    shutdown = "runtime_manifest.shutdown"
+    depth, lag = get(f"{inflight}.final_queue_depth"), get(f"{inflight}.final_publication_lag")
+    occupancy = get(f"{ingress}.final_occupancy")
+    dropped, early = get(f"{ingress}.dropped_batches"), get(f"{ingress}.early_returns")
+    published, released = get(f"{ingress}.published_sequence"), get(f"{ingress}.release_sequence")
+    slot_rows, steps = get(f"{ingress}.slot_rows"), get("total_env_steps")
+    reason, exception = get("failure_reason"), get(f"{shutdown}.exception")
+    classification, cleanup = get(f"{shutdown}.classification"), get(f"{shutdown}.cleanup.errors")
+    expected_published: Any = None
+    if is_int(slot_rows) and is_int(steps) and slot_rows > 0:
+        expected_published = steps // slot_rows if steps % slot_rows == 0 else steps / slot_rows
+    return [
+        _row("run_status", "completed", get("status"), get("status") == "completed"),
+        _row(
+            "run_failure",
+            "failure_reason null and shutdown exception null",
+            {"failure_reason": reason, "exception": exception},
+            reason is None and exception is None,
+        ),
+        _row(
+            "inference_drained",
+            "final_queue_depth 0 and final_publication_lag 0",
+            {"final_queue_depth": depth, "final_publication_lag": lag},
+            is_int(depth) and is_int(lag) and depth == 0 and lag == 0,
+        ),
+        _row("replay_final_occupancy", "0", occupancy, is_int(occupancy) and occupancy == 0),
+        _row(
+            "replay_no_drops",
+            "dropped_batches 0 and early_returns 0",
+            {"dropped_batches": dropped, "early_returns": early},
+            is_int(dropped) and is_int(early) and dropped == 0 and early == 0,
+        ),
+        _row(
+            "replay_release_sequence",
+            "release_sequence == published_sequence",
+            {"release_sequence": released, "published_sequence": published},
+            is_int(released) and is_int(published) and released == published,
+        ),
+        _row(
+            "replay_published_sequence",
+            "published_sequence == total_env_steps / ingress_slot_rows (an integer)",
+            {
+                "published_sequence": published,
+                "total_env_steps": steps,
+                "ingress_slot_rows": slot_rows,
+                "expected": expected_published,
+            },
+            is_int(published) and is_int(expected_published) and published == expected_published,
+        ),
+        _row(
+            "shutdown_classification",
+            "normal_completion",
+            classification,
+            classification == "normal_completion",
+        ),
+        _row("shutdown_cleanup_errors", "[]", cleanup, cleanup == []),
+    ]
+
+
+def _classify(obs: MonitorObservation, first: Criterion) -> str:
+    if first.name == "monitor_status":
+        if obs.monitor_failure not in MONITOR_FAILURES:
+            raise ValueError(
+                f"monitor_failure: must be null or one of {list(MONITOR_FAILURES)}, got {obs.monitor_failure!r}"
+            )
+        return str(obs.monitor_failure)
+    if first.name == "trainer_returncode":
+        shutdown = lookup(obs.run_summary, "runtime_manifest.shutdown.classification")
+        return str(shutdown) if shutdown in SHUTDOWN_FAILURES else "trainer_failure"
+    if first.name in RUN_CONTRACT:
+        return "run_summary_missing" if obs.run_summary is None else "run_contract_violation"
+    if first.name in RESOURCE_LEAK:
+        return "resource_leak"
+    return "too_short"
+
+
+def _render(value: Any, limit: int = 200) -> str:
+    """Compact human rendering of a criterion value (dicts as k=v, long text cut)."""
+    if isinstance(value, Mapping):
+        text = ", ".join(f"{k}={_render(v, limit)}" for k, v in value.items())
+    elif isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _what_failed(first: Criterion) -> str:
+    value = first.value
+    if first.name == "leak_verdicts" and isinstance(value, Mapping):
+        return f"resource classes still growing after start-up: {', '.join(value['growing'])}"
+    if first.name == "post_shutdown_residual_processes" and isinstance(value, list):
+        listed = ", ".join(f"pid {p.get('pid')} ({p.get('name', '?')})" for p in value[:5])
+        return f"{len(value)} process(es) still alive after the post-shutdown grace: {listed}"
+    if first.name == "orphaned_shm_segments" and isinstance(value, list):
+        listed = ", ".join(str(s.get("path", s.get("name"))) for s in value[:5])
+        return f"{len(value)} shared-memory segment(s) of the run left in /dev/shm: {listed}"
+    return f"expected {first.expected}, got {_render(value)}"
+
+
+def _reason(first: Criterion, failed: Sequence[Criterion]) -> str:
+    sentence = f"criterion {first.name} failed: {_what_failed(first)}"
+    others = [c.name for c in failed if c is not first]
+    if others:
+        sentence += f" (also failed: {', '.join(others)})"
+    return sentence + "."
+
+
+def evaluate(obs: MonitorObservation) -> Evaluation:
+    """Apply the pass table to one observation (pure; raises ValueError on an out-of-vocabulary input)."""
+    if obs.mode not in ("run", "monitor"):
+        raise ValueError(f"mode: must be 'run' or 'monitor', got {obs.mode!r}")
+    if obs.monitor_failure is not None and obs.monitor_failure not in MONITOR_FAILURES:
+        raise ValueError(
+            f"monitor_failure: must be null or one of {list(MONITOR_FAILURES)}, got {obs.monitor_failure!r}"
+        )
+    verdicts = verdict_map(obs.leak_verdicts)
+    rows = [
+        _row(
+            "monitor_status",
+            "completed (no start-up timeout, stale progress, cancellation or monitor error)",
+            obs.monitor_failure or "completed",
+            obs.monitor_failure is None,
+        ),
+        _row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
+    ]
+    if obs.mode == "run":
+        summary_rows = _summary_rows(obs.run_summary)
+        if obs.run_summary is None:
+            why = obs.run_summary_error or "no run_summary.json was found in the log dir"
+            summary_rows = [
+                Criterion(c.name, c.expected, f"run_summary unavailable: {why}", "fail") for c in summary_rows
+            ]
+        rows += summary_rows
+    else:
+        rows += [Criterion(c.name, c.expected, None, "not_applicable") for c in _summary_rows(None)]
+    growing = sorted(c for c, v in verdicts.items() if v == "growing")
+    rows += [
+        _row(
+            "post_shutdown_residual_processes",
+            "[]",
+            [dict(p) for p in obs.residual_processes],
+            not obs.residual_processes,
+        ),
+        _row(
+            "orphaned_shm_segments",
+            "[]",
+            [dict(s) for s in obs.orphaned_shm_segments],
+            not obs.orphaned_shm_segments,
+        ),
+        _row(
+            "leak_verdicts",
+            "no resource class growing",
+            {"growing": growing, "verdicts": verdicts},
+            not growing,
+        ),
+        _row(
+            "min_duration",
+            f">= {obs.min_duration_s:g} s",
+            round(float(obs.duration_s), 3),
+            obs.duration_s >= obs.min_duration_s,
+        ),
+    ]
+    failed = [c for c in rows if c.result == "fail"]
+    if not failed:
+        return Evaluation("passed", None, None, rows)
+    return Evaluation("failed", _reason(failed[0], failed), _classify(obs, failed[0]), rows)

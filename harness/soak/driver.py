@@ -69,6 +69,10 @@ class MonitorSettings:
         return self.output.with_name(self.output.stem + ".samples.jsonl")
 
     @property
+    def monitor_path(self) -> Path:
+        return self.output.with_name(self.output.stem + ".monitor.json")
+
+    @property
     def console_path(self) -> Path:
         return self.output.with_name(self.output.stem + ".console.log")
 
@@ -82,6 +86,12 @@ def validate_settings(s: MonitorSettings) -> None:
     for name, path in (("--log-dir", s.log_dir), ("--output", s.output)):
         if not path.is_absolute():
             raise SettingsError(f"{name}: must be an absolute path, got {str(path)!r}")
+    try:
+        s.output.relative_to(s.log_dir)
+    except ValueError:
+        pass
+    else:
+        raise SettingsError("--output: must not be inside --log-dir (it would count as run liveness)")
     if s.log_dir.exists():
         if not s.log_dir.is_dir():
             raise SettingsError(f"--log-dir: {s.log_dir} exists and is not a directory")
@@ -101,12 +111,6 @@ def validate_settings(s: MonitorSettings) -> None:
             raise SettingsError(f"{label}: {path} already exists; choose a new artifact path")
     if not s.output.parent.is_dir():
         raise SettingsError(f"--output: parent directory {s.output.parent} does not exist")
-    try:
-        s.output.relative_to(s.log_dir)
-    except ValueError:
-        pass
-    else:
-        raise SettingsError("--output: must not be inside --log-dir (it would count as run liveness)")
     positive = {
         "--sample-interval-seconds": s.sample_interval_s,
         "--startup-timeout-seconds": s.startup_timeout_s,
@@ -146,6 +150,7 @@ class MonitorResult:
     loop_wall_s: float = 0.0
     sample_ms: list[float] = field(default_factory=list)
     root_pid: int | None = None
+    started_at: float = 0.0  # unix s at spawn
 
 
 @contextlib.contextmanager
@@ -271,6 +276,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
         with _cancellation_flag() as cancelled, open(settings.console_path, "wb") as console:
             env = dict(os.environ if settings.env is None else settings.env)
             t0 = time.monotonic()
+            result.started_at = time.time()
             proc = subprocess.Popen(
                 list(settings.command),
                 stdin=subprocess.DEVNULL,

@@ -6,7 +6,9 @@ and evaluation); this module only gathers the inputs and writes the outputs.
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -27,6 +29,7 @@ def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str,
         "command": list(settings.command),
         "log_dir": str(settings.log_dir),
         "console_log_path": str(settings.console_path),
+        "samples_path": str(settings.samples_path),
         "timing": {
             "min_duration_s": settings.min_duration_s,
             "sample_interval_s": settings.sample_interval_s,
@@ -79,7 +82,7 @@ def _short_json(value: Any, limit: int = 60) -> str:
 def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
-    from harness.soak.artifact import build_artifact, write_artifact
+    from harness.soak.artifact import atomic_write_text, build_artifact, write_artifact
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.report import render_report
     from harness.soak.trends import leak_verdicts
@@ -102,13 +105,31 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     )
     evaluation = evaluate(observation)
     artifact = build_artifact(
-        observation=observation,
+        obs=observation,
         evaluation=evaluation,
         samples=result.samples,
         samples_path=settings.samples_path,
         context=collect_context(),
-        monitor=monitor_block(settings, result),
+        timing={
+            "sample_interval_s": settings.sample_interval_s,
+            "startup_timeout_s": settings.startup_timeout_s,
+            "stale_progress_s": settings.stale_progress_s,
+            "post_shutdown_grace_s": settings.post_shutdown_grace_s,
+            "termination_grace_s": settings.termination_grace_s,
+            "min_duration_s": settings.min_duration_s,
+            "duration_s": result.duration_s,
+            "started_at": result.started_at,
+            "finished_at": time.time(),
+        },
+        command=list(settings.command),
+        log_dir=settings.log_dir,
+        startup_end_t=result.startup_end_t,
+        run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
+        monitor_overhead=overhead(result),
     )
+    # Everything the schema has no field for (processes seen, what the monitor killed, its own error) goes
+    # to a sidecar beside the artifact, written first so the artifact never points at a missing file.
+    atomic_write_text(settings.monitor_path, json.dumps(monitor_block(settings, result), indent=2) + "\n")
     write_artifact(settings.output, artifact)
     render_report(settings.output)
     return artifact

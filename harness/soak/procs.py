@@ -230,7 +230,7 @@ class ProcReader:
     def fd_targets(self, pid: int) -> list[str]:
         """readlink of every open fd of ``pid`` (fds closed mid-scan are skipped)."""
         fd_dir = self.root / str(pid) / "fd"
-        targets = []
+        targets: list[str] = []
         try:
             names = os.listdir(fd_dir)
         except OSError:

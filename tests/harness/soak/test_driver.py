@@ -1,0 +1,152 @@
+"""Monitor settings, `soak run` input rejection (before anything is spawned), and torch isolation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.soak.cli import OWNED_KEYS, check_extra_overrides, main, train_command
+from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
+from tests.harness.soak._soakrun import FAULTS, REPO
+
+
+def _settings(tmp: Path, **kw) -> MonitorSettings:  # type: ignore[no-untyped-def]
+    base = dict(
+        command=("true",), mode="monitor", log_dir=tmp / "run", output=tmp / "soak.json", min_duration_s=0,
+        sample_interval_s=1, startup_timeout_s=10, stale_progress_s=10, post_shutdown_grace_s=0,
+    )  # fmt: skip
+    base.update(kw)
+    return MonitorSettings(**base)  # type: ignore[arg-type]
+
+
+def test_validate_settings(tmp_path: Path) -> None:
+    validate_settings(_settings(tmp_path))
+    cases = {
+        "--log-dir: must be an absolute": dict(log_dir=Path("rel/run")),
+        "--output: must be an absolute": dict(output=Path("soak.json")),
+        "--output: must end in .json": dict(output=tmp_path / "soak.txt"),
+        "--sample-interval-seconds": dict(sample_interval_s=0),
+        "--post-shutdown-grace-seconds": dict(post_shutdown_grace_s=-1),
+        "command: empty": dict(command=()),
+        "must not be inside --log-dir": dict(output=tmp_path / "run" / "soak.json"),
+    }
+    for message, change in cases.items():
+        with pytest.raises(SettingsError, match=message):
+            validate_settings(_settings(tmp_path, **change))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "old.txt").write_text("x")
+    with pytest.raises(SettingsError, match="not empty"):
+        validate_settings(_settings(tmp_path))
+    (tmp_path / "soak.json").write_text("{}")
+    with pytest.raises(SettingsError, match="already exists"):
+        validate_settings(_settings(tmp_path, log_dir=tmp_path / "new"))
+
+
+@pytest.mark.parametrize("key", sorted(OWNED_KEYS))
+def test_owned_overrides_are_rejected(key: str) -> None:
+    with pytest.raises(SettingsError, match=key.replace(".", r"\.")):
+        check_extra_overrides([f"{key}=1"])
+    with pytest.raises(SettingsError, match="owned"):
+        check_extra_overrides([f"+{key}=1"])
+
+
+def test_free_overrides_pass_and_malformed_fail() -> None:
+    check_extra_overrides(["algo.save_interval=100", "training.heartbeat_seconds=2"])
+    with pytest.raises(SettingsError, match=r"dotted\.key=value"):
+        check_extra_overrides(["algo.save_interval"])
+
+
+def test_train_command_is_owner_routed(tmp_path: Path) -> None:
+    cmd = train_command("sac", "g1_walk_flat", "mujoco", 16, 50, tmp_path, ["algo.save_interval=10"])
+    assert cmd[1:3] == ["-m", "runtime.cli"]
+    assert cmd[3:9] == ["--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco"]
+    assert (
+        "training.no_play=true" in cmd and f"log_dir={tmp_path}" in cmd and cmd[-1] == "algo.save_interval=10"
+    )
+
+
+def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return int(exc.value.code or 0), capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--extra-override", "algo.num_envs=8"], "owned"),
+        (["--extra-override", "training.no_play=false"], "play mode"),
+        (["--extra-override", "log_dir=/tmp/x"], "owned"),
+    ],
+)
+def test_soak_run_rejects_before_spawning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    log_dir, output = tmp_path / "run", tmp_path / "soak.json"
+    argv = ["run", "--sim", "mujoco", "--log-dir", str(log_dir), "--output", str(output), *extra]
+    code, err = _run_cli(argv, capsys)
+    assert code == 2 and message in err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_soak_run_rejects_relative_and_dirty_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run_cli(
+        ["run", "--sim", "mujoco", "--log-dir", "rel", "--output", str(tmp_path / "s.json")], capsys
+    )
+    assert code == 2 and "absolute" in err
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "progress.jsonl").write_text("{}\n")
+    argv = [
+        "run",
+        "--sim",
+        "mujoco",
+        "--log-dir",
+        str(tmp_path / "run"),
+        "--output",
+        str(tmp_path / "s.json"),
+    ]
+    code, err = _run_cli(argv, capsys)
+    assert code == 2 and "not empty" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_mjwarp_without_cuda_fails_closed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.nvml import gpu_snapshot
+
+    if gpu_snapshot()["available"]:
+        pytest.skip("a GPU is visible here; the no-CUDA refusal cannot be observed")
+    argv = ["run", "--log-dir", str(tmp_path / "run"), "--output", str(tmp_path / "s.json")]
+    code, err = _run_cli(argv, capsys)
+    assert code == 2 and "--sim mujoco" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_monitor_never_imports_torch(tmp_path: Path) -> None:
+    """Import every harness.soak module and run a whole monitor in-process: torch must stay unloaded."""
+    log_dir, output = tmp_path / "run", tmp_path / "soak.json"
+    code = f"""
+import importlib, pkgutil, sys
+import harness.soak
+for mod in pkgutil.iter_modules(harness.soak.__path__):
+    importlib.import_module("harness.soak." + mod.name)
+assert "torch" not in sys.modules, "import"
+from pathlib import Path
+from harness.soak.driver import MonitorSettings
+from harness.soak.outcome import run_monitor
+rc = run_monitor(MonitorSettings(
+    command=(sys.executable, {str(FAULTS / "healthy_sawtooth.py")!r}, {str(log_dir)!r}, "2"), mode="monitor",
+    log_dir=Path({str(log_dir)!r}), output=Path({str(output)!r}), min_duration_s=0, sample_interval_s=0.2,
+    startup_timeout_s=5, stale_progress_s=2, post_shutdown_grace_s=0.2, live="off"))
+assert "torch" not in sys.modules, "run"
+print("RC", rc)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RC 0" in done.stdout
+    assert json.loads(output.read_text())["status"] == "passed"

@@ -368,7 +368,7 @@ def print_summary(artifact: Mapping[str, Any]) -> None:
         "pid",
         "device",
         "env steps/s",
-        "physics limit ctl/s",
+        "physics limit steps/s ÷ decimation",
         "efficiency",
         "iter ms p50",
     ):
@@ -379,7 +379,7 @@ def print_summary(artifact: Mapping[str, Any]) -> None:
             str(r["pid"]),
             r["device"],
             f"{r['throughput_env_control_steps_per_s']:,.0f}",
-            f"{r['physics_limit']['control_steps_per_s'] * r['num_envs']:,.0f}",
+            f"{r['physics_limit']['control_steps_per_s']:,.0f}",
             f"{r['efficiency']:.3f}",
             f"{r['phases']['iteration_ms']['median_ms']:.3f}",
         )
@@ -435,3 +435,7 @@ def probe(
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

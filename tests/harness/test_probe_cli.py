@@ -1,0 +1,228 @@
+"""The probe end to end on CPU: a real small run (schema, phase accounting, isolation) and every refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.nvml import gpu_snapshot
+from harness.probe import (
+    ProbeInputError,
+    check_preconditions,
+    validate_artifact,
+    validate_settings,
+)
+from harness.probe_stats import PROBE_PHASES
+
+REPO = Path(__file__).resolve().parents[2]
+TASK = "g1_motion_tracking"
+
+
+def _probe(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.probe", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def mujoco_artifact(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("probe") / "mujoco.json"
+    done = _probe(
+        "--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "6", "--task", TASK,
+        "--output", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    artifact: dict[str, Any] = json.loads(out.read_text())
+    return artifact
+
+
+def test_real_artifact_is_schema_valid(mujoco_artifact: dict[str, Any]) -> None:
+    validate_artifact(mujoco_artifact)
+    assert mujoco_artifact["schema_version"] == "0.3.0"
+    names = {e["name"] for e in mujoco_artifact["exclusions"]}
+    assert {"inference_ipc", "replay_ingestion", "learner_updates"} <= names
+    assert mujoco_artifact["context"]["source"]["worktree_digest"].startswith("sha256:")
+
+
+def test_schema_rejects_a_broken_artifact(mujoco_artifact: dict[str, Any]) -> None:
+    broken = json.loads(json.dumps(mujoco_artifact))
+    del broken["backends"]["mujoco"]["phases"]["iteration_ms"]
+    with pytest.raises(ValueError, match="iteration_ms"):
+        validate_artifact(broken)
+    broken = json.loads(json.dumps(mujoco_artifact))
+    broken["backends"]["mujoco"]["transfers"]["inventory"] = []  # host bridge must declare its copies
+    with pytest.raises(ValueError):
+        validate_artifact(broken)
+
+
+def test_phase_accounting(mujoco_artifact: dict[str, Any]) -> None:
+    result = mujoco_artifact["backends"]["mujoco"]
+    phases = result["phases"]
+    iteration = phases["iteration_ms"]
+    assert iteration["count"] == 6 == result["measured_iterations"]
+    for name in PROBE_PHASES:
+        block = phases[f"{name}_ms"]
+        assert block["count"] == 6  # one per-iteration value per phase, 0 when the phase did not run
+        assert 0 <= block["invocations"] <= 6
+        assert block["total_ms"] <= iteration["total_ms"]
+        assert block["max_ms"] <= iteration["max_ms"]
+    # the physics exchange and state update run every step
+    assert phases["physics_exchange_ms"]["invocations"] == 6
+    assert phases["update_state_ms"]["invocations"] == 6
+    # every phase lies inside its iteration's synchronized window: the residual is never negative
+    assert phases["unattributed_ms"]["min_ms"] >= 0.0
+    assert result["throughput_iteration_ms"]["count"] == 6
+
+
+def test_host_bridge_reports_inventory_limit_and_efficiency(mujoco_artifact: dict[str, Any]) -> None:
+    result = mujoco_artifact["backends"]["mujoco"]
+    transfers = result["transfers"]
+    assert transfers["inventory_declared"] is True and transfers["control_steps"] == 12
+    exchange = {(e["direction"], e["phase"]): e for e in transfers["inventory"]}
+    assert exchange[("h2d", "physics_exchange")]["measured_total_count"] == 12
+    assert exchange[("d2h", "physics_exchange")]["measured_total_count"] == 12
+    assert transfers["within_inventory"] is True
+    limit = result["physics_limit"]
+    assert limit["method"] == "mujoco.rollout" and limit["worlds"] == 16
+    assert limit["threads"] == result["physics_threads"]
+    expected = result["throughput_env_control_steps_per_s"] / (
+        limit["physics_steps_per_s"] / result["decimation"]
+    )
+    assert result["efficiency"] == pytest.approx(expected)
+    diagnostics = result["backend_diagnostics"]
+    assert diagnostics["available"] is True and diagnostics["backend_type"] == "mujoco"
+
+
+def test_worker_runs_in_its_own_process(mujoco_artifact: dict[str, Any]) -> None:
+    result = mujoco_artifact["backends"]["mujoco"]
+    assert result["pid"] == result["launcher_observed_pid"]
+    assert result["pid"] != mujoco_artifact["probe_pid"] != os.getpid()
+    assert result["pid"] != os.getpid()
+    assert result["parent_pid"] == mujoco_artifact["probe_pid"]
+
+
+def _settings(tmp_path: Path, **over: Any) -> Any:
+    args: dict[str, Any] = {
+        "backends": "mujoco",
+        "task": TASK,
+        "num_envs": 16,
+        "warmup": 1,
+        "iters": 2,
+        "seed": 0,
+        "mjwarp_device": None,
+        "physics_threads": None,
+        "acceptance": False,
+        "idle_memory_threshold_mib": 1024,
+        "idle_wait_s": 0.0,
+        "worker_timeout_s": 60.0,
+        "output": str(tmp_path / "out.json"),
+    }
+    args.update(over)
+    return validate_settings(**args)
+
+
+NO_GPU = {
+    "available": False,
+    "reason": "NVML initialisation failed: no driver",
+    "driver": None,
+    "devices": [],
+}
+
+
+def _facts(cuda: bool) -> SimpleNamespace:
+    return SimpleNamespace(
+        system="Linux", cuda_available=cuda, cuda_device_count=int(cuda), hip_build=False, mps_available=False
+    )
+
+
+def test_acceptance_refused_without_gpu_evidence(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, acceptance=True)
+    with pytest.raises(ProbeInputError, match=r"NVML evidence of an idle GPU.*no driver"):
+        check_preconditions(settings, {}, lambda: NO_GPU, lambda: _facts(False))
+
+
+def test_acceptance_refuses_profiler_environment(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, acceptance=True)
+    with pytest.raises(ProbeInputError, match="NSYS_PROFILING_SESSION_ID"):
+        check_preconditions(
+            settings, {"NSYS_PROFILING_SESSION_ID": "1"}, lambda: NO_GPU, lambda: _facts(True)
+        )
+
+
+def test_acceptance_refuses_the_cpu_diagnostic_lane(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, acceptance=True, backends="mjwarp", mjwarp_device="cpu")
+    with pytest.raises(ProbeInputError, match="diagnostic lane"):
+        check_preconditions(settings, {}, lambda: NO_GPU, lambda: _facts(True))
+
+
+def test_mjwarp_without_cuda_needs_the_explicit_cpu_flag(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, backends="mjwarp,mujoco")
+    with pytest.raises(ProbeInputError, match="--mjwarp-device cpu"):
+        check_preconditions(settings, {}, lambda: NO_GPU, lambda: _facts(False))
+    explicit = _settings(tmp_path, backends="mjwarp,mujoco", mjwarp_device="cpu")
+    check_preconditions(explicit, {}, lambda: NO_GPU, lambda: _facts(False))  # accepted
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"output": "relative.json"}, "absolute"),
+        ({"output": "/nonexistent-dir-h3/x.json"}, "does not exist"),
+        ({"output": "/tmp"}, r"\.json"),
+        ({"backends": "mujoco,bullet"}, "unknown"),
+        ({"backends": "mujoco,mujoco"}, "twice"),
+        ({"backends": ""}, "empty"),
+        ({"num_envs": 0}, "num-envs"),
+        ({"iters": 0}, "iters"),
+        ({"warmup": -1}, "warmup"),
+        ({"task": "nope"}, "task"),
+        ({"mjwarp_device": "tpu"}, "mjwarp-device"),
+        ({"mjwarp_device": "cpu"}, "only meaningful"),
+    ],
+)
+def test_bad_arguments_are_named(tmp_path: Path, override: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProbeInputError, match=message):
+        _settings(tmp_path, **override)
+
+
+def test_cli_bad_output_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    done = _probe("--backends", "mujoco", "--num-envs", "4", "--output", "rel/out.json")
+    assert done.returncode == 2
+    assert "--output must be an absolute path" in done.stderr
+    missing = tmp_path / "missing" / "out.json"
+    done = _probe("--backends", "mujoco", "--num-envs", "4", "--output", str(missing))
+    assert done.returncode == 2 and not missing.parent.exists()
+
+
+@pytest.mark.skipif(gpu_snapshot()["available"], reason="this host has NVML GPU evidence")
+def test_cli_acceptance_without_gpu_exits_2_with_reason(tmp_path: Path) -> None:
+    out = tmp_path / "acc.json"
+    done = _probe("--backends", "mujoco", "--num-envs", "4", "--acceptance", "--output", str(out))
+    assert done.returncode == 2
+    assert "--acceptance needs NVML evidence" in done.stderr
+    assert not out.exists()
+
+
+def test_cli_mjwarp_without_flag_on_cpu_host_exits_2(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA host: mjwarp runs on the production lane")
+    out = tmp_path / "w.json"
+    done = _probe("--backends", "mjwarp", "--num-envs", "4", "--output", str(out))
+    assert done.returncode == 2 and "--mjwarp-device cpu" in done.stderr
+    assert not out.exists()

@@ -15,6 +15,7 @@ from matrix.evidence import (
     INDEX_SCHEMA_REL,
     INDEX_VERSION,
     JUNIT_SCHEMA_REL,
+    VERSION_FIELD,
     normalize_artifact,
     normalize_junit,
 )
@@ -82,7 +83,7 @@ def normalize_entry(repo: Path, entry: dict[str, Any], raw: bytes) -> EvidenceFa
     if entry["kind"] == "junit":
         facts = normalize_junit(entry, doc if isinstance(doc, dict) else {}, _schema(repo, JUNIT_SCHEMA_REL))
     else:
-        version = doc.get("artifact_schema_version") if isinstance(doc, dict) else None
+        version = doc.get(VERSION_FIELD[entry["kind"]]) if isinstance(doc, dict) else None
         rel = ARTIFACT_SCHEMAS[entry["kind"]].get(version) if isinstance(version, str) else None
         text = _schema(repo, rel) if rel and (repo / rel).exists() else None
         facts = normalize_artifact(entry, doc if isinstance(doc, dict) else {}, text)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, EvidenceFacts, TestTally
+from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, EvidenceFacts, BoundTally
 from matrix.schema_check import schema_errors
 
 INDEX_REL = "matrix/evidence/index.json"
@@ -121,11 +122,11 @@ def _as_int(value: Any) -> int | None:
 def normalize_junit(entry: Mapping[str, Any], doc: Any, schema_text: str) -> EvidenceFacts:
     """Facts of a filed JUnit summary (see matrix.junit)."""
     problems = list(schema_errors(doc, schema_text))
-    tests: dict[tuple[str, str, str], TestTally] = {}
+    tests: dict[tuple[str, str, str], BoundTally] = {}
     for cell in _dig(doc, "cells") or []:
         if isinstance(cell, Mapping):
             key = (str(cell.get("algo")), str(cell.get("task")), str(cell.get("backend")))
-            tests[key] = TestTally(
+            tests[key] = BoundTally(
                 *(
                     int(cell.get(k, 0)) if isinstance(cell.get(k, 0), int) else 0
                     for k in ("passed", "failed", "errors", "skipped")
@@ -165,73 +166,123 @@ def _declared_mismatch(entry: Mapping[str, Any], platform: Any, lane: Any) -> li
     return out
 
 
+# The field holding each artifact kind's schema version.
+VERSION_FIELD: dict[str, str] = {"soak": "artifact_schema_version", "probe": "schema_version"}
 # Where each fact lives in a soak / probe artifact (first present path wins).
 SOAK_FIELDS: dict[str, tuple[str, ...]] = {
     "commit": ("context.source.commit",),
     "dirty": ("context.source.dirty",),
-    "status": ("status",),
-    "failure": ("failure_reason",),
-    "algo": ("config.algo",),
-    "task": ("config.task",),
-    "backend": ("config.sim", "config.backend"),
-    "mjwarp_device": ("config.mjwarp_device", "config.training.mjwarp_device"),
-    "num_envs": ("config.num_envs",),
-    "iterations": ("run_summary.iterations", "config.iterations"),
-    "duration_s": ("duration_s", "monitor.duration_s"),
-    "system": ("context.host.system", "context.host.platform"),
+    "algo": ("run_settings.algo",),
+    "task": ("run_settings.task",),
+    "backend": ("run_settings.sim",),
+    "overrides": ("run_settings.extra_overrides",),
+    "num_envs": ("run_settings.num_envs",),
+    "iterations": ("run_settings.iterations",),
+    "duration_s": ("timing.duration_s",),
+    "system": ("context.host.platform",),
     "gpu_available": ("context.gpu.available",),
-    "time": ("started_at", "created_at", "time.start"),
+    "time": ("timing.started_at",),
 }
 PROBE_FIELDS: dict[str, tuple[str, ...]] = {
     "commit": ("context.source.commit",),
     "dirty": ("context.source.dirty",),
-    "status": ("status",),
-    "failure": ("failure_reason",),
-    "algo": ("config.algo",),
-    "task": ("config.task",),
-    "backends": ("config.backends",),
-    "mjwarp_device": ("config.mjwarp_device",),
-    "system": ("context.host.system", "context.host.platform"),
+    "task": ("settings.task",),
+    "backends": ("settings.backends",),
+    "mjwarp_device": ("settings.mjwarp_device",),
+    "system": ("context.host.platform",),
     "gpu_available": ("context.gpu.available",),
-    "time": ("started_at", "created_at", "time.start"),
+    "time": ("created_unix_s",),
 }
 
 
+def unix_to_iso(value: Any) -> str | None:
+    """``YYYY-MM-DDTHH:MM:SSZ`` for a Unix time carried by the evidence (None when absent)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return datetime.fromtimestamp(float(value), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def soak_mjwarp_device(overrides: Any) -> str:
+    """The MJWarp device a ``soak run`` used: its ``training.mjwarp_device=`` override, else the
+    runtime default ``cuda`` (runtime/conf/base.yaml)."""
+    device = "cuda"
+    for item in overrides if isinstance(overrides, list) else []:
+        if isinstance(item, str) and item.replace(" ", "").startswith("training.mjwarp_device="):
+            device = item.split("=", 1)[1].strip()
+    return device
+
+
+def _soak_outcome(doc: Mapping[str, Any], facts: dict[str, Any]) -> tuple[bool, str, list[str], list[Any]]:
+    status = doc.get("status")
+    detail = f"soak status {status}" + (
+        f" ({doc.get('failure_reason')})" if doc.get("failure_reason") else ""
+    )
+    problems = []
+    if doc.get("mode") != "run" or not isinstance(facts["task"], str):
+        problems.append("a `soak monitor` artifact does not record its cell; only `soak run` artifacts count")
+    backend = facts["backend"]
+    devices = [(backend, soak_mjwarp_device(facts["overrides"]))] if isinstance(backend, str) else []
+    return status == "passed", detail, problems, devices
+
+
+def _probe_outcome(
+    doc: Mapping[str, Any], facts: dict[str, Any], platform: str
+) -> tuple[bool, str, list[str], list[Any]]:
+    requested = [b for b in facts["backends"] or [] if isinstance(b, str)]
+    raw_results = doc.get("backends")
+    results: Mapping[str, Any] = raw_results if isinstance(raw_results, Mapping) else {}
+    failures = [f"{b}: no result" for b in requested if b not in results]
+    for name, block in sorted(results.items()):
+        if not _dig(block, "transfers.within_inventory"):
+            failures.append(f"{name}: host/device transfers exceed the declared inventory")
+    raw_acceptance = doc.get("acceptance")
+    acceptance: Mapping[str, Any] = raw_acceptance if isinstance(raw_acceptance, Mapping) else {}
+    if acceptance.get("passed") is False:
+        failures.append("acceptance failed (GPU not idle around a backend)")
+    problems = []
+    if platform == "linux-cuda" and acceptance.get("passed") is not True:
+        problems.append("linux-cuda probe evidence must be an accepted run (probe --acceptance)")
+    device = facts["mjwarp_device"] if isinstance(facts["mjwarp_device"], str) else None
+    devices = [(b, device if b == "mjwarp" else None) for b in requested]
+    detail = "probe measured " + ", ".join(requested) + ("; " + "; ".join(failures) if failures else "")
+    return not failures, detail, problems, devices
+
+
 def normalize_artifact(entry: Mapping[str, Any], doc: Any, schema_text: str | None) -> EvidenceFacts:
-    """Facts of a filed soak or probe artifact; ``schema_text`` None means its schema is unavailable."""
+    """Facts of a filed soak or probe artifact; ``schema_text`` None means its schema is unavailable.
+
+    A probe measures environment stepping for a task and its backends, independent of the learner, so
+    it covers every entrypoint (algo) of that task and backend.
+    """
     kind = entry["kind"]
+    doc = doc if isinstance(doc, Mapping) else {}
     fields = SOAK_FIELDS if kind == "soak" else PROBE_FIELDS
     facts = {name: _first(doc, *paths) for name, paths in fields.items()}
     problems: list[str] = []
-    version_problem = artifact_version_problem(kind, _dig(doc, "artifact_schema_version"))
+    version = doc.get(VERSION_FIELD[kind])
+    version_problem = artifact_version_problem(kind, version)
     if version_problem:
         problems.append(version_problem)
     elif schema_text is None:
-        problems.append(f"schema {ARTIFACT_SCHEMAS[kind][doc['artifact_schema_version']]} is missing")
+        problems.append(f"schema {ARTIFACT_SCHEMAS[kind][version]} is missing")
     else:
         problems += schema_errors(doc, schema_text)
-    status = facts["status"]
     if kind == "soak":
-        backends = [facts["backend"]] if isinstance(facts["backend"], str) else []
+        passed, detail, own, devices = _soak_outcome(doc, facts)
+        algo = facts["algo"] if isinstance(facts["algo"], str) else None
     else:
-        raw = facts["backends"]
-        backends = [b for b in raw if isinstance(b, str)] if isinstance(raw, list) else []
+        passed, detail, own, devices = _probe_outcome(doc, facts, entry["platform"])
+        algo = None
     task = facts["task"] if isinstance(facts["task"], str) else None
-    algo = facts["algo"] if isinstance(facts["algo"], str) else None
     if not problems:
-        if task is None or not backends:
-            problems.append("the artifact does not record its task and backend")
+        problems += own
         problems += platform_problems(
             entry["platform"],
             None,
             facts["system"] if isinstance(facts["system"], str) else None,
             _as_bool(facts["gpu_available"]),
-            [
-                (b, facts["mjwarp_device"] if isinstance(facts["mjwarp_device"], str) else None)
-                for b in backends
-            ],
+            devices,
         )
-    failure = facts["failure"]
     duration = facts.get("duration_s")
     return EvidenceFacts(
         id=entry["id"],
@@ -241,16 +292,16 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any, schema_text: str | No
         lane=None,
         commit=facts["commit"] if isinstance(facts["commit"], str) else None,
         dirty=_as_bool(facts["dirty"]),
-        passed=status == "passed",
-        status_detail=f"status {status}" + (f" ({failure})" if failure else ""),
+        passed=passed,
+        status_detail=detail,
         problems=tuple(problems),
-        covers=tuple((algo, task, b) for b in backends) if task else (),
+        covers=tuple((algo, task, backend) for backend, _ in devices) if task else (),
         duration_s=float(duration)
         if isinstance(duration, int | float) and not isinstance(duration, bool)
         else None,
         num_envs=_as_int(facts.get("num_envs")),
         iterations=_as_int(facts.get("iterations")),
-        time=facts["time"] if isinstance(facts["time"], str) else None,
+        time=unix_to_iso(facts["time"]),
     )
 
 

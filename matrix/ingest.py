@@ -20,6 +20,7 @@ from matrix.evidence import (
     INDEX_REL,
     INDEX_VERSION,
     JUNIT_SCHEMA_REL,
+    VERSION_FIELD,
     artifact_version_problem,
     detect_kind,
 )
@@ -86,10 +87,10 @@ def _prepare(
         raise MatrixInputError(
             display, "--platform", f"required for {kind} evidence; allowed: {', '.join(PLATFORMS)}"
         )
-    version = doc.get("artifact_schema_version") if isinstance(doc, dict) else None
+    version = doc.get(VERSION_FIELD[kind]) if isinstance(doc, dict) else None
     problem = artifact_version_problem(kind, version)
     if problem:
-        raise MatrixInputError(display, "artifact_schema_version", problem)
+        raise MatrixInputError(display, VERSION_FIELD[kind], problem)
     return kind, source.read_bytes(), platform, None, doc
 
 
@@ -113,9 +114,7 @@ def ingest(
     """Validate ``source`` and file it with an index entry; raises MatrixInputError, writing nothing."""
     display = str(source)
     kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
-    schema_rel = (
-        JUNIT_SCHEMA_REL if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc["artifact_schema_version"]]
-    )
+    schema_rel = JUNIT_SCHEMA_REL if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc[VERSION_FIELD[kind]]]
     validate_or_raise(doc, load_schema_text(repo / schema_rel, schema_rel), display)
     sha = hashlib.sha256(filed).hexdigest()
     draft = {

@@ -99,7 +99,7 @@ class Inventory:
 
 
 @dataclass(frozen=True)
-class TestTally:
+class BoundTally:
     """Outcomes of the tests bound to one (algo, task, backend) in one JUnit summary."""
 
     passed: int = 0
@@ -130,7 +130,7 @@ class EvidenceFacts:
     problems: tuple[str, ...] = ()
     # (algo or None for "any algo", task, backend) this evidence speaks about.
     covers: tuple[tuple[str | None, str, str], ...] = ()
-    tests: dict[tuple[str, str, str], TestTally] = field(default_factory=dict)
+    tests: dict[tuple[str, str, str], BoundTally] = field(default_factory=dict)
     duration_s: float | None = None
     num_envs: int | None = None
     iterations: int | None = None

@@ -1,0 +1,299 @@
+"""Test builders for the matrix: temporary git repos, schema-valid soak/probe artifacts, JUnit XML.
+
+Artifacts are built to the real schemas (copied from this checkout into each temporary repo), so a
+schema change upstream shows up here as a failing test.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from matrix.model import CellKey
+from matrix.render import BEGIN_MARKER, END_MARKER
+from matrix.runtime_facts import Registry
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = (
+    "inventory.schema.json",
+    "evidence-index.schema.json",
+    "junit-summary-1.schema.json",
+    "soak-artifact-0.3.0.schema.json",
+    "probe-0.3.0.schema.json",
+)
+REGISTRY = Registry(
+    algos=frozenset({"sac", "flashsac"}),
+    tasks=frozenset({"g1_walk_flat", "g1_motion_tracking"}),
+    backends=frozenset({"mujoco", "mjwarp"}),
+)
+LINUX = "Linux-6.8.0-x86_64-with-glibc2.39"
+
+
+def configured_ok(key: CellKey) -> str | None:
+    """Test double for the runtime's Configured check: mjwarp needs linux-cuda, all else composes."""
+    if key.backend == "mjwarp" and key.platform != "linux-cuda":
+        return f"not valid on {key.platform}: --sim mjwarp requires Linux with a CUDA device"
+    return None
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+INVENTORY = """\
+schema_version: 1
+canonical_soak: {min_duration_s: 3600, num_envs: 2048, iterations: 1000}
+cells:
+  - algo: sac
+    task: g1_walk_flat
+    backend: mujoco
+    platform: [linux-cpu, linux-cuda]
+    tests: {lane: cpu, min_passed: 1}
+    probe_required: true
+    soak: {min_duration_s: 60, num_envs: 8, iterations: 100}
+  - algo: flashsac
+    task: g1_walk_flat
+    backend: mujoco
+    platform: linux-cpu
+    tests: {lane: cpu}
+    probe_required: false
+    soak: {min_duration_s: 60, num_envs: 8, iterations: 100}
+    recommendation: {decision: recommend, date: "2025-01-31", rationale: "the CPU reference path for CI"}
+  - algo: sac
+    task: g1_walk_flat
+    backend: mjwarp
+    platform: linux-cpu
+    unsupported: {reason: "MJWarp needs a CUDA device; the CPU device is a diagnostic lane only"}
+  - algo: sac
+    task: g1_motion_tracking
+    backend: mjwarp
+    platform: macos-mps
+    tests: {lane: mps}
+    probe_required: true
+    soak: {min_duration_s: 60, num_envs: 8, iterations: 100}
+"""
+
+PAGE = f"# Support matrix\n\nHand-written intro.\n\n{BEGIN_MARKER}\n{END_MARKER}\n\nHand-written outro.\n"
+
+
+def make_repo(root: Path, inventory: str = INVENTORY) -> Path:
+    """A committed temporary repository with the runtime-relevant paths, schemas, inventory and page."""
+    repo = root / "repo"
+    (repo / "runtime").mkdir(parents=True)
+    (repo / "runtime" / "core.py").write_text("VALUE = 1\n")
+    (repo / "harness").mkdir()
+    (repo / "harness" / "tool.py").write_text("TOOL = 1\n")
+    (repo / "schemas").mkdir()
+    for name in SCHEMAS:
+        shutil.copy(REPO / "schemas" / name, repo / "schemas" / name)
+    (repo / "pyproject.toml").write_text("[project]\nname = 'fixture'\n")
+    (repo / "uv.lock").write_text("version = 1\n")
+    (repo / "matrix").mkdir()
+    (repo / "matrix" / "inventory.yaml").write_text(inventory)
+    (repo / "docs").mkdir()
+    (repo / "docs" / "support-matrix.md").write_text(PAGE)
+    (repo / ".gitignore").write_text("/runs/\n")
+    git(root, "init", "-q", "-b", "main", str(repo))
+    git(repo, "config", "user.email", "matrix@test.invalid")
+    git(repo, "config", "user.name", "matrix tests")
+    commit_all(repo, "fixture repo")
+    return repo
+
+
+def context(commit: str, *, dirty: bool = False, gpu: bool = False, system: str = LINUX) -> dict[str, Any]:
+    """The context block both artifacts carry (harness.context shape)."""
+    devices = [{"index": 0, "uuid": "GPU-0", "name": "H200", "driver": "570"}] if gpu else []
+    return {
+        "source": {
+            "commit": commit,
+            "branch": "main",
+            "dirty": dirty,
+            "worktree_digest": "sha256:" + "0" * 64,
+            "reason": None,
+        },
+        "gpu": {"available": gpu, "reason": None if gpu else "NVML: no driver", "devices": devices},
+        "software": {"python": "3.11", "torch": "2.6", "mujoco": "3.3", "warp-lang": None, "mujoco-warp": None,
+                     "soakbench": "0.1.0"},
+        "environment": {"CUDA_VISIBLE_DEVICES": None},
+        "host": {"hostname": "h", "cpu_model": "cpu", "cores": 2, "affinity_cores": 2, "platform": system},
+    }
+
+
+CRITERIA = (
+    "monitor_status", "trainer_returncode", "run_status", "run_failure", "inference_drained",
+    "replay_final_occupancy", "replay_no_drops", "replay_release_sequence", "replay_published_sequence",
+    "shutdown_classification", "shutdown_cleanup_errors", "post_shutdown_residual_processes",
+    "orphaned_shm_segments", "leak_verdicts", "min_duration",
+)  # fmt: skip
+LEAK_CLASSES = ("process_count", "rss", "gpu_memory", "eventfd", "shared_memory_fd", "fd_total")
+
+
+def soak_artifact(
+    commit: str,
+    *,
+    passed: bool = True,
+    dirty: bool = False,
+    gpu: bool = False,
+    system: str = LINUX,
+    algo: str = "sac",
+    task: str = "g1_walk_flat",
+    sim: str = "mujoco",
+    num_envs: int = 8,
+    iterations: int = 100,
+    duration_s: float = 120.0,
+    overrides: Iterable[str] = (),
+) -> dict[str, Any]:
+    """A schema-valid ``soak run`` artifact (0.3.0)."""
+    trend = {"method": "mann-kendall+theil-sen", "unit": "count", "verdict": "insufficient_data", "reason": "few",
+             "window": {"rule": "after start-up", "startup_end_t": 1.0, "t_start": 1.0, "t_end": 2.0, "n": 2},
+             "thresholds": {"alpha": 0.01, "min_absolute_growth": 1, "min_relative_growth": 0.1,
+                            "persistence_fraction": 0.5, "min_samples": 8}}  # fmt: skip
+    criteria = [{"name": n, "expected": "ok", "value": 0, "result": "pass"} for n in CRITERIA]
+    if not passed:
+        criteria[1] = {"name": "trainer_returncode", "expected": "0", "value": 1, "result": "fail"}
+    return {
+        "artifact_schema_version": "0.3.0",
+        "mode": "run",
+        "status": "passed" if passed else "failed",
+        "trainer_returncode": 0 if passed else 1,
+        "run_status": "completed" if passed else "failed",
+        "failure_reason": None if passed else "trainer_returncode: exited 1",
+        "failure_classification": None if passed else "trainer_failure",
+        "monitor_failure": None,
+        "inference": {"final_queue_depth": 0, "final_publication_lag": 0},
+        "replay": {k: 0 for k in ("final_occupancy", "dropped_batches", "early_returns", "published_sequence",
+                                  "release_sequence", "ingress_slot_rows", "total_env_steps")},
+        "shutdown": {"classification": "normal_completion", "cleanup_errors": []},
+        "post_shutdown_residual_processes": [],
+        "orphaned_shm_segments": [],
+        "resource_summary": {
+            "peaks": {k: 1 for k in ("process_count", "rss_bytes", "gpu_memory_bytes", "eventfd", "shared_memory_fd",
+                                     "fd_total", "threads", "replay_high_water_occupancy", "inference_events",
+                                     "inference_max_in_flight")},
+            "leak_verdicts": {k: "insufficient_data" for k in LEAK_CLASSES},
+            "trends": {k: trend for k in LEAK_CLASSES},
+            "sample_count": 3,
+            "startup_end_t": 1.0,
+        },
+        "samples_path": "/tmp/run/samples.jsonl",
+        "context": context(commit, dirty=dirty, gpu=gpu, system=system),
+        "criteria": criteria,
+        "timing": {"sample_interval_s": 1.0, "startup_timeout_s": 60.0, "stale_progress_s": 60.0,
+                   "post_shutdown_grace_s": 1.0, "min_duration_s": 60.0, "duration_s": duration_s,
+                   "started_at": 1_750_000_000.0, "finished_at": 1_750_000_000.0 + duration_s},
+        "command": ["train", "--algo", algo],
+        "log_dir": "/tmp/run",
+        "run_settings": {"algo": algo, "task": task, "sim": sim, "num_envs": num_envs, "iterations": iterations,
+                         "extra_overrides": list(overrides)},
+    }  # fmt: skip
+
+
+def _stats(phase: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"count": 1, "total_ms": 1.0, "mean_ms": 1.0, "median_ms": 1.0, "p95_ms": 1.0,
+                           "min_ms": 1.0, "max_ms": 1.0}  # fmt: skip
+    if phase:
+        out.update(invocations=1, share_of_iteration=0.2)
+    return out
+
+
+def _probe_backend(backend: str, task: str, device: str, within: bool) -> dict[str, Any]:
+    phases = {p: _stats(True) for p in ("physics_exchange_ms", "update_state_ms", "reset_selection_ms",
+                                        "backend_reset_ms", "reset_publication_ms")}  # fmt: skip
+    phases.update(iteration_ms=_stats(False), unattributed_ms=_stats(False))
+    inventory = [{"phase": "physics_exchange", "direction": "h2d", "max_per_control_step": 1, "description": "d",
+                  "measured_max_per_control_step": 1, "measured_total_count": 1, "measured_total_bytes": 8,
+                  "within_limit": within}]  # fmt: skip
+    return {
+        "backend": backend, "pid": 10, "parent_pid": 9, "launcher_observed_pid": 10,
+        "owner": {"algo": "flashsac", "task": task, "sim": backend, "chain": [backend]},
+        "device": device, "data_plane": "host_bridge" if backend == "mujoco" else "device",
+        "diagnostic_lane": backend == "mjwarp" and device == "cpu", "num_envs": 8, "obs_dim": 4, "action_dim": 2,
+        "decimation": 4, "physics_threads": 2, "host_stepping": None, "warmup_iterations": 1,
+        "measured_iterations": 2, "setup_s": 0.1, "warmup_s": 0.1, "episodes_finished": 0, "phases": phases,
+        "throughput_env_control_steps_per_s": 100.0, "throughput_phased_env_control_steps_per_s": 90.0,
+        "throughput_iteration_ms": _stats(False),
+        "physics_limit": {"method": "m", "worlds": 8, "threads": 2, "device": device, "cuda_graph": False,
+                          "physics_steps": 10, "elapsed_s": 0.1, "physics_steps_per_s": 100.0,
+                          "control_steps_per_s": 25.0},
+        "efficiency": 0.5,
+        "backend_diagnostics": {"available": False, "backend_type": backend, "unavailable_reason": "fixture"},
+        "transfers": {"control_steps": 2, "inventory": inventory, "undeclared": [], "within_inventory": within,
+                      "inventory_declared": True, "counters_total": {}},
+        "torch": {"version": "2.6", "cuda": None, "device_name": None},
+    }  # fmt: skip
+
+
+def probe_artifact(
+    commit: str,
+    *,
+    dirty: bool = False,
+    gpu: bool = False,
+    task: str = "g1_walk_flat",
+    backends: tuple[str, ...] = ("mujoco",),
+    within: bool = True,
+    acceptance: bool | None = None,
+    mjwarp_device: str = "cuda",
+) -> dict[str, Any]:
+    """A schema-valid probe artifact (0.3.0); ``acceptance`` None means not requested."""
+    return {
+        "schema_version": "0.3.0", "kind": "soakbench.probe", "created_unix_s": 1_750_000_500.0,
+        "duration_s": 3.0, "command": ["probe"], "probe_pid": 5,
+        "settings": {"algo": "flashsac", "backends": list(backends), "task": task, "num_envs": 8, "warmup": 1,
+                     "iters": 2, "seed": 0, "mjwarp_device": mjwarp_device, "physics_threads": 2,
+                     "acceptance": acceptance is not None, "idle_memory_threshold_bytes": 0, "idle_wait_s": 0.0,
+                     "worker_timeout_s": 60.0, "output": "/tmp/probe.json"},
+        "exclusions": [{"name": n, "reason": "outside the env loop"}
+                       for n in ("inference_ipc", "replay_ingestion", "learner_updates")],
+        "comparison_note": "fixture",
+        "context": context(commit, dirty=dirty, gpu=gpu),
+        "backends": {b: _probe_backend(b, task, "cpu" if b == "mujoco" else mjwarp_device, within)
+                     for b in backends},
+        "acceptance": {"requested": acceptance is not None, "passed": acceptance,
+                       "idle_memory_threshold_bytes": 0, "profiler_env_rejected": {"exact": [], "prefixes": []},
+                       "checks": []},
+    }  # fmt: skip
+
+
+def junit_xml(
+    commit: str,
+    cases: Iterable[tuple[str, str | None, str]],
+    *,
+    dirty: bool = False,
+    platform: str | None = "linux-cpu",
+    lane: str | None = "cpu",
+    gpu: bool = False,
+    system: str = "Linux",
+) -> str:
+    """JUnit XML as pytest + matrix.pytest_cell write it. ``cases``: (name, cell or None, outcome)."""
+    props = {"commit": commit, "dirty": str(dirty).lower(), "worktree_digest": "", "system": system,
+             "gpu_available": str(gpu).lower(), "platform": platform or "", "lane": lane or ""}  # fmt: skip
+    suite_props = "".join(f"<property name={quoteattr('matrix.' + k)} value={quoteattr(v)}/>" for k, v in props.items())
+    body = []
+    for name, cell, outcome in cases:
+        inner = f"<properties><property name=\"cell\" value={quoteattr(cell)}/></properties>" if cell else ""
+        inner += {"passed": "", "failed": "<failure message=\"x\">x</failure>", "error": "<error message=\"e\"/>",
+                  "skipped": "<skipped message=\"s\"/>"}[outcome]  # fmt: skip
+        body.append(f"<testcase classname=\"tests.test_x\" name={quoteattr(name)} time=\"0.01\">{inner}</testcase>")
+    return (
+        '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" failures="0" '
+        f'skipped="0" tests="{len(body)}" time="1.0" timestamp="2025-06-15T10:00:00" hostname="h">'
+        f"<properties>{suite_props}</properties>{''.join(body)}</testsuite></testsuites>"
+    )
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2))
+    return path

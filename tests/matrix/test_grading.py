@@ -1,0 +1,110 @@
+"""The grade policy on synthetic policies and evidence facts (pure; no git, no files)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from matrix.grading import grade_cell
+from matrix.model import CellKey, CellPolicy, EvidenceFacts, Recommendation, SoakBudget, BoundTally
+
+KEY = CellKey("sac", "g1_walk_flat", "mujoco", "linux-cpu")
+CANON = SoakBudget(3600, 2048, 1000)
+POLICY = CellPolicy(
+    key=KEY,
+    test_lane="cpu",
+    min_passed=1,
+    probe_required=True,
+    soak=SoakBudget(60, 8, 100),
+    recommendation=Recommendation("recommend", "2025-01-31", "reference path"),
+)
+JUNIT = EvidenceFacts(
+    id="junit-a", kind="junit", file="f", platform="linux-cpu", lane="cpu", commit="c" * 40, dirty=False,
+    passed=True, status_detail="ok", fresh=True, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(passed=2)},
+)  # fmt: skip
+PROBE = EvidenceFacts(
+    id="probe-a", kind="probe", file="f", platform="linux-cpu", lane=None, commit="c" * 40, dirty=False,
+    passed=True, status_detail="ok", fresh=True, covers=((None, "g1_walk_flat", "mujoco"),),
+)  # fmt: skip
+SOAK = EvidenceFacts(
+    id="soak-a", kind="soak", file="f", platform="linux-cpu", lane=None, commit="c" * 40, dirty=False,
+    passed=True, status_detail="ok", fresh=True, covers=(("sac", "g1_walk_flat", "mujoco"),),
+    duration_s=4000.0, num_envs=2048, iterations=1000,
+)  # fmt: skip
+ALL = (JUNIT, PROBE, SOAK)
+
+
+def grade(policy: CellPolicy = POLICY, evidence=ALL, registered=None, configured=None):  # type: ignore[no-untyped-def]
+    return grade_cell(policy, registered, configured, evidence, CANON)
+
+
+def test_every_grade_is_reachable() -> None:
+    assert grade(replace(POLICY, unsupported_reason="needs CUDA")).grade == "Unsupported"
+    assert grade(registered="task 'x' is not registered").grade == "Unsupported"
+    assert grade(configured="not valid on linux-cpu: needs CUDA").grade == "Registered"
+    assert grade(evidence=()).grade == "Configured"
+    assert grade(evidence=(JUNIT,)).grade == "Tested"
+    assert grade(policy=replace(POLICY, recommendation=None)).grade == "Benchmarked"
+    result = grade()
+    assert result.grade == "Recommended" and result.blockers == ()
+
+
+@pytest.mark.parametrize(
+    ("evidence", "expected_grade", "verdict_start"),
+    [
+        ((JUNIT, PROBE, replace(SOAK, passed=False, status_detail="soak status failed")), "Tested", "failing"),
+        ((JUNIT, PROBE, replace(SOAK, dirty=True)), "Tested", "dirty tree"),
+        ((JUNIT, PROBE, replace(SOAK, platform="linux-cuda")), "Tested", "wrong platform"),
+        ((JUNIT, PROBE, replace(SOAK, fresh=False)), "Tested", "historical"),
+        ((JUNIT, PROBE, replace(SOAK, problems=("status: not valid",))), "Tested", "invalid"),
+        ((JUNIT, PROBE, replace(SOAK, duration_s=10.0)), "Tested", "soak under the cell's budget"),
+        ((JUNIT, replace(PROBE, fresh=False), SOAK), "Tested", "historical"),
+        ((replace(JUNIT, lane="cuda"), PROBE, SOAK), "Configured", "wrong lane"),
+        ((replace(JUNIT, dirty=True), PROBE, SOAK), "Configured", "dirty tree"),
+        ((replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(passed=3, failed=1)}),), "Configured",
+         "bound tests failed"),
+        ((replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(skipped=3)}),), "Configured",
+         "0 bound tests passed"),
+    ],
+)  # fmt: skip
+def test_demotion_paths(evidence, expected_grade: str, verdict_start: str) -> None:  # type: ignore[no-untyped-def]
+    result = grade(evidence=evidence)
+    assert result.grade == expected_grade
+    assert any(v.verdict.startswith(verdict_start) and not v.counts for v in result.evidence), result.evidence
+
+
+def test_missing_probe_blocks_benchmarked_only_when_required() -> None:
+    result = grade(evidence=(JUNIT, SOAK))
+    assert result.grade == "Tested"
+    assert "probe" in dict(result.blockers)["Benchmarked"][0]
+    assert grade(policy=replace(POLICY, probe_required=False), evidence=(JUNIT, SOAK)).grade == "Recommended"
+
+
+def test_recommended_needs_record_decision_and_canonical_soak() -> None:
+    no_record = grade(policy=replace(POLICY, recommendation=None))
+    assert dict(no_record.blockers)["Recommended"] == ("no recommendation record in the inventory",)
+    withheld = grade(policy=replace(POLICY, recommendation=Recommendation("withhold", "2025-02-01", "flaky GPU")))
+    assert withheld.grade == "Benchmarked"
+    short = grade(evidence=(JUNIT, PROBE, replace(SOAK, duration_s=600.0)))
+    assert short.grade == "Benchmarked"
+    assert "canonical budget" in dict(short.blockers)["Recommended"][0]
+
+
+def test_blockers_name_every_higher_grade() -> None:
+    result = grade(configured="not valid on linux-cpu: x", evidence=())
+    assert [g for g, _ in result.blockers] == ["Configured", "Tested", "Benchmarked", "Recommended"]
+    assert result.blockers[0][1] == ("not valid on linux-cpu: x",)
+
+
+def test_a_failing_bound_test_in_any_counted_lane_run_blocks_tested() -> None:
+    failing = replace(
+        JUNIT, id="junit-b", tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(passed=1, failed=1)}
+    )
+    assert grade(evidence=(JUNIT, failing)).grade == "Configured"
+
+
+def test_unsupported_cell_that_composes_gets_a_note() -> None:
+    result = grade(policy=replace(POLICY, unsupported_reason="needs CUDA"))
+    assert result.notes and "not enforced" in result.notes[0]
+    assert grade(policy=replace(POLICY, unsupported_reason="x"), configured="fails").notes == ()

@@ -16,11 +16,19 @@ def check_ctrl(ctrl: torch.Tensor, num_envs: int, nu: int) -> None:
 
 
 def check_reset_args(
-    rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor, num_envs: int, nq: int, nv: int
+    rows: torch.Tensor,
+    qpos: torch.Tensor,
+    qvel: torch.Tensor,
+    num_envs: int,
+    nq: int,
+    nv: int,
+    *,
+    check_values: bool = True,
 ) -> None:
     """``rows`` int64 [k] unique in [0, num_envs); ``qpos`` [k, nq]; ``qvel`` [k, nv], floating.
 
-    Uniqueness/range are checked on ``rows``' device (one small reduction); reset is a cold-ish path.
+    With ``check_values`` the row values are checked too (range, uniqueness): that reads them on
+    the host, so device-resident backends pass ``False`` to keep reset free of host round trips.
     """
     if not isinstance(rows, torch.Tensor) or rows.dtype != torch.int64 or rows.ndim != 1:
         got = f"{rows.dtype} {list(rows.shape)}" if isinstance(rows, torch.Tensor) else type(rows).__name__
@@ -32,7 +40,7 @@ def check_reset_args(
             raise ValueError(f"reset {name} must have shape [{k}, {width}], got {shape}")
         if not tensor.is_floating_point():
             raise ValueError(f"reset {name} must be floating, got {tensor.dtype}")
-    if k == 0:
+    if k == 0 or not check_values:
         return
     lo, hi = int(rows.min()), int(rows.max())
     if lo < 0 or hi >= num_envs:

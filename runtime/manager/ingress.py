@@ -116,9 +116,7 @@ class ReplayIngress:
     ) -> ReplayIngress:
         counters = SharedCounters.create("ingress_hdr", INGRESS_INT_FIELDS, INGRESS_FLOAT_FIELDS)
         try:
-            data = SharedTensor.create(
-                "ingress_data", (layout.depth, layout.slot_rows, layout.width), device
-            )
+            data = SharedTensor.create("ingress_data", (layout.depth, layout.slot_rows, layout.width), device)
         except BaseException:
             counters.close()
             raise

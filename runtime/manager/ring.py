@@ -10,7 +10,7 @@ Counters (shared header; learner writes all but ``consumed_version`` and the per
 * publication_lag = published_version − consumed_version (derived);
 * queue_depth = min(lag, capacity): publications sitting unconsumed in slots (derived);
 * max_publication_lag / max_in_flight: peaks of those two, sampled at each publication;
-* events: number of publications signalled.
+* events: publications (learner) + adoptions (collector), each counted by its own writer.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ _BASE_FIELDS: tuple[str, ...] = (
     "consumed_version",
     "max_in_flight",
     "max_publication_lag",
-    "events",
+    "publications",
+    "consumptions",
     "torn_reads",
 )
 
@@ -51,7 +52,12 @@ class InferenceRing:
     """One end of the ring (the learner creates it, the collector attaches)."""
 
     def __init__(
-        self, capacity: int, state_size: int, counters: SharedCounters, data: SharedTensor, doorbell: WakeSignal
+        self,
+        capacity: int,
+        state_size: int,
+        counters: SharedCounters,
+        data: SharedTensor,
+        doorbell: WakeSignal,
     ) -> None:
         self.capacity = capacity
         self.state_size = state_size
@@ -92,7 +98,9 @@ class InferenceRing:
     def publish(self, state: Any) -> int:
         """Publish ``state`` [P] float32 as the next version; returns that version."""
         if tuple(state.shape) != (self.state_size,):
-            raise ValueError(f"actor state vector has shape {tuple(state.shape)}, ring expects ({self.state_size},)")
+            raise ValueError(
+                f"actor state vector has shape {tuple(state.shape)}, ring expects ({self.state_size},)"
+            )
         c = self.counters
         version = c.get("published_version") + 1
         slot = version % self.capacity
@@ -110,7 +118,7 @@ class InferenceRing:
             c.set("max_publication_lag", lag)
         if min(lag, self.capacity) > c.get("max_in_flight"):
             c.set("max_in_flight", min(lag, self.capacity))
-        c.add("events")
+        c.add("publications")
         self.doorbell.set()
         return version
 
@@ -134,6 +142,7 @@ class InferenceRing:
                 torch.cuda.synchronize(out.device)
             if c.get(f"seq_{slot}") == before and c.get(f"ver_{slot}") == version:
                 c.set("consumed_version", version)
+                c.add("consumptions")
                 return version
         c.add("torn_reads")
         return None
@@ -149,7 +158,7 @@ class InferenceRing:
             "publication_lag": lag,
             "max_in_flight": c.get("max_in_flight"),
             "max_publication_lag": c.get("max_publication_lag"),
-            "events": c.get("events"),
+            "events": c.get("publications") + c.get("consumptions"),
             "published_version": published,
             "consumed_version": consumed,
             "slot_capacity": self.capacity,

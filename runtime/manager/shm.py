@@ -15,6 +15,7 @@ Two kinds of content live here:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Sequence
@@ -61,10 +62,8 @@ class Segment:
         """Remove the name from the system (owner only); idempotent and tolerant of prior removal."""
         if self.owner and not self._unlinked:
             self._unlinked = True
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self._shm.unlink()
-            except FileNotFoundError:
-                pass
 
 
 @dataclass(frozen=True)
@@ -85,8 +84,8 @@ class SharedCounters:
         self.float_fields = tuple(float_fields)
         ni, nf = len(self.int_fields), len(self.float_fields)
         raw = segment.buf
-        self._ints: memoryview | None = raw[: 8 * ni].cast("q") if ni else None
-        self._floats: memoryview | None = raw[8 * ni : 8 * (ni + nf)].cast("d") if nf else None
+        self._ints: Any = raw[: 8 * ni].cast("q") if ni else None  # memoryview of int64
+        self._floats: Any = raw[8 * ni : 8 * (ni + nf)].cast("d") if nf else None  # memoryview of float64
         self._iidx = {k: i for i, k in enumerate(self.int_fields)}
         self._fidx = {k: i for i, k in enumerate(self.float_fields)}
 

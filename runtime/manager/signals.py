@@ -11,6 +11,7 @@ Signals pickle across a ``spawn`` process start by duplicating their file descri
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -124,7 +125,5 @@ class WakeSignal:
             return
         self._closed = True
         for fd in self.fds:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass

@@ -14,12 +14,12 @@ from runtime.manager.ingress import IngressLayout, IngressSpec, ReplayIngress
 from runtime.manager.shm import list_segments
 from runtime.manager.signals import WakeSignal
 
-O, A, R = 3, 2, 4
+OD, AD, R = 3, 2, 4
 
 
 def _rows(seed: float) -> tuple[torch.Tensor, ...]:
-    obs = torch.full((R, O), seed)
-    act = torch.full((R, A), -seed)
+    obs = torch.full((R, OD), seed)
+    act = torch.full((R, AD), -seed)
     rew = torch.arange(R, dtype=torch.float32) + seed
     nxt = obs + 1
     term = torch.tensor([True, False, True, False])
@@ -29,7 +29,9 @@ def _rows(seed: float) -> tuple[torch.Tensor, ...]:
 @pytest.fixture
 def ingress() -> Iterator[ReplayIngress]:
     to_l, to_c = WakeSignal(), WakeSignal()
-    ing = ReplayIngress.create(IngressLayout(depth=2, slot_rows=R, obs_dim=O, action_dim=A), "cpu", to_l, to_c)
+    ing = ReplayIngress.create(
+        IngressLayout(depth=2, slot_rows=R, obs_dim=OD, action_dim=AD), "cpu", to_l, to_c
+    )
     yield ing
     ing.close()
     to_l.close()
@@ -43,10 +45,10 @@ def test_roundtrip_and_counters(ingress: ReplayIngress) -> None:
     assert ingress.stats()["high_water_occupancy"] == 2
     batch = ingress.peek(0.0)
     assert batch is not None
-    torch.testing.assert_close(batch.obs, torch.full((R, O), 1.0))
-    torch.testing.assert_close(batch.action, torch.full((R, A), -1.0))
+    torch.testing.assert_close(batch.obs, torch.full((R, OD), 1.0))
+    torch.testing.assert_close(batch.action, torch.full((R, AD), -1.0))
     torch.testing.assert_close(batch.reward, torch.arange(R, dtype=torch.float32) + 1.0)
-    torch.testing.assert_close(batch.next_obs, torch.full((R, O), 2.0))
+    torch.testing.assert_close(batch.next_obs, torch.full((R, OD), 2.0))
     assert batch.terminated.tolist() == [True, False, True, False]
     ingress.release()
     batch = ingress.peek(0.0)
@@ -125,7 +127,9 @@ def _producer(spec: IngressSpec, to_l: WakeSignal, to_c: WakeSignal, n: int) -> 
 def test_cross_process_producer_consumer_and_no_residue() -> None:
     before = set(list_segments())
     to_l, to_c = WakeSignal(), WakeSignal()
-    ing = ReplayIngress.create(IngressLayout(depth=2, slot_rows=R, obs_dim=O, action_dim=A), "cpu", to_l, to_c)
+    ing = ReplayIngress.create(
+        IngressLayout(depth=2, slot_rows=R, obs_dim=OD, action_dim=AD), "cpu", to_l, to_c
+    )
     n = 40
     proc = mp.get_context("spawn").Process(target=_producer, args=(ing.spec, to_l, to_c, n))
     proc.start()

@@ -1,0 +1,147 @@
+"""run_training end to end in-process with the fake env and the null learner: artifacts, counters,
+classification of backend-worker, learner and start-up failures, and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from runtime.artifacts import RUN_CONFIG_SCHEMA, read_run_summary, validate
+from runtime.config import compose
+from runtime.manager.null_learner import null_learner_factory
+from runtime.manager.shm import list_segments
+from runtime.manager.trainer import TrainerHooks, run_training
+
+
+def _cfg(log_dir: Path, *extra: str) -> Any:
+    return compose(
+        "sac",
+        "g1_walk_flat",
+        "mujoco",
+        [
+            f"log_dir={log_dir}",
+            "algo.num_envs=8",
+            "algo.max_iterations=12",
+            "algo.prefill_iterations=2",
+            "algo.save_interval=5",
+            "training.no_play=true",
+            *extra,
+        ],
+    )
+
+
+def _hooks(env: str = "make_env") -> TrainerHooks:
+    return TrainerHooks(
+        env_factory=f"tests.runtime.manager.manager_fakes:{env}",
+        learner_factory=null_learner_factory,
+        shutdown_deadline_s=5.0,
+    )
+
+
+@pytest.fixture
+def clean_host() -> Any:
+    shm_before = set(list_segments())
+    yield
+    assert psutil.Process().children(recursive=True) == [] or all(
+        "resource_tracker" in " ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)
+    )
+    assert set(list_segments()) == shm_before
+
+
+@pytest.mark.parametrize("slot_rows", ["null", "2"])
+def test_normal_completion_artifacts_and_counters(tmp_path: Path, clean_host: None, slot_rows: str) -> None:
+    log_dir = tmp_path / "run"
+    rc = run_training(_cfg(log_dir, f"training.replay_ingress_slot_rows={slot_rows}"), _hooks())
+    assert rc == 0
+    summary = read_run_summary(log_dir / "run_summary.json")  # schema-validated
+    m = summary["runtime_manifest"]
+    rows = 8 if slot_rows == "null" else 2
+    assert summary["status"] == "completed"
+    assert summary["failure_reason"] is None and summary["failure_classification"] is None
+    assert summary["iterations"] == 12 and summary["total_env_steps"] == 96
+    ri = m["replay_ingress"]
+    assert ri["published_sequence"] == ri["release_sequence"] == 96 // rows
+    assert ri["final_occupancy"] == 0 and ri["early_returns"] == ri["dropped_batches"] == 0
+    assert ri["high_water_occupancy"] <= ri["depth"]
+    inf = m["inference_flight"]
+    assert inf["final_queue_depth"] == inf["final_publication_lag"] == 0
+    assert inf["published_version"] == inf["consumed_version"] == 2  # initial + final weights
+    sd = m["shutdown"]
+    assert sd["classification"] == "normal_completion" and sd["exception"] is None
+    assert sd["cleanup"]["errors"] == [] and sd["cleanup"]["collector_stop"] == "joined"
+    assert m["collector"]["exitcode"] == 0
+    assert m["backend_diagnostics"] == {
+        "available": True,
+        "backend_type": "fake",
+        "diagnostics": {
+            "batched_step": {"requested": True, "enabled": False, "disable_reason": "fake backend"}
+        },
+    }
+    validate(json.loads((log_dir / "run_config.json").read_text()), RUN_CONFIG_SCHEMA)
+    lines = [json.loads(x) for x in (log_dir / "progress.jsonl").read_text().splitlines()]
+    iterations = [r["iteration"] for r in lines]
+    assert set(range(1, 13)) <= set(iterations) and iterations == sorted(iterations)  # interval 1
+    assert lines[-1]["final"] and lines[-1]["replay"]["occupancy"] == 0
+    assert {
+        "schema",
+        "time",
+        "elapsed_s",
+        "total_env_steps",
+        "env_steps_per_s",
+        "learner_updates",
+        "phase",
+    } <= set(lines[0])
+    assert sorted(p.name for p in (log_dir / "checkpoints").iterdir()) == [
+        "ckpt_00000005.pt",
+        "ckpt_00000010.pt",
+        "final.pt",
+    ]
+    assert list(log_dir.glob("events.out.tfevents.*"))
+
+
+def test_backend_worker_exception_is_classified(tmp_path: Path, clean_host: None) -> None:
+    log_dir = tmp_path / "run"
+    rc = run_training(_cfg(log_dir), _hooks("make_failing_env"))
+    assert rc == 1
+    summary = read_run_summary(log_dir / "run_summary.json")
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "failed"
+    assert summary["failure_classification"] == sd["classification"] == "backend_worker_failure"
+    assert sd["owner"] == "backend_worker"
+    assert sd["exception"]["type"] == "FloatingPointError"
+    assert "diverged" in summary["failure_reason"]
+    assert sd["cleanup"]["errors"] == []
+
+
+def test_env_construction_failure_is_backend_worker_failure(tmp_path: Path, clean_host: None) -> None:
+    log_dir = tmp_path / "run"
+    assert run_training(_cfg(log_dir), _hooks("make_broken_env")) == 1
+    summary = read_run_summary(log_dir / "run_summary.json")
+    m = summary["runtime_manifest"]
+    assert m["shutdown"]["classification"] == "backend_worker_failure"
+    assert m["shutdown"]["phase"] == "startup"
+    assert m["backend_diagnostics"]["available"] is False
+
+
+def test_injected_learner_exception(tmp_path: Path, clean_host: None) -> None:
+    log_dir = tmp_path / "run"
+    cfg = _cfg(log_dir, "training.test_fault=learner_exception", "training.test_fault_iteration=4")
+    assert run_training(cfg, _hooks()) == 1
+    summary = read_run_summary(log_dir / "run_summary.json")
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert sd["classification"] == "learner_failure" and sd["owner"] == "learner"
+    assert sd["exception"]["type"] == "InjectedLearnerFault"
+    assert summary["iterations"] == 4
+    ri = summary["runtime_manifest"]["replay_ingress"]
+    assert ri["early_returns"] == ri["dropped_batches"] == ri["closed_returns"] + ri["stop_returns"]
+    assert sd["cleanup"]["errors"] == []
+
+
+def test_non_empty_log_dir_is_rejected_without_writing(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("x")
+    assert run_training(_cfg(tmp_path), _hooks()) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

@@ -69,7 +69,7 @@ def detect_kind(doc: Any) -> str | None:
     """``soak`` or ``probe`` from a JSON artifact's own declaration, None when it does not say."""
     declared = _first(doc, "kind", "artifact_type", "artifact")
     if isinstance(declared, str):
-        for kind in ("soak", "probe"):
+        for kind in ("probe", "soak"):  # "soakbench.probe" names the project, not a soak
             if kind in declared.lower():
                 return kind
     if isinstance(doc, Mapping) and doc.get("mode") in ("run", "monitor"):

@@ -124,8 +124,14 @@ def context(commit: str, *, dirty: bool = False, gpu: bool = False, system: str 
             "reason": None,
         },
         "gpu": {"available": gpu, "reason": None if gpu else "NVML: no driver", "devices": devices},
-        "software": {"python": "3.11", "torch": "2.6", "mujoco": "3.3", "warp-lang": None, "mujoco-warp": None,
-                     "soakbench": "0.1.0"},
+        "software": {
+            "python": "3.11",
+            "torch": "2.6",
+            "mujoco": "3.3",
+            "warp-lang": None,
+            "mujoco-warp": None,
+            "soakbench": "0.1.0",
+        },
         "environment": {"CUDA_VISIBLE_DEVICES": None},
         "host": {"hostname": "h", "cpu_model": "cpu", "cores": 2, "affinity_cores": 2, "platform": system},
     }
@@ -279,13 +285,17 @@ def junit_xml(
     """JUnit XML as pytest + matrix.pytest_cell write it. ``cases``: (name, cell or None, outcome)."""
     props = {"commit": commit, "dirty": str(dirty).lower(), "worktree_digest": "", "system": system,
              "gpu_available": str(gpu).lower(), "platform": platform or "", "lane": lane or ""}  # fmt: skip
-    suite_props = "".join(f"<property name={quoteattr('matrix.' + k)} value={quoteattr(v)}/>" for k, v in props.items())
+    suite_props = "".join(
+        f"<property name={quoteattr('matrix.' + k)} value={quoteattr(v)}/>" for k, v in props.items()
+    )
     body = []
     for name, cell, outcome in cases:
-        inner = f"<properties><property name=\"cell\" value={quoteattr(cell)}/></properties>" if cell else ""
+        inner = f'<properties><property name="cell" value={quoteattr(cell)}/></properties>' if cell else ""
         inner += {"passed": "", "failed": "<failure message=\"x\">x</failure>", "error": "<error message=\"e\"/>",
                   "skipped": "<skipped message=\"s\"/>"}[outcome]  # fmt: skip
-        body.append(f"<testcase classname=\"tests.test_x\" name={quoteattr(name)} time=\"0.01\">{inner}</testcase>")
+        body.append(
+            f'<testcase classname="tests.test_x" name={quoteattr(name)} time="0.01">{inner}</testcase>'
+        )
     return (
         '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" failures="0" '
         f'skipped="0" tests="{len(body)}" time="1.0" timestamp="2025-06-15T10:00:00" hostname="h">'

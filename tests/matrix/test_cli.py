@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,14 +41,16 @@ def ingest_ok(run_matrix: Invoke, path: Path, *flags: str) -> str:
     return result.output
 
 
-def full_evidence(repo: Path, run_matrix: Invoke, tmp: Path, **soak_kw: object) -> str:
+def full_evidence(repo: Path, run_matrix: Invoke, tmp: Path, **soak_kw: Any) -> str:
     """Ingest a passing JUnit, probe and soak for sac/g1_walk_flat/mujoco@linux-cpu; return HEAD."""
     head = git(repo, "rev-parse", "HEAD")
     xml = tmp / "junit.xml"
     xml.write_text(junit_xml(head, [("test_a", SAC_WALK, "passed"), ("test_b", None, "passed")]))
     ingest_ok(run_matrix, xml)
     ingest_ok(run_matrix, write_json(tmp / "probe.json", probe_artifact(head)), "--platform", "linux-cpu")
-    ingest_ok(run_matrix, write_json(tmp / "soak.json", soak_artifact(head, **soak_kw)), "--platform", "linux-cpu")
+    ingest_ok(
+        run_matrix, write_json(tmp / "soak.json", soak_artifact(head, **soak_kw)), "--platform", "linux-cpu"
+    )
     return head
 
 
@@ -106,7 +109,9 @@ def test_fingerprint_change_makes_evidence_historical(repo: Path, run_matrix: In
     assert "historical: runtime fingerprint" in explained and "not Tested:" in explained
 
 
-def test_hand_filed_bad_evidence_is_shown_and_not_counted(repo: Path, run_matrix: Invoke, tmp_path: Path) -> None:
+def test_hand_filed_bad_evidence_is_shown_and_not_counted(
+    repo: Path, run_matrix: Invoke, tmp_path: Path
+) -> None:
     head = full_evidence(repo, run_matrix, tmp_path)
     index = json.loads((repo / "matrix/evidence/index.json").read_text())
     soak_entry = next(e for e in index["entries"] if e["kind"] == "soak")
@@ -128,7 +133,9 @@ def test_hand_filed_bad_evidence_is_shown_and_not_counted(repo: Path, run_matrix
     assert run_matrix("generate").exit_code == 0
     got = cell(repo, "sac", "g1_walk_flat", "mujoco", "linux-cpu")
     verdict = next(e for e in got["evidence"] if e["kind"] == "soak")
-    assert verdict["status"] == "invalid" and "sha256" in verdict["verdict"] and "criteria" in verdict["verdict"]
+    assert (
+        verdict["status"] == "invalid" and "sha256" in verdict["verdict"] and "criteria" in verdict["verdict"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -154,7 +161,7 @@ def test_hand_filed_bad_evidence_is_shown_and_not_counted(repo: Path, run_matrix
 )  # fmt: skip
 def test_bad_artifacts_exit_2_and_write_nothing(
     repo: Path, run_matrix: Invoke, tmp_path: Path, name: str, make, flags: list[str], message: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     head = git(repo, "rev-parse", "HEAD")
     before = snapshot(repo)
     result = run_matrix("ingest", str(write_json(tmp_path / "a.json", make(head))), *flags)
@@ -175,7 +182,7 @@ def test_bad_artifacts_exit_2_and_write_nothing(
 )
 def test_bad_junit_exits_2_and_writes_nothing(
     repo: Path, run_matrix: Invoke, tmp_path: Path, cases, kw, flags: list[str], message: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     xml = tmp_path / "j.xml"
     xml.write_text(junit_xml(git(repo, "rev-parse", "HEAD"), cases, **kw))
     before = snapshot(repo)
@@ -219,7 +226,9 @@ BAD_INVENTORIES = [
 
 
 @pytest.mark.parametrize(("inventory", "message"), BAD_INVENTORIES)
-def test_bad_inventory_exits_2_naming_file_and_field(tmp_path: Path, monkeypatch, inventory: str, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_inventory_exits_2_naming_file_and_field(
+    tmp_path: Path, monkeypatch, inventory: str, message: str
+) -> None:
     from typer.testing import CliRunner
 
     import matrix.cli
@@ -244,7 +253,9 @@ def test_filed_evidence_with_unknown_commit_exits_2(repo: Path, run_matrix: Invo
     raw = json.dumps(doc).encode()
     (repo / entry["file"]).write_bytes(raw)
     result = run_matrix("generate")
-    assert result.exit_code == 2 and "context.source.commit" in result.output and entry["file"] in result.output
+    assert (
+        result.exit_code == 2 and "context.source.commit" in result.output and entry["file"] in result.output
+    )
 
 
 def test_future_index_version_exits_2(repo: Path, run_matrix: Invoke) -> None:

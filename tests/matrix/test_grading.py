@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from matrix.grading import grade_cell
-from matrix.model import CellKey, CellPolicy, EvidenceFacts, Recommendation, SoakBudget, BoundTally
+from matrix.model import BoundTally, CellKey, CellPolicy, EvidenceFacts, Recommendation, SoakBudget
 
 KEY = CellKey("sac", "g1_walk_flat", "mujoco", "linux-cpu")
 CANON = SoakBudget(3600, 2048, 1000)
@@ -35,7 +35,7 @@ SOAK = EvidenceFacts(
 ALL = (JUNIT, PROBE, SOAK)
 
 
-def grade(policy: CellPolicy = POLICY, evidence=ALL, registered=None, configured=None):  # type: ignore[no-untyped-def]
+def grade(policy: CellPolicy = POLICY, evidence=ALL, registered=None, configured=None):
     return grade_cell(policy, registered, configured, evidence, CANON)
 
 
@@ -68,7 +68,7 @@ def test_every_grade_is_reachable() -> None:
          "0 bound tests passed"),
     ],
 )  # fmt: skip
-def test_demotion_paths(evidence, expected_grade: str, verdict_start: str) -> None:  # type: ignore[no-untyped-def]
+def test_demotion_paths(evidence, expected_grade: str, verdict_start: str) -> None:
     result = grade(evidence=evidence)
     assert result.grade == expected_grade
     assert any(v.verdict.startswith(verdict_start) and not v.counts for v in result.evidence), result.evidence
@@ -84,7 +84,9 @@ def test_missing_probe_blocks_benchmarked_only_when_required() -> None:
 def test_recommended_needs_record_decision_and_canonical_soak() -> None:
     no_record = grade(policy=replace(POLICY, recommendation=None))
     assert dict(no_record.blockers)["Recommended"] == ("no recommendation record in the inventory",)
-    withheld = grade(policy=replace(POLICY, recommendation=Recommendation("withhold", "2025-02-01", "flaky GPU")))
+    withheld = grade(
+        policy=replace(POLICY, recommendation=Recommendation("withhold", "2025-02-01", "flaky GPU"))
+    )
     assert withheld.grade == "Benchmarked"
     short = grade(evidence=(JUNIT, PROBE, replace(SOAK, duration_s=600.0)))
     assert short.grade == "Benchmarked"

@@ -152,7 +152,10 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         threads: int | None = None
         if backend_name == "mjwarp":
             warp_device = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
-            data_kwargs = getattr(backend, "make_data_kwargs", None)
+            # Same contact/constraint capacities as the backend when it states them (``None`` otherwise:
+            # both then use mujoco_warp's defaults for this model and world count).
+            sizes = getattr(backend, "make_data_kwargs", None)
+            data_kwargs = sizes() if callable(sizes) else sizes
             limit = mjwarp_limit(model, qpos, qvel, warp_device, decimation, iters, data_kwargs)
         else:
             info = backend.host_stepping_info() if hasattr(backend, "host_stepping_info") else {}

@@ -204,6 +204,7 @@ def classify_series(
         return "insufficient_data", details
     span = float(tt[-1] - tt[0])
     slope = theil_sen_slope(tt, x)
+    intercept = float(np.median(x - slope * tt))  # Theil–Sen line: level(t) = intercept + slope * t
     growth = slope * span
     median_level = float(np.median(x))
     required = max(min_absolute_growth, config.min_relative_growth * abs(median_level))
@@ -221,6 +222,7 @@ def classify_series(
         {
             "slope_per_s": slope,
             "slope_per_hour": slope * 3600.0,
+            "intercept": intercept,
             "growth_over_window": growth,
             "median_level": median_level,
             "mann_kendall": {k: mk[k] for k in ("s", "z", "p_value_increasing", "tau")},

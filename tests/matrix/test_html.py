@@ -1,0 +1,85 @@
+"""The generated HTML rendered by headless Chromium: structure, grade colours, evidence links."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from tests.matrix.conftest import Invoke
+from tests.matrix.test_cli import full_evidence
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)"
+)
+
+
+class Cells(HTMLParser):
+    """Collects each matrix row's grade and its evidence links from the rendered DOM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grades: dict[str, str] = {}
+        self.links: dict[str, list[str]] = {}
+        self.current: str | None = None
+        self.legend = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "tr" and a.get("data-cell"):
+            self.current = str(a["data-cell"])
+            self.grades[self.current] = str(a.get("data-grade"))
+            self.links[self.current] = []
+        elif tag == "a" and self.current and a.get("href"):
+            self.links[self.current].append(str(a["href"]))
+        elif tag == "table" and a.get("id") == "legend":
+            self.legend = True
+
+
+def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+def test_html_renders_in_headless_chromium(repo: Path, run_matrix: Invoke, tmp_path: Path) -> None:
+    full_evidence(repo, run_matrix, tmp_path)
+    assert run_matrix("generate").exit_code == 0
+    page = repo / "reports" / "support-matrix.html"
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    parsed = Cells()
+    parsed.feed(dom.stdout)
+    assert parsed.legend
+    assert parsed.grades["sac/g1_walk_flat/mujoco@linux-cpu"] == "Benchmarked"
+    assert parsed.grades["sac/g1_walk_flat/mjwarp@linux-cpu"] == "Unsupported"
+    links = parsed.links["sac/g1_walk_flat/mujoco@linux-cpu"]
+    assert len(links) == 3
+    for href in links:  # evidence links resolve to the filed files
+        assert (page.parent / href).resolve().is_file(), href
+
+    shot = tmp_path / "matrix.png"
+    done = chromium(
+        f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri(), profile=tmp_path / "profile-png"
+    )
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    import matplotlib.image
+
+    pixels = (matplotlib.image.imread(str(shot))[:, :, :3] * 255).round()
+
+    def shows(rgb: tuple[int, int, int]) -> bool:
+        return bool((abs(pixels - rgb).max(axis=2) <= 2).any())
+
+    assert shows((0xA5, 0xD8, 0xFF))  # a Benchmarked cell is painted in its grade colour
+    assert shows((0xFF, 0xF3, 0xBF))  # Configured
+    assert shows((0xE9, 0xEC, 0xEF))  # Unsupported

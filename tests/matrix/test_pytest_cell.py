@@ -1,0 +1,74 @@
+"""The pytest plugin records cell markers and run facts in real pytest JUnit XML, which ingests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from matrix.junit import summarize_junit
+from tests.matrix._fixtures import commit_all
+from tests.matrix.conftest import Invoke, cell
+
+TESTS = """
+import pytest
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco")
+def test_bound_pass():
+    assert 1 + 1 == 2
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco")
+@pytest.mark.cell(algo="flashsac", task="g1_walk_flat", backend="mujoco")
+def test_bound_twice():
+    pass
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco")
+def test_bound_skip():
+    pytest.skip("not here")
+
+def test_unbound():
+    pass
+"""
+
+
+def run_lane(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "matrix.pytest_cell", "-p", "no:cacheprovider",
+         "-o", "markers=cell(algo, task, backend): cell", "--strict-markers", "--rootdir", str(repo),
+         "--junitxml", str(repo / "runs" / "junit.xml"), *extra, "lane_tests/test_lane.py"],
+        cwd=repo, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_plugin_records_cells_and_facts_and_the_xml_ingests(repo: Path, run_matrix: Invoke) -> None:
+    (repo / "lane_tests").mkdir()
+    (repo / "lane_tests" / "test_lane.py").write_text(TESTS)
+    head = commit_all(repo, "lane tests")
+    done = run_lane(repo, "--matrix-platform", "linux-cpu", "--matrix-lane", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    xml = repo / "runs" / "junit.xml"
+    summary = summarize_junit(xml.read_bytes(), str(xml))
+    assert summary["source"] == {
+        "commit": head,
+        "dirty": False,
+        "worktree_digest": summary["source"]["worktree_digest"],
+    }
+    assert (summary["platform"], summary["lane"], summary["gpu_available"]) == ("linux-cpu", "cpu", False)
+    cells = {(c["algo"], c["task"], c["backend"]): c for c in summary["cells"]}
+    assert set(cells) == {("sac", "g1_walk_flat", "mujoco"), ("flashsac", "g1_walk_flat", "mujoco")}
+    sac = cells[("sac", "g1_walk_flat", "mujoco")]
+    assert (sac["passed"], sac["skipped"], sac["failed"], sac["errors"]) == (2, 1, 0, 0)
+    assert summary["totals"]["tests"] == 4
+    result = run_matrix("ingest", str(xml))
+    assert result.exit_code == 0, result.output
+    assert run_matrix("generate").exit_code == 0
+    assert cell(repo, "sac", "g1_walk_flat", "mujoco", "linux-cpu")["grade"] == "Tested"
+
+
+def test_plugin_rejects_a_malformed_marker(repo: Path) -> None:
+    (repo / "lane_tests").mkdir()
+    (repo / "lane_tests" / "test_lane.py").write_text(
+        'import pytest\n\n@pytest.mark.cell("sac", "g1_walk_flat")\ndef test_x():\n    pass\n'
+    )
+    done = run_lane(repo)
+    assert done.returncode != 0 and "needs (algo, task, backend)" in done.stdout + done.stderr

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# GPU acceptance: one command on a Linux host with one NVIDIA GPU, CUDA-enabled torch and this repo.
+#
+#   scripts/gpu/acceptance.sh [OUT_DIR]
+#
+# Runs, each under `timeout` and inside one overall budget of ACCEPTANCE_BUDGET_S (default 480 s = 8 min):
+#   1. preflight   torch sees exactly one CUDA device, no HIP build, no profiler variables
+#   2. cuda-tests  the `cuda` pytest lane                                   -> cuda-tests.xml, cuda-tests.log
+#   3. probe-2048  probe --acceptance of mjwarp against mujoco at 2048 envs -> probe-2048.json
+#   4. probe-8192  probe --acceptance of mjwarp alone at 8192 envs          -> probe-8192.json (throughput target)
+#   5. train       a short flashsac/g1_motion_tracking/mjwarp run, 1024 envs -> train-run/
+#   6. soak        a short `soak run --sim mjwarp` at 1024 envs             -> soak.json, soak-run/
+# Every artifact and log goes under OUT_DIR (default reports/gpu-acceptance/<UTC timestamp>, which must not
+# exist yet). A summary table is printed and written to OUT_DIR/summary.txt; exit 0 only if every step passed.
+#
+# CPU dry run (checks the script itself on a host without a GPU): ACCEPTANCE_DRY_RUN=cpu swaps the GPU
+# variants for small CPU ones (mujoco, and mjwarp on Warp's CPU diagnostic device), adds a step proving
+# that `probe --acceptance` fails closed without a GPU, and relaxes the preflight. It is not evidence.
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$REPO" || exit 2
+DRY="${ACCEPTANCE_DRY_RUN:-}"
+if [[ -n "$DRY" && "$DRY" != "cpu" ]]; then
+  echo "acceptance: ACCEPTANCE_DRY_RUN must be unset or 'cpu', got '$DRY'" >&2
+  exit 2
+fi
+BUDGET_S="${ACCEPTANCE_BUDGET_S:-480}"
+if ! [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || (( BUDGET_S < 60 )); then
+  echo "acceptance: ACCEPTANCE_BUDGET_S must be an integer >= 60, got '$BUDGET_S'" >&2
+  exit 2
+fi
+OUT="${1:-$REPO/reports/gpu-acceptance/$(date -u +%Y%m%dT%H%M%SZ)}"
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+if [[ -e "$OUT" ]] && [[ -n "$(ls -A "$OUT" 2>/dev/null)" ]]; then
+  echo "acceptance: output folder $OUT exists and is not empty; choose a new one" >&2
+  exit 2
+fi
+mkdir -p "$OUT" || exit 2
+
+RUN=(uv run --frozen)
+START=$(date +%s)
+DEADLINE=$((START + BUDGET_S))
+STEPS=()
+declare -A STATUS SECONDS_TAKEN
+
+# step NAME TIMEOUT_S EXPECTED_RC -- CMD...   (output -> OUT/NAME.log; timeout clipped to the budget)
+step() {
+  local name="$1" limit="$2" expect="$3"
+  shift 4
+  local now left rc t0
+  now=$(date +%s)
+  left=$((DEADLINE - now))
+  STEPS+=("$name")
+  if (( left < 10 )); then
+    STATUS[$name]="skipped (budget spent)"
+    SECONDS_TAKEN[$name]=0
+    echo "== $name: skipped, overall budget spent"
+    return
+  fi
+  (( limit > left )) && limit=$left
+  echo "== $name (timeout ${limit}s): $*"
+  t0=$(date +%s)
+  timeout --kill-after=15 "$limit" "$@" >"$OUT/$name.log" 2>&1
+  rc=$?
+  SECONDS_TAKEN[$name]=$(( $(date +%s) - t0 ))
+  if (( rc == 124 || rc == 137 )); then
+    STATUS[$name]="TIMEOUT after ${limit}s"
+  elif (( rc == expect )); then
+    STATUS[$name]="pass"
+  else
+    STATUS[$name]="FAIL (exit $rc, expected $expect)"
+  fi
+  echo "   -> ${STATUS[$name]} in ${SECONDS_TAKEN[$name]}s (log: $OUT/$name.log)"
+}
+
+if [[ "$DRY" == "cpu" ]]; then
+  echo "acceptance: CPU DRY RUN into $OUT (not GPU evidence)"
+  step preflight 60 0 -- "${RUN[@]}" python -c "import torch, sys; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"
+  step cuda-tests 180 0 -- "${RUN[@]}" pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
+  step probe-acceptance-refused 120 2 -- "${RUN[@]}" probe --backends mujoco --num-envs 8 --warmup 1 --iters 2 \
+    --acceptance --output "$OUT/probe-refused.json"
+  step probe-2048 300 0 -- "${RUN[@]}" probe --backends mjwarp,mujoco --mjwarp-device cpu --num-envs 16 \
+    --warmup 2 --iters 5 --output "$OUT/probe-2048.json"
+  step probe-8192 120 0 -- "${RUN[@]}" probe --backends mujoco --num-envs 256 --warmup 5 --iters 20 \
+    --output "$OUT/probe-8192.json"
+  step train 180 0 -- "${RUN[@]}" train --algo flashsac --task g1_motion_tracking --sim mujoco \
+    algo.num_envs=16 algo.max_iterations=30 training.no_play=true log_dir="$OUT/train-run"
+  step soak 240 0 -- "${RUN[@]}" soak run --sim mujoco --num-envs 16 --iterations 60 --min-duration-seconds 5 \
+    --sample-interval-seconds 1 --startup-timeout-seconds 120 --stale-progress-seconds 60 \
+    --post-shutdown-grace-seconds 2 --live plain --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
+else
+  echo "acceptance: GPU run into $OUT (budget ${BUDGET_S}s)"
+  step preflight 60 0 -- "${RUN[@]}" python - <<'EOF'
+import os, sys
+import torch
+from harness.probe_stats import profiler_env_violations
+problems = []
+if torch.version.hip is not None:
+    problems.append(f"HIP build {torch.version.hip}: NVIDIA CUDA required")
+if not torch.cuda.is_available():
+    problems.append("torch.cuda.is_available() is False")
+elif torch.cuda.device_count() != 1:
+    problems.append(f"{torch.cuda.device_count()} CUDA devices visible; set CUDA_VISIBLE_DEVICES to one")
+hits = profiler_env_violations(os.environ)
+if hits:
+    problems.append(f"profiler variables set: {hits}")
+print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.device_count())
+if torch.cuda.is_available():
+    print(torch.cuda.get_device_name(0))
+for p in problems:
+    print("preflight:", p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+  if [[ "${STATUS[preflight]}" != "pass" ]]; then
+    cat "$OUT/preflight.log" >&2
+    echo "acceptance: preflight failed; nothing else run" >&2
+    exit 1
+  fi
+  # the cuda lane first: it also compiles and caches the Warp CUDA kernels (~/.cache/warp) for the rest
+  step cuda-tests 120 0 -- "${RUN[@]}" pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
+  step probe-2048 120 0 -- "${RUN[@]}" probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 \
+    --acceptance --output "$OUT/probe-2048.json"
+  step probe-8192 45 0 -- "${RUN[@]}" probe --backends mjwarp --num-envs 8192 --warmup 20 --iters 100 \
+    --acceptance --output "$OUT/probe-8192.json"
+  step train 70 0 -- "${RUN[@]}" train --algo flashsac --task g1_motion_tracking --sim mjwarp \
+    algo.num_envs=1024 algo.max_iterations=150 algo.save_interval=100 training.no_play=true \
+    log_dir="$OUT/train-run"
+  step soak 130 0 -- "${RUN[@]}" soak run --sim mjwarp --num-envs 1024 --iterations 400 \
+    --min-duration-seconds 30 --sample-interval-seconds 2 --startup-timeout-seconds 90 \
+    --stale-progress-seconds 45 --post-shutdown-grace-seconds 5 --live plain \
+    --extra-override algo.save_interval=200 --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
+fi
+
+# ---- summary ---------------------------------------------------------------------------------------
+FAILED=0
+{
+  echo "GPU acceptance summary ($([[ "$DRY" == "cpu" ]] && echo 'CPU DRY RUN, not evidence' || echo 'GPU'))"
+  echo "folder: $OUT"
+  echo "total: $(( $(date +%s) - START ))s of ${BUDGET_S}s budget"
+  printf '%-26s %-34s %6s\n' step status seconds
+  for name in "${STEPS[@]}"; do
+    printf '%-26s %-34s %6s\n' "$name" "${STATUS[$name]}" "${SECONDS_TAKEN[$name]}"
+    [[ "${STATUS[$name]}" == "pass" ]] || FAILED=1
+  done
+  "${RUN[@]}" python - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for name in ("probe-2048.json", "probe-8192.json"):
+    path = out / name
+    if not path.exists():
+        continue
+    art = json.loads(path.read_text())
+    acc = art["acceptance"]
+    print(f"{name}: acceptance requested={acc['requested']} passed={acc['passed']}")
+    for backend, r in art["backends"].items():
+        lim = r["physics_limit"]
+        print(
+            f"  {backend:7s} {r['device']:7s} envs={r['num_envs']:5d} "
+            f"throughput={r['throughput_env_control_steps_per_s']:,.0f} env steps/s  "
+            f"limit={lim['control_steps_per_s']:,.0f} ({lim['method']})  efficiency={r['efficiency']:.3f}  "
+            f"iteration p50={r['phases']['iteration_ms']['median_ms']:.3f} ms"
+        )
+soak = out / "soak.json"
+if soak.exists():
+    art = json.loads(soak.read_text())
+    print(f"soak.json: status={art.get('status')} failure_reason={art.get('failure_reason')}")
+summary = out / "train-run" / "run_summary.json"
+if summary.exists():
+    s = json.loads(summary.read_text())
+    print(f"train-run: status={s.get('status')} env_steps={s.get('total_env_steps')} duration_s={s.get('duration_s')}")
+EOF
+} | tee "$OUT/summary.txt"
+exit $FAILED

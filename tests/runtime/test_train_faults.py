@@ -1,0 +1,126 @@
+"""Fault tests on the real trainer (`python -m runtime.cli`, real MuJoCo env, real SAC learner):
+SIGKILL of the collector, SIGTERM of the trainer, and an injected learner exception. Each asserts the
+classification, the exit code, complete schema-valid artifacts, no surviving process and no /dev/shm
+residue."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from runtime.artifacts import RUN_CONFIG_SCHEMA, read_run_summary, validate
+from runtime.manager.shm import list_segments
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _start(log_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
+    cmd = [
+        sys.executable, "-m", "runtime.cli", "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
+        "algo.num_envs=16", "algo.max_iterations=100000", "algo.save_interval=100000", "training.no_play=true",
+        "training.physics_threads=1", f"log_dir={log_dir}", *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_for_iteration(
+    proc: subprocess.Popen[bytes], log_dir: Path, iteration: int, timeout_s: float = 240
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    progress = log_dir / "progress.jsonl"
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
+        if progress.exists():
+            lines = progress.read_text().splitlines()
+            if lines and json.loads(lines[-1])["iteration"] >= iteration:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"trainer did not reach iteration {iteration} in {timeout_s} s")
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    return psutil.Process(pid).children(recursive=True)
+
+
+def _finish(
+    proc: subprocess.Popen[bytes], family: list[psutil.Process], log_dir: Path, timeout_s: float
+) -> dict:
+    try:
+        proc.wait(timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.5)
+    survivors = [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert survivors == [], f"processes survived the trainer: {survivors}"
+    assert [n for n in list_segments() if n.startswith(f"soakbench_{proc.pid}_")] == []
+    validate(json.loads((log_dir / "run_config.json").read_text()), RUN_CONFIG_SCHEMA)
+    assert (log_dir / "progress.jsonl").exists() and list(log_dir.glob("events.out.tfevents.*"))
+    summary = read_run_summary(log_dir / "run_summary.json")  # complete and schema-valid
+    assert summary["runtime_manifest"]["shutdown"]["cleanup"]["errors"] == []
+    return summary
+
+
+def _collector(trainer_pid: int) -> psutil.Process:
+    procs = [p for p in _descendants(trainer_pid) if "resource_tracker" not in " ".join(p.cmdline())]
+    assert len(procs) == 1, [p.cmdline() for p in procs]
+    return procs[0]
+
+
+def test_sigkill_collector_is_collector_failure(tmp_path: Path) -> None:
+    log_dir = tmp_path / "run"
+    proc = _start(log_dir)
+    _wait_for_iteration(proc, log_dir, 3)
+    family = _descendants(proc.pid)
+    os.kill(_collector(proc.pid).pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    summary = _finish(proc, family, log_dir, 60)
+    assert time.monotonic() - killed_at < 15  # detected within a few seconds, cleanup included
+    assert proc.returncode == 1
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "failed"
+    assert summary["failure_classification"] == sd["classification"] == "collector_failure"
+    assert "SIGKILL" in summary["failure_reason"]
+    assert summary["runtime_manifest"]["collector"]["exitcode"] == -9
+
+
+def test_sigterm_trainer_is_external_cancellation(tmp_path: Path) -> None:
+    log_dir = tmp_path / "run"
+    proc = _start(log_dir)
+    _wait_for_iteration(proc, log_dir, 3)
+    family = _descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    sent_at = time.monotonic()
+    summary = _finish(proc, family, log_dir, 30)
+    assert time.monotonic() - sent_at < 10
+    assert proc.returncode == 128 + signal.SIGTERM
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "cancelled"
+    assert sd["classification"] == "external_cancellation" and sd["owner"] == "external"
+    ri = summary["runtime_manifest"]["replay_ingress"]
+    assert ri["early_returns"] == ri["dropped_batches"] == ri["closed_returns"] + ri["stop_returns"]
+
+
+def test_injected_learner_exception_is_learner_failure(tmp_path: Path) -> None:
+    log_dir = tmp_path / "run"
+    proc = _start(log_dir, "training.test_fault=learner_exception", "training.test_fault_iteration=6")
+    family: list[psutil.Process] = []
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        family = family or [p for p in _descendants(proc.pid)]
+        time.sleep(0.1)
+    summary = _finish(proc, family, log_dir, 30)
+    assert proc.returncode == 1
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert sd["classification"] == "learner_failure" and sd["owner"] == "learner"
+    assert summary["iterations"] == 6
+    assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped, not crashed

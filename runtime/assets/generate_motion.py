@@ -9,7 +9,8 @@ keyframe (a 1 s smooth ramp) and is clipped to 95 % of each joint range. The roo
 keyframe orientation; its position is solved per frame so that the feet do not slide and the lowest
 foot corner touches the floor. Tracked-body poses and velocities then come from MuJoCo forward
 kinematics (the model's ``<B>_pos/_quat/_linvel/_angvel`` sensors), so the clip is kinematically
-consistent with the model by construction.
+consistent with the model by construction. Every joint offset from the stand pose stays within
+1 rad, so it is reachable with ``task.action_scale: 1.0`` (ctrl = default + action_scale * action).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ FPS = 50.0
 DURATION_S = 12.0
 RAMP_S = 1.0
 LIMIT_FRACTION = 0.95
+MAX_OFFSET_RAD = 1.0  # reachable with task.action_scale 1.0
 TRACKED_BODIES: tuple[str, ...] = (
     "pelvis",
     "left_hip_roll_link",
@@ -62,13 +64,13 @@ def _offsets(t: np.ndarray) -> dict[str, np.ndarray]:
         out[f"{side}_hip_roll_joint"] = shift
         out[f"{side}_ankle_roll_joint"] = -shift
         lift = 0.5 * (1.0 - np.cos(two_pi * 0.25 * t + phase))  # 0..1, arms alternate every 2 s
-        out[f"{side}_shoulder_roll_joint"] = sign * 1.1 * lift
-        out[f"{side}_shoulder_pitch_joint"] = -0.5 * lift + 0.15 * np.sin(two_pi * 0.5 * t + phase)
+        out[f"{side}_shoulder_roll_joint"] = sign * 0.9 * lift
+        out[f"{side}_shoulder_pitch_joint"] = -0.45 * lift + 0.15 * np.sin(two_pi * 0.5 * t + phase)
         out[f"{side}_shoulder_yaw_joint"] = 0.3 * lift * np.sin(two_pi * 1.0 * t + phase)
-        out[f"{side}_elbow_joint"] = -0.6 * lift + 0.45 * lift * np.sin(two_pi * 2.0 * t + phase)
+        out[f"{side}_elbow_joint"] = -0.5 * lift + 0.35 * lift * np.sin(two_pi * 1.0 * t + phase)
         out[f"{side}_wrist_roll_joint"] = 0.5 * lift * wave
-        out[f"{side}_wrist_pitch_joint"] = 0.3 * np.sin(two_pi * 2.0 * t + phase)
-        out[f"{side}_wrist_yaw_joint"] = 0.2 * np.sin(two_pi * 1.0 * t + phase + 0.7)
+        out[f"{side}_wrist_pitch_joint"] = 0.3 * np.sin(two_pi * 1.0 * t + phase)
+        out[f"{side}_wrist_yaw_joint"] = 0.2 * np.sin(two_pi * 0.5 * t + phase + 0.7)
     out["waist_yaw_joint"] = 0.35 * np.sin(two_pi * 0.5 * t + 0.4)
     out["waist_roll_joint"] = -0.6 * shift
     out["waist_pitch_joint"] = 0.08 * bounce
@@ -104,6 +106,9 @@ def generate_arrays() -> dict[str, np.ndarray]:
         if name in offsets:
             joint_pos[:, col] += ramp * offsets[name]
     joint_pos = np.clip(joint_pos, mid - half, mid + half)
+    reach = float(np.abs(joint_pos - stand_qpos[qadr]).max())
+    if reach > MAX_OFFSET_RAD:
+        raise RuntimeError(f"clip needs a {reach:.3f} rad offset from the stand pose (> {MAX_OFFSET_RAD})")
 
     foot_geoms = [model.geom("left_foot").id, model.geom("right_foot").id]
     corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float)

@@ -1,0 +1,300 @@
+"""G1MotionTracking: track a reference clip, BeyondMimic-style (batched torch on the backend's device).
+
+The anchor is ``torso_link``. Reference body poses are re-expressed relative to the robot's anchor
+(its xy position and heading, the reference height), so tracking is judged on the pose, not on where
+the robot drifted to.
+
+Observation (O = 160): reference joint position [29] and velocity ×0.05 [29]; the reference anchor's
+position [3] and orientation (two rotation-matrix columns) [6] in the robot anchor frame; base linear
+[3] and angular ×0.25 [3] velocity in the base frame; joint position minus default [29]; joint
+velocity ×0.05 [29]; last action [29].
+
+Reward: :data:`REWARD_WEIGHTS` over :func:`reward_terms` (exp kernels on anchor and body errors, plus
+action-rate and joint-limit penalties). Termination: anchor height or tilt, or an end effector's
+height, deviating beyond :data:`TERMINATION` limits, or the base below ``task.min_base_height``.
+Truncation: the clip runs out or ``task.episode_length_s`` is reached. Reset: a uniformly random clip
+frame whose reference state (root pose/velocity, joints) is written into the selected rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from runtime.assets import load_motion
+from runtime.tasks._math import (
+    quat_angle_error,
+    quat_conjugate,
+    quat_mul,
+    quat_rotate,
+    quat_rotate_inverse,
+    quat_to_tan_norm,
+    yaw_quat,
+)
+from runtime.tasks._model import TaskModelError
+from runtime.tasks.base import TaskConfigError, TaskEnv, cfg_float
+
+if TYPE_CHECKING:
+    import mujoco
+
+    from runtime.backends.base import PublicState, SimBackend
+
+ANCHOR_BODY = "torso_link"
+ROOT_BODY = "pelvis"
+END_EFFECTORS = (
+    "left_ankle_roll_link",
+    "right_ankle_roll_link",
+    "left_wrist_yaw_link",
+    "right_wrist_yaw_link",
+)
+REWARD_WEIGHTS: dict[str, float] = {
+    "anchor_pos": 0.5,  # exp(-|p_ref - p|^2 / 0.3^2), anchor, world
+    "anchor_ori": 0.5,  # exp(-angle^2 / 0.4^2)
+    "body_pos": 1.0,  # exp(-mean_b |p_rel - p|^2 / 0.3^2)
+    "body_ori": 1.0,  # exp(-mean_b angle^2 / 0.4^2)
+    "body_lin_vel": 1.0,  # exp(-mean_b |v_ref - v|^2 / 1.0^2)
+    "body_ang_vel": 1.0,  # exp(-mean_b |w_ref - w|^2 / 3.14^2)
+    "action_rate": -0.1,  # |a_t - a_{t-1}|^2
+    "joint_limits": -10.0,  # rad beyond the soft (90 %) joint range, summed
+}
+TERMINATION = {"anchor_height_m": 0.25, "anchor_gravity_z": 0.8, "end_effector_height_m": 0.25}
+ANG_VEL_SCALE = 0.25
+JOINT_VEL_SCALE = 0.05
+
+
+def relative_reference(
+    ref_body_pos: torch.Tensor,
+    ref_body_quat: torch.Tensor,
+    ref_anchor_pos: torch.Tensor,
+    ref_anchor_quat: torch.Tensor,
+    robot_anchor_pos: torch.Tensor,
+    robot_anchor_quat: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference bodies moved onto the robot anchor's xy and heading (reference height kept).
+
+    ref_body_pos [N, B, 3], ref_body_quat [N, B, 4], anchors [N, 3] / [N, 4] -> ([N, B, 3], [N, B, 4])."""
+    delta = yaw_quat(quat_mul(robot_anchor_quat, quat_conjugate(ref_anchor_quat)))  # [N, 4]
+    origin = torch.cat([robot_anchor_pos[:, :2], ref_anchor_pos[:, 2:3]], dim=-1)
+    b = ref_body_pos.shape[1]
+    delta_b = delta.unsqueeze(1).expand(-1, b, -1)
+    pos = origin.unsqueeze(1) + quat_rotate(delta_b, ref_body_pos - ref_anchor_pos.unsqueeze(1))
+    return pos, quat_mul(delta_b, ref_body_quat)
+
+
+def reward_terms(
+    *,
+    ref_anchor_pos: torch.Tensor,
+    ref_anchor_quat: torch.Tensor,
+    anchor_pos: torch.Tensor,
+    anchor_quat: torch.Tensor,
+    ref_body_pos_rel: torch.Tensor,
+    ref_body_quat_rel: torch.Tensor,
+    ref_body_lin_vel: torch.Tensor,
+    ref_body_ang_vel: torch.Tensor,
+    body_pos: torch.Tensor,
+    body_quat: torch.Tensor,
+    body_lin_vel: torch.Tensor,
+    body_ang_vel: torch.Tensor,
+    action: torch.Tensor,
+    last_action: torch.Tensor,
+    joint_pos: torch.Tensor,
+    soft_lower: torch.Tensor,
+    soft_upper: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Unweighted reward terms, each [N] float32 (pure). Anchors [N, 3|4]; bodies [N, B, 3|4];
+    actions [N, A]; joint_pos [N, J]; soft limits [J]."""
+    beyond = (soft_lower - joint_pos).clamp(min=0.0) + (joint_pos - soft_upper).clamp(min=0.0)
+    return {
+        "anchor_pos": torch.exp(-(ref_anchor_pos - anchor_pos).square().sum(-1) / 0.3**2),
+        "anchor_ori": torch.exp(-quat_angle_error(ref_anchor_quat, anchor_quat).square() / 0.4**2),
+        "body_pos": torch.exp(-(ref_body_pos_rel - body_pos).square().sum(-1).mean(-1) / 0.3**2),
+        "body_ori": torch.exp(-quat_angle_error(ref_body_quat_rel, body_quat).square().mean(-1) / 0.4**2),
+        "body_lin_vel": torch.exp(-(ref_body_lin_vel - body_lin_vel).square().sum(-1).mean(-1) / 1.0**2),
+        "body_ang_vel": torch.exp(-(ref_body_ang_vel - body_ang_vel).square().sum(-1).mean(-1) / 3.14**2),
+        "action_rate": (action - last_action).square().sum(-1),
+        "joint_limits": beyond.sum(-1),
+    }
+
+
+def deviation_terminated(
+    *,
+    ref_anchor_pos: torch.Tensor,
+    ref_anchor_quat: torch.Tensor,
+    anchor_pos: torch.Tensor,
+    anchor_quat: torch.Tensor,
+    ref_end_effector_pos_rel: torch.Tensor,
+    end_effector_pos: torch.Tensor,
+) -> torch.Tensor:
+    """[N] bool: anchor height/tilt or any end-effector height beyond :data:`TERMINATION` (pure)."""
+    down = torch.tensor([0.0, 0.0, -1.0], device=anchor_pos.device).expand_as(anchor_pos)
+    g_ref = quat_rotate_inverse(ref_anchor_quat, down)[:, 2]
+    g_robot = quat_rotate_inverse(anchor_quat, down)[:, 2]
+    anchor_height = (ref_anchor_pos[:, 2] - anchor_pos[:, 2]).abs() > TERMINATION["anchor_height_m"]
+    anchor_tilt = (g_ref - g_robot).abs() > TERMINATION["anchor_gravity_z"]
+    ee = (ref_end_effector_pos_rel[..., 2] - end_effector_pos[..., 2]).abs() > TERMINATION[
+        "end_effector_height_m"
+    ]
+    return anchor_height | anchor_tilt | ee.any(-1)
+
+
+class G1MotionTracking(TaskEnv):
+    """Reference-motion tracking for the G1; see the module docstring."""
+
+    semantic_name = "G1MotionTracking"
+
+    def __init__(
+        self, task_cfg: Mapping[str, Any], model: mujoco.MjModel, backend: SimBackend, *, seed: int
+    ) -> None:
+        super().__init__(task_cfg, model, backend, seed=seed)
+        motion = task_cfg.get("motion")
+        if not isinstance(motion, str) or not motion:
+            raise TaskConfigError(
+                f"task.motion must name a clip under runtime/assets (e.g. motions/g1/...), got {motion!r}"
+            )
+        self.min_base_height = cfg_float(task_cfg, "min_base_height", low=0.0, high=2.0)
+        clip = load_motion(motion)
+        if clip.joint_names != self.info.joint_names:
+            raise TaskModelError(
+                f"task.motion={motion!r}: clip joints {clip.joint_names[:3]}... differ from the model's"
+            )
+        for name in (ROOT_BODY, ANCHOR_BODY, *END_EFFECTORS):
+            clip.body_index(name)
+        if clip.body_names[0] != ROOT_BODY:
+            raise TaskModelError(f"task.motion={motion!r}: body_names[0] must be the root {ROOT_BODY!r}")
+        self.info.require_sensors(
+            [f"{b}_{s}" for b in clip.body_names for s in ("pos", "quat", "linvel", "angvel")]
+        )
+        dev = self.device
+        self.clip_fps = clip.fps
+        self.num_frames = clip.num_frames
+        self.ref_joint_pos = torch.as_tensor(clip.joint_pos, device=dev)
+        self.ref_joint_vel = torch.as_tensor(clip.joint_vel, device=dev)
+        self.ref_body_pos = torch.as_tensor(clip.body_pos_w, device=dev)
+        self.ref_body_quat = torch.as_tensor(clip.body_quat_w, device=dev)
+        self.ref_body_lin_vel = torch.as_tensor(clip.body_lin_vel_w, device=dev)
+        self.ref_body_ang_vel = torch.as_tensor(clip.body_ang_vel_w, device=dev)
+        self.anchor = clip.body_index(ANCHOR_BODY)
+        self.end_effectors = torch.tensor([clip.body_index(b) for b in END_EFFECTORS], device=dev)
+        self.frames_per_step = self.info.control_dt * clip.fps
+
+        # One gather per step: sensordata columns of every tracked body as [pos 3|quat 4|linvel 3|angvel 3].
+        cols: list[int] = []
+        for body in clip.body_names:
+            for suffix in ("pos", "quat", "linvel", "angvel"):
+                start, stop = self.info.sensor_slices[f"{body}_{suffix}"]
+                cols.extend(range(start, stop))
+        self.body_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
+        self.num_bodies = len(clip.body_names)
+        self.start_frame = torch.zeros(self.num_envs, dtype=torch.int64, device=dev)
+        self.obs_dim = 2 * self.action_dim + 3 + 6 + 3 + 3 + 3 * self.action_dim
+        self.last_terms: dict[str, torch.Tensor] = {}
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _frame(self, rows: torch.Tensor | None) -> torch.Tensor:
+        """Clip frame index [N] or [k] for the current episode step (clamped to the last frame)."""
+        start = self.start_frame if rows is None else self.start_frame[rows]
+        step = self.episode_step if rows is None else self.episode_step[rows]
+        return (start + torch.round(step.float() * self.frames_per_step).long()).clamp(
+            max=self.num_frames - 1
+        )
+
+    def _bodies(
+        self, sensordata: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Robot tracked bodies from ``sensordata`` [n, S]: pos [n, B, 3], quat [n, B, 4], linear and
+        angular velocity [n, B, 3] (world frame)."""
+        packed = torch.index_select(sensordata, 1, self.body_cols).view(-1, self.num_bodies, 13)
+        return packed[..., 0:3], packed[..., 3:7], packed[..., 7:10], packed[..., 10:13]
+
+    # -- task hooks -------------------------------------------------------------------------------
+    def _sample_reset_state(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        k = rows.shape[0]
+        frame = torch.randint(0, self.num_frames - 1, (k,), generator=self.generator, device=self.device)
+        self.start_frame[rows] = frame
+        root_quat = self.ref_body_quat[frame, 0]
+        qpos = torch.cat([self.ref_body_pos[frame, 0], root_quat, self.ref_joint_pos[frame]], dim=-1)
+        # Free joint: linear velocity in world, angular velocity in the body frame.
+        qvel = torch.cat(
+            [
+                self.ref_body_lin_vel[frame, 0],
+                quat_rotate_inverse(root_quat, self.ref_body_ang_vel[frame, 0]),
+                self.ref_joint_vel[frame],
+            ],
+            dim=-1,
+        )
+        return qpos, qvel
+
+    def _observe(self, state: PublicState, rows: torch.Tensor | None) -> torch.Tensor:
+        if rows is None:
+            qpos, qvel, sensors, last_action = state.qpos, state.qvel, state.sensordata, self.last_action
+        else:
+            qpos, qvel, sensors = state.qpos[rows], state.qvel[rows], state.sensordata[rows]
+            last_action = self.last_action[rows]
+        frame = self._frame(rows)
+        body_pos, body_quat, _, _ = self._bodies(sensors)
+        anchor_pos, anchor_quat = body_pos[:, self.anchor], body_quat[:, self.anchor]
+        ref_anchor_pos = self.ref_body_pos[frame, self.anchor]
+        ref_anchor_quat = self.ref_body_quat[frame, self.anchor]
+        root_quat = qpos[:, 3:7]
+        return torch.cat(
+            [
+                self.ref_joint_pos[frame],
+                self.ref_joint_vel[frame] * JOINT_VEL_SCALE,
+                quat_rotate_inverse(anchor_quat, ref_anchor_pos - anchor_pos),
+                quat_to_tan_norm(quat_mul(quat_conjugate(anchor_quat), ref_anchor_quat)),
+                quat_rotate_inverse(root_quat, qvel[:, 0:3]),
+                qvel[:, 3:6] * ANG_VEL_SCALE,
+                qpos[:, 7:] - self.info.default_joint_pos,
+                qvel[:, 6:] * JOINT_VEL_SCALE,
+                last_action,
+            ],
+            dim=-1,
+        )
+
+    def _evaluate(
+        self, state: PublicState, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        frame = self._frame(None)
+        sensors = state.sensordata
+        body_pos, body_quat, body_lin_vel, body_ang_vel = self._bodies(sensors)
+        ref_pos, ref_quat = self.ref_body_pos[frame], self.ref_body_quat[frame]
+        anchor_pos, anchor_quat = body_pos[:, self.anchor], body_quat[:, self.anchor]
+        ref_anchor_pos, ref_anchor_quat = ref_pos[:, self.anchor], ref_quat[:, self.anchor]
+        ref_pos_rel, ref_quat_rel = relative_reference(
+            ref_pos, ref_quat, ref_anchor_pos, ref_anchor_quat, anchor_pos, anchor_quat
+        )
+        terms = reward_terms(
+            ref_anchor_pos=ref_anchor_pos,
+            ref_anchor_quat=ref_anchor_quat,
+            anchor_pos=anchor_pos,
+            anchor_quat=anchor_quat,
+            ref_body_pos_rel=ref_pos_rel,
+            ref_body_quat_rel=ref_quat_rel,
+            ref_body_lin_vel=self.ref_body_lin_vel[frame],
+            ref_body_ang_vel=self.ref_body_ang_vel[frame],
+            body_pos=body_pos,
+            body_quat=body_quat,
+            body_lin_vel=body_lin_vel,
+            body_ang_vel=body_ang_vel,
+            action=action,
+            last_action=self.last_action,
+            joint_pos=state.qpos[:, 7:],
+            soft_lower=self.info.soft_lower,
+            soft_upper=self.info.soft_upper,
+        )
+        self.last_terms = terms
+        reward = torch.zeros(self.num_envs, device=self.device)
+        for name, weight in REWARD_WEIGHTS.items():
+            reward += weight * terms[name]
+        terminated = deviation_terminated(
+            ref_anchor_pos=ref_anchor_pos,
+            ref_anchor_quat=ref_anchor_quat,
+            anchor_pos=anchor_pos,
+            anchor_quat=anchor_quat,
+            ref_end_effector_pos_rel=ref_pos_rel[:, self.end_effectors],
+            end_effector_pos=body_pos[:, self.end_effectors],
+        ) | (state.qpos[:, 2] < self.min_base_height)
+        time_up = frame >= self.num_frames - 1
+        return reward, terminated, time_up

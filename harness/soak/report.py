@@ -140,6 +140,8 @@ def resource_plot(
         from matplotlib.ticker import MaxNLocator
 
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if max(y) - min(y) < 4:  # a flat count: show whole numbers around it, not ±5 % of one value
+            ax.set_ylim(max(0.0, min(y) - 2), max(y) + 2)
     ax.set_xlabel("time since monitor start (s)", fontsize=8)
     ax.set_ylabel(label, fontsize=8)
     ax.tick_params(labelsize=8)
@@ -209,14 +211,13 @@ def human(value: Any, unit: str | None = None) -> str:
     return str(value)
 
 
-def value_text(value: Any) -> str:
-    """A criterion value as compact text for the table cell."""
+def value_text(value: Any, nested: bool = False) -> str:
+    """A criterion value as compact text for the table cell (nested containers bracketed)."""
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):
-        return ", ".join(
-            f"{k}={value_text(v) if isinstance(v, Mapping | list) else human(v)}" for k, v in value.items()
-        )
+        text = ", ".join(f"{k}={value_text(v, True)}" for k, v in value.items())
+        return f"({text})" if nested else text
     if isinstance(value, list):
         if not value:
             return "[]"
@@ -225,7 +226,8 @@ def value_text(value: Any) -> str:
                 " ".join(f"{k}={v}" for k, v in item.items() if k in ("pid", "name", "path"))
                 for item in value[:6]
             )
-        return json.dumps(value)
+        text = ", ".join(value_text(v, True) for v in value)
+        return f"[{text}]" if nested else text
     return human(value)
 
 

@@ -1,0 +1,133 @@
+"""Benchmark 9a/9b: what the training machinery costs, measured as ratios within one run.
+
+9a (default): bare env throughput (``make_env`` + uniform random actions, this process) against the
+collector's env throughput inside ``run_training`` with the *null learner* (ingests and releases every
+slot, no gradient steps), same host, same config, interleaved bare -> trainer -> bare. Target ratio
+>= 0.85.
+
+9b (``--learner sac|flashsac``): the full trainer with a real learner: env steps/s, learner updates/s and
+the share of the learner's loop time spent waiting on the replay ingress.
+
+    uv run --frozen python benchmarks/machinery_overhead.py --num-envs 64 --iterations 200
+    uv run --frozen python benchmarks/machinery_overhead.py --learner sac --num-envs 256 --iterations 100
+
+Throughput of a trainer run = total_env_steps / the learner loop time (attach -> last slot ingested),
+from its own run_summary.json.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+
+def bare_env_steps_per_s(cfg: Any, iterations: int, warmup: int = 5) -> float:
+    """Env steps/s of ``make_env(cfg)`` stepped with uniform random actions in [-1, 1]."""
+    import torch
+
+    from runtime.env import make_env
+
+    env = make_env(cfg)
+    try:
+        env.reset()
+        shape = (env.num_envs, env.action_dim)
+        for _ in range(warmup):
+            env.step(torch.rand(shape) * 2 - 1)
+        start = time.perf_counter()
+        for _ in range(iterations):
+            env.step(torch.rand(shape) * 2 - 1)
+        return env.num_envs * iterations / (time.perf_counter() - start)
+    finally:
+        env.close()
+
+
+def trainer_run(cfg: Any, null_learner: bool) -> dict[str, Any]:
+    """One ``run_training`` in a fresh temp log_dir; returns its (schema-validated) summary."""
+    from omegaconf import OmegaConf
+
+    from runtime.artifacts import read_run_summary
+    from runtime.config import with_resolved
+    from runtime.manager.null_learner import null_learner_factory
+    from runtime.manager.trainer import TrainerHooks, run_training
+
+    log_dir = Path(tempfile.mkdtemp(prefix="soakbench_bench_")) / "run"
+    data = OmegaConf.to_container(cfg)
+    assert isinstance(data, dict)
+    data["log_dir"] = str(log_dir)
+    run_cfg = with_resolved(OmegaConf.create(data))
+    hooks = TrainerHooks(learner_factory=null_learner_factory if null_learner else None)
+    code = run_training(run_cfg, hooks)
+    summary = read_run_summary(log_dir / "run_summary.json")
+    if code != 0:
+        raise SystemExit(f"trainer run failed ({code}): {summary['failure_reason']} (log_dir {log_dir})")
+    summary["_log_dir"] = str(log_dir)
+    return summary
+
+
+def main(
+    num_envs: Annotated[int, typer.Option(help="algo.num_envs")] = 64,
+    iterations: Annotated[int, typer.Option(help="vector steps per measurement")] = 200,
+    task: Annotated[str, typer.Option(help="task owner")] = "g1_walk_flat",
+    algo: Annotated[str, typer.Option(help="algo owner (actor shape; learner only with --learner)")] = "sac",
+    learner: Annotated[str, typer.Option(help="null (9a) | sac | flashsac (9b)")] = "null",
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Measure the machinery overhead (9a) or the full trainer (9b) on this host."""
+    from runtime.config import compose
+
+    if learner not in ("null", "sac", "flashsac"):
+        raise typer.BadParameter("--learner must be null, sac or flashsac")
+    if learner != "null":
+        algo = learner
+    cfg = compose(
+        algo,
+        task,
+        "mujoco",
+        [
+            f"algo.num_envs={num_envs}",
+            f"algo.max_iterations={iterations}",
+            f"algo.save_interval={iterations}",
+            "training.no_play=true",
+            "log_dir=/nonexistent/placeholder",
+        ],
+    )
+    result: dict[str, Any] = {"benchmark": "9a" if learner == "null" else "9b", "learner": learner}
+    result.update(algo=algo, task=task, num_envs=num_envs, iterations=iterations)
+    if learner == "null":
+        bare_1 = bare_env_steps_per_s(cfg, iterations)
+        summary = trainer_run(cfg, null_learner=True)
+        bare_2 = bare_env_steps_per_s(cfg, iterations)
+        bare = (bare_1 + bare_2) / 2
+        result.update(
+            bare_env_steps_per_s=[round(bare_1, 1), round(bare_2, 1)],
+            collector_env_steps_per_s=summary["env_steps_per_s"],
+            ratio=round(summary["env_steps_per_s"] / bare, 4),
+            target_ratio=0.85,
+        )
+    else:
+        summary = trainer_run(cfg, null_learner=False)
+        loop_s = summary["total_env_steps"] / max(summary["env_steps_per_s"], 1e-9)
+        wait_s = summary["runtime_manifest"]["replay_ingress"]["learner_wait_s"]
+        result.update(
+            env_steps_per_s=summary["env_steps_per_s"],
+            learner_updates_per_s=summary["learner_updates_per_s"],
+            learner_ingress_wait_share=round(wait_s / loop_s, 4),
+            collector_backpressure_wait_s=summary["runtime_manifest"]["replay_ingress"][
+                "backpressure_wait_s"
+            ],
+        )
+    result["log_dir"] = summary["_log_dir"]
+    if json_out:
+        print(json.dumps(result, sort_keys=True))
+        return
+    for key, value in result.items():
+        print(f"{key:32s} {value}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -209,10 +209,8 @@ class G1MotionTracking(TaskEnv):
         return packed[..., 0:3], packed[..., 3:7], packed[..., 7:10], packed[..., 10:13]
 
     # -- task hooks -------------------------------------------------------------------------------
-    def _sample_reset_state(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        k = rows.shape[0]
-        frame = torch.randint(0, self.num_frames - 1, (k,), generator=self.generator, device=self.device)
-        self.start_frame[rows] = frame
+    def reference_state(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Physics state of clip frames ``frame`` [k] (int64): ``qpos`` [k, nq], ``qvel`` [k, nv]."""
         root_quat = self.ref_body_quat[frame, 0]
         qpos = torch.cat([self.ref_body_pos[frame, 0], root_quat, self.ref_joint_pos[frame]], dim=-1)
         # Free joint: linear velocity in world, angular velocity in the body frame.
@@ -225,6 +223,14 @@ class G1MotionTracking(TaskEnv):
             dim=-1,
         )
         return qpos, qvel
+
+    def _sample_reset_state(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # Uniform start phase; the last frame is excluded so every episode has at least one step.
+        frame = torch.randint(
+            0, self.num_frames - 1, (rows.shape[0],), generator=self.generator, device=self.device
+        )
+        self.start_frame[rows] = frame
+        return self.reference_state(frame)
 
     def _observe(self, state: PublicState, rows: torch.Tensor | None) -> torch.Tensor:
         if rows is None:

@@ -1,0 +1,11 @@
+"""Seed-compatible wrapper: ``extract_offpolicy_metrics.py RUN_DIR --last 20 --json [--legacy-unversioned]``.
+
+Same behaviour and exit codes as the ``extract-metrics`` console script (harness/metrics.py).
+"""
+
+from __future__ import annotations
+
+from harness.metrics import main
+
+if __name__ == "__main__":
+    main()

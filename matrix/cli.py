@@ -41,7 +41,12 @@ def _repo(repo: Path | None) -> Path:
 
 
 def _state(repo: Path) -> MatrixState:
-    registry, configured = runtime_inputs()
+    try:
+        registry, configured = runtime_inputs()
+    except ImportError as exc:
+        raise MatrixInputError(
+            "runtime", "import", f"the runtime registries cannot be imported: {exc}"
+        ) from None
     return compute(repo, registry, configured)
 
 

@@ -298,6 +298,9 @@ def leak_verdicts(
         if startup_end_t is None:
             verdict: Verdict = "insufficient_data"
             trend["reason"] = "start-up never ended (no progress seen), so there are no post-start-up samples"
+        elif not samples:
+            verdict = "insufficient_data"
+            trend["reason"] = "no samples were taken"
         elif t_all.size == 0:
             verdict = "insufficient_data"
             trend["reason"] = f"all {nulls_all} values of totals.{key} are null"

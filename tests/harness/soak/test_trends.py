@@ -131,9 +131,14 @@ def test_too_few_samples_is_insufficient_data() -> None:
     assert "fewer than" in result["trends"]["fd_total"]["reason"]
 
 
-def test_startup_never_ended_is_insufficient_data() -> None:
+def test_startup_never_ended_or_no_samples_is_insufficient_data() -> None:
     result = leak_verdicts(make_samples(100, 5.0, {}), None)
     assert set(result["leak_verdicts"].values()) == {"insufficient_data"}
+    empty = leak_verdicts([], 0.0)
+    assert set(empty["leak_verdicts"].values()) == {"insufficient_data"}
+    assert empty["trends"]["rss"]["reason"] == "no samples were taken"
+    late = leak_verdicts(make_samples(10, 1.0, {}), 50.0)
+    assert late["trends"]["fd_total"]["reason"] == "no samples after start-up"
 
 
 def test_gpu_memory_leak_is_growing_when_nvml_reports() -> None:

@@ -16,6 +16,7 @@
 # CPU dry run (checks the script itself on a host without a GPU): ACCEPTANCE_DRY_RUN=cpu swaps the GPU
 # variants for small CPU ones (mujoco, and mjwarp on Warp's CPU diagnostic device), adds a step proving
 # that `probe --acceptance` fails closed without a GPU, and relaxes the preflight. It is not evidence.
+# Knobs: ACCEPTANCE_BUDGET_S (480), ACCEPTANCE_TRAIN_ITERS (100), ACCEPTANCE_SOAK_ITERS (300).
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -26,6 +27,14 @@ if [[ -n "$DRY" && "$DRY" != "cpu" ]]; then
   exit 2
 fi
 BUDGET_S="${ACCEPTANCE_BUDGET_S:-480}"
+TRAIN_ITERS="${ACCEPTANCE_TRAIN_ITERS:-100}"   # GPU train step iterations (1024 envs)
+SOAK_ITERS="${ACCEPTANCE_SOAK_ITERS:-300}"     # GPU soak step iterations (1024 envs)
+for knob in TRAIN_ITERS SOAK_ITERS; do
+  if ! [[ "${!knob}" =~ ^[1-9][0-9]*$ ]]; then
+    echo "acceptance: ACCEPTANCE_$knob must be a positive integer, got '${!knob}'" >&2
+    exit 2
+  fi
+done
 if ! [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || (( BUDGET_S < 60 )); then
   echo "acceptance: ACCEPTANCE_BUDGET_S must be an integer >= 60, got '$BUDGET_S'" >&2
   exit 2
@@ -38,7 +47,7 @@ if [[ -e "$OUT" ]] && [[ -n "$(ls -A "$OUT" 2>/dev/null)" ]]; then
 fi
 mkdir -p "$OUT" || exit 2
 
-RUN=(uv run --frozen)
+RUN=(uv run --frozen --extra mjwarp)  # mjwarp is an optional extra: make sure it is installed
 START=$(date +%s)
 DEADLINE=$((START + BUDGET_S))
 STEPS=()
@@ -124,10 +133,10 @@ EOF
   step probe-8192 45 0 -- "${RUN[@]}" probe --backends mjwarp --num-envs 8192 --warmup 20 --iters 100 \
     --acceptance --output "$OUT/probe-8192.json"
   step train 70 0 -- "${RUN[@]}" train --algo flashsac --task g1_motion_tracking --sim mjwarp \
-    algo.num_envs=1024 algo.max_iterations=150 algo.save_interval=100 training.no_play=true \
+    algo.num_envs=1024 algo.max_iterations="$TRAIN_ITERS" algo.save_interval=100 training.no_play=true \
     log_dir="$OUT/train-run"
-  step soak 130 0 -- "${RUN[@]}" soak run --sim mjwarp --num-envs 1024 --iterations 400 \
-    --min-duration-seconds 30 --sample-interval-seconds 2 --startup-timeout-seconds 90 \
+  step soak 130 0 -- "${RUN[@]}" soak run --sim mjwarp --num-envs 1024 --iterations "$SOAK_ITERS" \
+    --min-duration-seconds 10 --sample-interval-seconds 2 --startup-timeout-seconds 90 \
     --stale-progress-seconds 45 --post-shutdown-grace-seconds 5 --live plain \
     --extra-override algo.save_interval=200 --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
 fi

@@ -51,6 +51,35 @@ INT_RANGES: dict[str, tuple[int, int | None]] = {
     "training.test_fault_iteration": (0, None),
     "seed": (0, 2**31 - 1),
 }
+# Learner keys are validated only where the algorithm declares them.
+OPTIONAL_INT_RANGES: dict[str, tuple[int, int | None]] = {
+    "algo.batch_size": (1, None),
+    "algo.updates_per_iteration": (1, 1024),
+    "algo.replay_capacity": (1, None),
+    "algo.learning_starts": (0, None),
+    "algo.actor_update_period": (1, 1000),
+    "algo.actor_hidden_dim": (1, None),
+    "algo.actor_blocks": (1, 64),
+    "algo.critic_hidden_dim": (1, None),
+    "algo.critic_blocks": (1, 64),
+    "algo.expansion": (1, 64),
+    "algo.num_bins": (3, 10001),
+}
+# (exclusive low, inclusive high) for float settings.
+FLOAT_RANGES: dict[str, tuple[float, float | None]] = {
+    "algo.gamma": (0.0, 1.0),
+    "algo.tau": (0.0, 1.0),
+    "algo.actor_lr": (0.0, None),
+    "algo.critic_lr": (0.0, None),
+    "algo.alpha_lr": (0.0, None),
+    "algo.init_alpha": (0.0, None),
+    "algo.target_sigma": (0.0, None),
+    "algo.v_max": (0.0, None),
+    "algo.bn_momentum": (0.0, 1.0),
+    "task.episode_length_s": (0.0, None),
+    "task.action_scale": (0.0, None),
+    "task.min_base_height": (0.0, None),
+}
 CHOICES: dict[str, tuple[Any, ...]] = {
     "training.cuda_process_sharing": (None, "mps"),
     "training.learner_device": ("auto", "cpu", "cuda", "mps"),
@@ -238,13 +267,32 @@ def _get(data: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+def _has(data: dict[str, Any], dotted: str) -> bool:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def _validate_values(data: dict[str, Any]) -> None:
-    for key, (low, high) in INT_RANGES.items():
+    present = {**INT_RANGES, **{k: v for k, v in OPTIONAL_INT_RANGES.items() if _has(data, k)}}
+    for key, (low, high) in present.items():
         value = _get(data, key)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key} must be an integer, got {value!r}")
         if value < low or (high is not None and value > high):
             allowed = f"{low}..{high}" if high is not None else f">= {low}"
+            raise ConfigError(f"{key}={value} is out of range; allowed: {allowed}")
+    for key, (lo, hi) in FLOAT_RANGES.items():
+        if not _has(data, key):
+            continue
+        value = _get(data, key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        if value <= lo or (hi is not None and value > hi):
+            allowed = f"({lo}, {hi}]" if hi is not None else f"> {lo}"
             raise ConfigError(f"{key}={value} is out of range; allowed: {allowed}")
     for key, choices in CHOICES.items():
         value = _get(data, key)

@@ -220,3 +220,20 @@ def test_unconfigured_sharing_is_recorded_as_null(tmp_path: Path) -> None:
     )
     assert cfg.resolved.cuda_process_sharing.configured is None
     assert cfg.resolved.cuda_process_sharing.effective is None
+
+
+@pytest.mark.parametrize(
+    ("algo", "override", "message"),
+    [
+        ("sac", "algo.gamma=1.5", r"allowed: \(0.0, 1.0\]"),
+        ("sac", "algo.tau=0", r"allowed: \(0.0, 1.0\]"),
+        ("sac", "algo.actor_lr=-1", "allowed: > 0.0"),
+        ("sac", "algo.batch_size=0", "allowed: >= 1"),
+        ("flashsac", "algo.num_bins=2", r"allowed: 3\.\.10001"),
+        ("flashsac", "algo.actor_update_period=0", r"allowed: 1\.\.1000"),
+        ("flashsac", "task.action_scale=abc", "must be a number"),
+    ],
+)
+def test_learner_and_task_ranges(algo: str, override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        compose(algo, "g1_walk_flat", "mujoco", [override])

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from harness.soak.live import LiveMode, LiveView, make_view, summarize
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
 from harness.soak.sampler import LivenessState, ProgressTail, Sampler
-from harness.soak.shm import Attribution, attribute_orphans, snapshot_shm
+from harness.soak.shm import Attribution, attribute_orphans, held_by_processes, snapshot_shm
 
 Mode = Literal["run", "monitor"]
 MonitorFailure = Literal["timeout/startup", "timeout/stale_tick", "external_cancellation", "monitor_error"]
@@ -319,13 +319,18 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 supervisor.kill_all(min(settings.termination_grace_s, 2.0))
             result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
             shm_after = snapshot_shm()
+            tree_pids = [pid for pid, _ in tracker.known]
+            new_names = [
+                n for n, info in shm_after.items() if shm_before.get(n, {}).get("inode") != info["inode"]
+            ]
             result.orphaned_shm_segments = attribute_orphans(
                 shm_before,
                 shm_after,
                 sampler.shm_seen,
-                [pid for pid, _ in tracker.known],
+                tree_pids,
                 os.getuid(),
                 settings.shm_attribution,
+                held_elsewhere=held_by_processes(new_names, [*tree_pids, os.getpid()]),
             )
     except BaseException:
         if supervisor is not None and (supervisor.proc.returncode is None or supervisor.alive()):
@@ -356,6 +361,8 @@ def _loop(
             return  # no sample of a tree whose root already exited: that is shutdown, not steady state
         if now >= next_sample:
             sample = sampler.sample(wall=time.time(), now=now)
+            if not any(p["pid"] == proc.pid for p in sample["processes"]):
+                return  # the root exited while we sampled: a shutdown snapshot, not a run sample
             result.samples.append(sample)
             result.sample_ms.append(sample["sample_ms"])
             _append_jsonl(settings.samples_path, sample)

@@ -8,10 +8,13 @@ and inode in the pre-spawn snapshot means it predates the run) and at least one 
    (``/proc/<pid>/maps``) in some sample;
 2. ``name_prefix`` — its name starts with ``soakbench_<pid>`` for a PID of the run's tree (the trainer's
    naming contract);
-3. ``new_same_uid`` — (only with ``attribution="host"``, the default) it appeared during the run and is
-   owned by the monitor's uid. This catches a segment created and closed without an unlink between two
-   samples, which no sample could see open. Its limit: another process of the same user creating a segment
-   during the run and leaving it is also attributed (fail closed: a false failure, never a false pass).
+3. ``new_same_uid`` — (only with ``attribution="host"``, the default) it appeared during the run, is
+   owned by the monitor's uid, is **not held** (open or mapped) by any live process outside the run's tree
+   at the post-grace scan, and does not carry another process's trainer prefix (``soakbench_<pid>_`` for a
+   PID outside the tree). This catches a segment created and closed without an unlink between two samples,
+   which no sample could see open, while ignoring the live segments of a concurrent, unrelated run. Its
+   limit: a same-user process outside the tree that created a segment during the run and already exited
+   (or closed it) without unlinking is also attributed (fail closed: a false failure, never a false pass).
    ``attribution="evidence"`` drops this rule for shared hosts where that is known to happen.
 
 Pure: ``attribute_orphans`` takes snapshots and evidence and returns the list; ``snapshot_shm`` is the
@@ -60,12 +63,15 @@ def attribute_orphans(
     tree_pids: Iterable[int],
     uid: int,
     attribution: Attribution = "host",
+    held_elsewhere: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Orphaned segments of the run, sorted by name: ``[{name, path, size_bytes, uid, evidence: [...]}]``.
 
     ``before``/``after``: pre-spawn and post-grace snapshots; ``seen_open``: names any tree process had
-    open or mapped in any sample; ``tree_pids``: every PID ever seen in the tree; ``uid``: monitor's uid.
+    open or mapped in any sample; ``tree_pids``: every PID ever seen in the tree; ``uid``: monitor's uid;
+    ``held_elsewhere``: name -> PID of a live process outside the tree holding it at the post-grace scan.
     """
+    held = held_elsewhere or {}
     if attribution not in ("host", "evidence"):
         raise ValueError(f"attribution must be 'host' or 'evidence', got {attribution!r}")
     seen = set(seen_open)
@@ -81,7 +87,8 @@ def attribute_orphans(
             evidence.append("seen_open")
         if prefixes and name.startswith(prefixes):
             evidence.append("name_prefix")
-        if attribution == "host" and info["uid"] == uid:
+        foreign_prefix = name.startswith(TRAINER_SHM_PREFIX) and not evidence
+        if attribution == "host" and info["uid"] == uid and name not in held and not foreign_prefix:
             evidence.append("new_same_uid")
         if evidence:
             orphans.append(
@@ -94,3 +101,38 @@ def attribute_orphans(
                 }
             )
     return orphans
+
+
+def held_by_processes(
+    names: Iterable[str], exclude_pids: Iterable[int], proc_root: Path = Path("/proc")
+) -> dict[str, int]:
+    """Which of ``names`` some live process (outside ``exclude_pids``) has open or mapped now: name -> PID.
+
+    Processes whose fds/maps cannot be read (another user, vanished) are skipped.
+    """
+    from harness.soak.procs import shm_name, shm_names_from_maps
+
+    wanted = set(names)
+    excluded = set(exclude_pids)
+    found: dict[str, int] = {}
+    if not wanted:
+        return found
+    for entry in os.scandir(proc_root):
+        if not entry.name.isdigit() or int(entry.name) in excluded:
+            continue
+        pid = int(entry.name)
+        seen: set[str] = set()
+        try:
+            for fd in os.listdir(f"{entry.path}/fd"):
+                try:
+                    name = shm_name(os.readlink(f"{entry.path}/fd/{fd}"))
+                except OSError:
+                    continue
+                if name is not None:
+                    seen.add(name)
+            seen |= shm_names_from_maps(Path(entry.path, "maps").read_text())
+        except OSError:
+            continue
+        for name in seen & wanted:
+            found.setdefault(name, pid)
+    return found

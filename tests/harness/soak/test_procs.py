@@ -163,6 +163,17 @@ def test_shm_attribution_rules() -> None:
         "seen": ["seen_open"],
         "soakbench_42_ring_0": ["name_prefix"],
     }
+    # same uid: a concurrent run's live segment (held by a foreign PID) and another trainer's prefix are
+    # not ours; an unheld new segment is (it may have been created and closed between two samples)
+    same_uid = {k: {**v, "uid": 1000} for k, v in after.items()}
+    host_same = attribute_orphans(
+        before, same_uid, {"seen"}, [42], uid=1000, attribution="host", held_elsewhere={"foreign": 9}
+    )
+    assert {o["name"]: o["evidence"] for o in host_same} == {
+        "replaced": ["new_same_uid"],
+        "seen": ["seen_open", "new_same_uid"],
+        "soakbench_42_ring_0": ["name_prefix", "new_same_uid"],
+    }
     evidence = attribute_orphans(before, after, {"seen"}, [42], uid=0, attribution="evidence")
     assert [o["name"] for o in evidence] == ["seen", "soakbench_42_ring_0"]
     with pytest.raises(ValueError):

@@ -1,7 +1,12 @@
-"""Fault: a child process grows its RSS by STEP_MIB every TICK s for DURATION s."""
+"""Fault: a child process grows its RSS by STEP_MIB every TICK s for as long as its parent lives.
+
+The parent exits after DURATION s and the child follows within a tick (it watches its parent PID), so the
+samples end on the leak rather than on a teardown, and nothing is left behind.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -9,15 +14,15 @@ import time
 from _common import args, heartbeat_loop
 
 if len(sys.argv) > 1 and sys.argv[1] == "--child":
-    duration, tick_s, step_mib = (float(v) for v in sys.argv[2:5])
+    tick_s, step_mib = (float(v) for v in sys.argv[2:4])
     blob: list[bytearray] = []
-    end = time.monotonic() + duration
-    while time.monotonic() < end:
-        blob.append(bytearray(int(step_mib) << 20))
+    parent = os.getppid()
+    while os.getppid() == parent:
+        if len(blob) < 1000:
+            blob.append(bytearray(int(step_mib) << 20))
         time.sleep(tick_s)
-    raise SystemExit(0)
 
 log_dir, (duration, tick_s, step_mib) = args((4.0, 0.1, 8.0))
-child = subprocess.Popen([sys.executable, __file__, "--child", str(duration), str(tick_s), str(step_mib)])
+child = subprocess.Popen([sys.executable, __file__, "--child", str(tick_s), str(step_mib)])
 heartbeat_loop(log_dir, duration, 0.05)
-raise SystemExit(child.wait())
+os._exit(0)  # leave the child to notice; waiting for it would put its teardown into the samples

@@ -49,6 +49,7 @@ INT_RANGES: dict[str, tuple[int, int | None]] = {
     "training.collector_metrics_interval": (1, 10000),
     "training.playback_steps": (1, 100000),
     "training.test_fault_iteration": (0, None),
+    "task.decimation": (1, 100),
     "seed": (0, 2**31 - 1),
 }
 # Learner keys are validated only where the algorithm declares them.

@@ -6,6 +6,9 @@ import functools
 
 import pytest
 
+# Records @pytest.mark.cell bindings and run facts in JUnit XML (inactive without --junitxml).
+pytest_plugins = ["matrix.pytest_cell"]
+
 
 @functools.cache
 def _cuda_available() -> bool:

@@ -152,3 +152,41 @@ def test_cross_process_producer_consumer_and_no_residue() -> None:
     assert stats["published_sequence"] == stats["release_sequence"] == n
     assert 1 <= stats["high_water_occupancy"] <= 2
     assert set(list_segments()) == before
+
+
+def _cuda_producer(spec: IngressSpec, to_l: WakeSignal, to_c: WakeSignal, n: int) -> None:
+    ing = ReplayIngress.attach(spec, to_l, to_c)
+    try:
+        for i in range(n):
+            rows = tuple(t.cuda() for t in _rows(float(i)))
+            if not ing.put(*rows, poll_s=0.05):
+                break
+    finally:
+        ing.close()
+
+
+@pytest.mark.cuda
+def test_cuda_ipc_ingress_stays_on_device() -> None:
+    to_l, to_c = WakeSignal(), WakeSignal()
+    ing = ReplayIngress.create(IngressLayout(depth=2, slot_rows=R, obs_dim=OD, action_dim=AD), "cuda", to_l, to_c)
+    assert ing.data.segment is None and ing.data.tensor.is_cuda  # CUDA IPC, no host segment
+    n = 20
+    proc = mp.get_context("spawn").Process(target=_cuda_producer, args=(ing.spec, to_l, to_c, n))
+    proc.start()
+    seen = []
+    deadline = time.monotonic() + 120
+    while len(seen) < n and time.monotonic() < deadline:
+        batch = ing.peek(0.5)
+        if batch is None:
+            continue
+        assert batch.obs.is_cuda
+        seen.append(float(batch.obs[0, 0]))
+        ing.release()
+    proc.join(60)
+    stats = ing.stats()
+    ing.close()
+    to_l.close()
+    to_c.close()
+    assert proc.exitcode == 0
+    assert seen == [float(i) for i in range(n)]
+    assert stats["published_sequence"] == stats["release_sequence"] == n

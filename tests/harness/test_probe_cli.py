@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from harness.probe import (
     validate_settings,
 )
 from harness.probe_stats import PROBE_PHASES
+from runtime.config import PlatformFacts
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = "g1_motion_tracking"
@@ -143,8 +143,8 @@ NO_GPU = {
 }
 
 
-def _facts(cuda: bool) -> SimpleNamespace:
-    return SimpleNamespace(
+def _facts(cuda: bool) -> PlatformFacts:
+    return PlatformFacts(
         system="Linux", cuda_available=cuda, cuda_device_count=int(cuda), hip_build=False, mps_available=False
     )
 

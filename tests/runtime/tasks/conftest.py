@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+import torch
 
 from runtime.config import compose
 from runtime.env import make_env
@@ -15,8 +16,13 @@ EnvFactory = Callable[..., TaskEnv]
 
 @pytest.fixture
 def env_factory() -> Iterator[EnvFactory]:
-    """``env_factory(task, num_envs, *overrides, seed=0)``; every env is closed at teardown."""
+    """``env_factory(task, num_envs, *overrides, seed=0)``; every env is closed at teardown.
+
+    Torch runs single-threaded here: the physics threads own the cores, and intra-op worker threads
+    competing with them make the small per-step tensor ops orders of magnitude slower."""
     made: list[TaskEnv] = []
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
 
     def build(task: str, num_envs: int, *overrides: str, seed: int = 0) -> TaskEnv:
         cfg = compose(
@@ -26,6 +32,9 @@ def env_factory() -> Iterator[EnvFactory]:
         made.append(env)
         return env
 
-    yield build
-    for env in made:
-        env.close()
+    try:
+        yield build
+    finally:
+        for env in made:
+            env.close()
+        torch.set_num_threads(torch_threads)

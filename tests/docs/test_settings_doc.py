@@ -6,8 +6,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from runtime.config import ALGOS, compose
 from runtime.backends import BACKENDS
+from runtime.config import ALGOS, compose
 from runtime.tasks import TASKS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
@@ -30,7 +30,9 @@ def test_every_composed_setting_is_documented() -> None:
         for task in TASKS:
             for sim in BACKENDS:
                 keys |= _flat(OmegaConf.to_container(compose(algo, task, sim)))
-    missing = sorted(k for k in keys if not k.startswith(("owner.", "resolved.")) and f"| `{k}` |" not in text)
+    missing = sorted(
+        k for k in keys if not k.startswith(("owner.", "resolved.")) and f"| `{k}` |" not in text
+    )
     assert not missing, f"docs/settings.md lacks rows for: {missing}"
     documented = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `")}
     stale = sorted(documented - keys)

@@ -226,3 +226,63 @@ def test_cli_mjwarp_without_flag_on_cpu_host_exits_2(tmp_path: Path) -> None:
     done = _probe("--backends", "mjwarp", "--num-envs", "4", "--output", str(out))
     assert done.returncode == 2 and "--mjwarp-device cpu" in done.stderr
     assert not out.exists()
+
+
+def _load_fake_nvml() -> Any:
+    import importlib.util
+
+    name = "soakbench_tests_fake_nvml"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_nvml.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def test_acceptance_stops_on_a_busy_gpu_and_records_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.probe as probe_module
+
+    fake = _load_fake_nvml()
+    nvml = fake.FakeNvml(
+        [fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37, compute=[(4242, 1 << 30)])]
+    )
+    started: list[str] = []
+
+    def record(settings: Any, backend: str, workdir: Path) -> dict[str, Any]:
+        started.append(backend)
+        return {}
+
+    monkeypatch.setattr(probe_module, "run_worker_process", record)
+    settings = _settings(tmp_path, acceptance=True)
+    artifact, code = probe_module.run_probe(settings, ["probe"], nvml=nvml)
+    assert code == 1 and started == []  # nothing measured on a busy GPU
+    acc = artifact["acceptance"]
+    assert acc["passed"] is False and acc["checks"][0]["when"] == "before"
+    assert acc["checks"][0]["devices"][0]["compute_pids"] == [4242]
+    validate_artifact(artifact)
+
+
+def test_acceptance_checks_after_each_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mujoco_artifact: dict[str, Any]
+) -> None:
+    import harness.probe as probe_module
+
+    fake = _load_fake_nvml()
+    device = fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37)
+    nvml = fake.FakeNvml([device])
+
+    def leaves_a_process(settings: Any, backend: str, workdir: Path) -> dict[str, Any]:
+        device.compute.append((777, 1 << 20))  # something still holds the GPU after the worker exits
+        return json.loads(json.dumps(mujoco_artifact["backends"]["mujoco"]))
+
+    monkeypatch.setattr(probe_module, "run_worker_process", leaves_a_process)
+    artifact, code = probe_module.run_probe(_settings(tmp_path, acceptance=True), ["probe"], nvml=nvml)
+    assert code == 1
+    checks = artifact["acceptance"]["checks"]
+    assert [(c["when"], c["idle"]) for c in checks] == [("before", True), ("after", False)]
+    assert "777" in checks[1]["reasons"][0]
+    validate_artifact(artifact)

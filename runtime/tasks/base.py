@@ -34,7 +34,8 @@ class TaskConfigError(ValueError):
 class StepOutput:
     """Result of one control step of all N envs (O = obs_dim, k = episodes finished this step).
 
-    obs:             [N, O] float32, next policy input (rows that finished are already reset)
+    obs:             [N, O] float32, next policy input (rows that finished are already reset); it is
+                     the same tensor as ``next_obs`` when no row reset this step, so do not write to it
     next_obs:        [N, O] float32, observation reached by this step before any reset (bootstrap)
     reward:          [N] float32
     terminated:      [N] bool, the episode ended in a failure state (no bootstrapping)
@@ -94,7 +95,9 @@ class TaskEnv(ABC):
         self.backend = backend
         self.num_envs = backend.num_envs
         self.device = backend.device
-        decimation = int(cfg_float(task_cfg, "decimation", low=1, high=1000))
+        decimation = task_cfg.get("decimation")
+        if isinstance(decimation, bool) or not isinstance(decimation, int) or decimation < 1:
+            raise TaskConfigError(f"task.decimation must be an integer >= 1, got {decimation!r}")
         if decimation != backend.decimation:
             raise TaskConfigError(f"task.decimation={decimation} but the backend steps {backend.decimation}")
         self.info: ModelInfo = model_info(model, decimation, self.device)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from runtime.assets import load_model
 from runtime.tasks._math import quat_from_yaw
+from runtime.tasks.base import TaskConfigError
 from runtime.tasks.g1_walk_flat import G1WalkFlat, fallen, reward_terms
 from runtime.timing import PHASES, PhaseTimer
 
@@ -140,3 +142,31 @@ def test_random_policy_1000_steps_64_envs_is_finite(env_factory: EnvFactory) -> 
         assert torch.isfinite(out.reward).all()
         finished += out.episode_lengths.numel()
     assert finished > 0 and obs.shape == (64, 96)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("decimation", 2, "but the backend steps 4"),
+        ("decimation", 4.5, "must be an integer"),
+        ("action_scale", -1.0, r"task\.action_scale must lie in"),
+        ("command_lin_vel_x", [1.0, -1.0], "low <= high"),
+        ("min_base_height", "low", r"task\.min_base_height must be a number"),
+    ],
+)
+def test_bad_task_settings_fail_closed(
+    env_factory: EnvFactory, key: str, value: object, message: str
+) -> None:
+    env = env_factory("g1_walk_flat", 1)
+    settings = {
+        "decimation": 4,
+        "action_scale": 0.25,
+        "episode_length_s": 20.0,
+        "min_base_height": 0.45,
+        "command_lin_vel_x": [-0.5, 1.0],
+        "command_lin_vel_y": [-0.3, 0.3],
+        "command_ang_vel_z": [-0.5, 0.5],
+    }
+    settings[key] = value
+    with pytest.raises(TaskConfigError, match=message):
+        G1WalkFlat(settings, load_model("robots/g1/scene_flat.xml"), env.backend, seed=0)

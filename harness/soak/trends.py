@@ -14,9 +14,12 @@ class                  totals field                unit
 ``fd_total``           ``fd_total``                count
 =====================  ==========================  ======
 
-Window: post-start-up samples are those with ``t >= startup_end_t``; the verdict looks only at the *later
-two thirds* of that span in time (``t >= startup_end_t + (t_last - startup_end_t) / 3``), so warm-up that
-outlives the start-up signal (a replay buffer being filled, caches, allocator pools) does not count. Null
+Window: post-start-up samples are those with ``t >= startup_end_t``. They end before the first sample whose
+progress record says the trainer is finishing (``phase: finalize`` or ``final: true``), and the last 5 %
+of them (at least 3) are dropped as teardown: a stopping tree closes fds and loses processes before any
+progress record says so, and that drop would hide a leak. The verdict looks only at the *later two thirds*
+of what remains in time (``t >= startup_end_t + (t_end - startup_end_t) / 3``), so warm-up that outlives
+the start-up signal (a replay buffer being filled, caches, allocator pools) does not count. Null
 values (GPU memory without NVML) are dropped; fewer than ``min_samples`` values in the window, or an
 all-null series, gives ``insufficient_data``. Windows with more than ``max_points`` values are reduced to
 ``max_points`` consecutive-block medians (time = block median) so the O(n²) statistics stay cheap.
@@ -93,6 +96,8 @@ class TrendConfig:
     alpha: float = 0.01
     min_relative_growth: float = 0.05
     persistence_fraction: float = 0.25
+    tail_fraction: float = 0.05  # share of post-start-up samples dropped at the end as teardown
+    tail_min_samples: int = 3
     min_absolute_growth: Mapping[str, float] = field(default_factory=_default_min_growth)
 
 
@@ -256,6 +261,43 @@ def classify_series(
     return ("growing" if trend and large and persistent else "bounded"), details
 
 
+def analysis_span(
+    samples: Sequence[Mapping[str, Any]], startup_end_t: float, config: TrendConfig = DEFAULT_CONFIG
+) -> dict[str, Any] | None:
+    """The trend window shared by every class, or None when no post-start-up sample remains.
+
+    Post-start-up samples (``t >= startup_end_t``) are cut before the first one whose ``progress`` says
+    the trainer is finishing (``phase == "finalize"`` or ``final`` true); then the last
+    ``max(tail_min_samples, ceil(tail_fraction * n))`` samples are dropped as teardown (the tree closes
+    fds and loses processes before any progress record says so). The window is the later
+    ``window_fraction`` of what remains.
+
+    Returns:
+        ``{t_start, t_end, finalize_cut_t, tail_excluded}`` in seconds since monitor start.
+    """
+    post = [s for s in samples if float(s["t"]) >= startup_end_t]
+    finalize_cut_t = None
+    for index, sample in enumerate(post):
+        progress = sample.get("progress")
+        if isinstance(progress, Mapping) and (
+            progress.get("phase") == "finalize" or progress.get("final") is True
+        ):
+            finalize_cut_t = float(sample["t"])
+            post = post[:index]
+            break
+    tail = max(config.tail_min_samples, math.ceil(config.tail_fraction * len(post)))
+    kept = post[: max(0, len(post) - tail)]
+    if not kept:
+        return None
+    t_end = float(kept[-1]["t"])
+    return {
+        "t_start": startup_end_t + (1.0 - config.window_fraction) * (t_end - startup_end_t),
+        "t_end": t_end,
+        "finalize_cut_t": finalize_cut_t,
+        "tail_excluded": min(tail, len(post)),
+    }
+
+
 def leak_verdicts(
     samples: Sequence[Mapping[str, Any]],
     startup_end_t: float | None,
@@ -264,16 +306,22 @@ def leak_verdicts(
     """Leak verdict and trend record for every resource class.
 
     Args:
-        samples: monitor samples in time order; each needs ``t`` (s since monitor start) and ``totals``.
+        samples: monitor samples in time order; each needs ``t`` (s since monitor start) and ``totals``;
+            ``progress`` (the trainer's last progress record or null) marks the finalize phase.
         startup_end_t: the ``t`` at which start-up ended (first progress); None when it never ended, which
             makes every verdict ``insufficient_data``.
         config: thresholds.
 
     Returns:
         ``{"leak_verdicts": {class: verdict}, "trends": {class: {method, unit, verdict, reason, window
-        {t_start, t_end, n, nulls_dropped, startup_end_t, rule}, slope_per_s, slope_per_hour, ...,
-        thresholds}}}``. Raises ValueError naming the sample index on a malformed sample.
+        {rule, startup_end_t, t_start, t_end, finalize_cut_t, tail_excluded, n, nulls_dropped},
+        slope_per_s, slope_per_hour, ..., thresholds}}}``. Raises ValueError naming the sample index on a
+        malformed sample.
     """
+    span = None
+    if startup_end_t is not None and samples:
+        span = analysis_span(samples, startup_end_t, config)
+    sample_t = np.asarray([float(s["t"]) for s in samples])
     verdicts: dict[str, str] = {}
     trends: dict[str, Any] = {}
     for cls, (key, unit) in RESOURCE_CLASSES.items():
@@ -283,51 +331,49 @@ def leak_verdicts(
             "min_relative_growth": config.min_relative_growth,
             "persistence_fraction": config.persistence_fraction,
             "min_samples": config.min_samples,
+            "tail_fraction": config.tail_fraction,
+            "tail_min_samples": config.tail_min_samples,
         }
         trend: dict[str, Any] = {"method": METHOD, "unit": unit, "thresholds": thresholds}
         t_all, x_all, nulls_all = _series(samples, key)
         window: dict[str, Any] = {
-            "rule": f"later {config.window_fraction:.3g} of the post-start-up span",
+            "rule": (
+                f"later {config.window_fraction:.3g} of the post-start-up span, ended before the finalize "
+                "phase and the teardown tail"
+            ),
             "startup_end_t": startup_end_t,
             "t_start": None,
             "t_end": None,
+            "finalize_cut_t": None,
+            "tail_excluded": 0,
             "n": 0,
             "nulls_dropped": 0,
         }
         trend["window"] = window
+        verdict: Verdict = "insufficient_data"
         if startup_end_t is None:
-            verdict: Verdict = "insufficient_data"
             trend["reason"] = "start-up never ended (no progress seen), so there are no post-start-up samples"
         elif not samples:
-            verdict = "insufficient_data"
             trend["reason"] = "no samples were taken"
         elif t_all.size == 0:
-            verdict = "insufficient_data"
             trend["reason"] = f"all {nulls_all} values of totals.{key} are null"
+        elif span is None:
+            trend["reason"] = (
+                "no samples after start-up once the finalize phase and teardown tail are excluded"
+            )
         else:
-            sample_t = np.asarray([float(s["t"]) for s in samples])
-            post_t = sample_t[sample_t >= startup_end_t]
-            if post_t.size == 0:
-                verdict = "insufficient_data"
-                trend["reason"] = "no samples after start-up"
-            else:
-                t_start = startup_end_t + (1.0 - config.window_fraction) * (float(post_t[-1]) - startup_end_t)
-                in_window = t_all >= t_start
-                window.update(
-                    {
-                        "t_start": t_start,
-                        "t_end": float(post_t[-1]),
-                        "n": int(in_window.sum()),
-                        "nulls_dropped": int((post_t >= t_start).sum()) - int(in_window.sum()),
-                    }
-                )
-                verdict, details = classify_series(
-                    t_all[in_window],
-                    x_all[in_window],
-                    min_absolute_growth=float(config.min_absolute_growth[cls]),
-                    config=config,
-                )
-                trend.update(details)
+            t_start, t_end = span["t_start"], span["t_end"]
+            in_window = (t_all >= t_start) & (t_all <= t_end)
+            window.update(span)
+            window["n"] = int(in_window.sum())
+            window["nulls_dropped"] = int(((sample_t >= t_start) & (sample_t <= t_end)).sum()) - window["n"]
+            verdict, details = classify_series(
+                t_all[in_window],
+                x_all[in_window],
+                min_absolute_growth=float(config.min_absolute_growth[cls]),
+                config=config,
+            )
+            trend.update(details)
         trend["verdict"] = verdict
         verdicts[cls] = verdict
         trends[cls] = trend

@@ -98,6 +98,7 @@ class MjwarpBackend(SimBackend):
             raise TypeError(f"model must be a compiled mujoco.MjModel, got {type(model).__name__}")
         self._wp, self._mjw = import_warp()
         wp, mjw = self._wp, self._mjw
+        self.model = model
         self.warp_device = warp_device_name(device)
         self.device = torch.device(self.warp_device)
         self.layout = StateLayout.of(model)
@@ -108,6 +109,8 @@ class MjwarpBackend(SimBackend):
             self._m = mjw.put_model(model)
             self._d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
             self._stream = wp.get_stream() if self.device.type == "cuda" else None
+        # torch's handle on Warp's stream, so torch and Warp work can be ordered without host syncs
+        self._torch_side = wp.stream_to_torch(self._stream) if self._stream is not None else None
         d = self._d
         # zero-copy torch views of the Warp state (float32, [N, width])
         self._ctrl = wp.to_torch(d.ctrl)
@@ -142,11 +145,11 @@ class MjwarpBackend(SimBackend):
     def _run(self, fn: Any) -> None:
         """Run Warp work on this backend's device and stream, ordered after torch's current stream."""
         wp = self._wp
-        if self._stream is None:
+        if self._stream is None or self._torch_side is None:
             with wp.ScopedDevice(self.warp_device):
                 fn()
             return
-        torch_side = wp.stream_to_torch(self._stream)
+        torch_side = self._torch_side
         current = torch.cuda.current_stream(self.device)
         torch_side.wait_stream(current)  # torch writes (ctrl, reset rows) happen-before the physics
         with wp.ScopedDevice(self.warp_device), wp.ScopedStream(self._stream):

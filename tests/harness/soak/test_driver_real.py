@@ -1,0 +1,105 @@
+"""`soak run` on the real CPU trainer (slow): a short clean soak passes every pass-table row; SIGKILL of the
+collector gives collector_failure with nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.soak._soakrun import REPO, SoakOutcome, alive, assert_nothing_left
+
+pytestmark = [pytest.mark.slow, pytest.mark.soak]
+
+
+def _soak_run_argv(tmp: Path, iterations: int, min_duration: float) -> tuple[list[str], Path]:
+    output = tmp / "soak.json"
+    argv = [
+        sys.executable, "-m", "harness.soak.cli", "run",
+        "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
+        "--num-envs", "16", "--iterations", str(iterations),
+        "--min-duration-seconds", str(min_duration), "--sample-interval-seconds", "1",
+        "--startup-timeout-seconds", "240", "--stale-progress-seconds", "120",
+        "--post-shutdown-grace-seconds", "2", "--termination-grace-seconds", "20",
+        "--shm-attribution", "evidence", "--live", "plain",
+        "--extra-override", "training.heartbeat_seconds=1",
+        "--log-dir", str(tmp / "run"), "--output", str(output),
+    ]  # fmt: skip
+    return argv, output
+
+
+def test_clean_cpu_soak_passes(tmp_path: Path) -> None:
+    argv, output = _soak_run_argv(tmp_path, iterations=120, min_duration=5)
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    outcome = SoakOutcome(done.returncode, done.stdout, done.stderr, output)
+    art = outcome.artifact
+    assert done.returncode == 0, (art["failure_reason"], done.stderr[-3000:])
+    assert art["mode"] == "run" and art["status"] == "passed" and art["run_status"] == "completed"
+    assert {c["result"] for c in art["criteria"]} <= {"pass", "not_applicable"}
+    assert all(c["result"] == "pass" for c in art["criteria"] if c["name"] != "leak_verdicts")
+    assert "growing" not in art["resource_summary"]["leak_verdicts"].values()
+    assert art["replay"]["release_sequence"] == art["replay"]["published_sequence"]
+    assert art["shutdown"]["classification"] == "normal_completion"
+    assert output.with_suffix(".html").exists()
+    assert_nothing_left(outcome)
+
+
+def _collector(samples: Path, root_pid: int) -> dict[str, Any] | None:
+    """The trainer's child process from the latest sample, once progress has started."""
+    if not samples.exists():
+        return None
+    lines = samples.read_text().splitlines()
+    if not lines:
+        return None
+    try:
+        last = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return None
+    if not last.get("progress"):
+        return None
+    # the spawn context also starts multiprocessing's resource tracker: the collector is the other child
+    kids = [
+        p
+        for p in last["processes"]
+        if p["ppid"] == root_pid and not any("resource_tracker" in a for a in p["cmdline"])
+    ]
+    return max(kids, key=lambda p: p["rss_bytes"]) if kids else None
+
+
+def test_sigkill_of_the_collector_is_collector_failure_and_leaves_nothing(tmp_path: Path) -> None:
+    argv, output = _soak_run_argv(tmp_path, iterations=100000, min_duration=0)
+    monitor = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    samples = output.with_name(output.stem + ".samples.jsonl")
+    collector = None
+    deadline = time.monotonic() + 300
+    try:
+        while collector is None and time.monotonic() < deadline and monitor.poll() is None:
+            time.sleep(0.5)
+            first = json.loads(samples.read_text().splitlines()[0]) if samples.exists() else None
+            if first:
+                collector = _collector(samples, first["processes"][0]["pid"])
+        assert collector is not None, "no collector process appeared"
+        os.kill(collector["pid"], signal.SIGKILL)
+        out, err = monitor.communicate(timeout=300)
+    finally:
+        if monitor.poll() is None:  # SIGTERM lets the monitor stop the trainer's process group first
+            monitor.terminate()
+            monitor.wait(timeout=120)
+    outcome = SoakOutcome(monitor.returncode, out, err, output)
+    art = outcome.artifact
+    assert monitor.returncode == 1, err[-3000:]
+    assert art["trainer_returncode"] not in (0, None)
+    assert art["failure_classification"] == "collector_failure"
+    assert art["shutdown"]["classification"] == "collector_failure"
+    assert art["post_shutdown_residual_processes"] == [] and art["orphaned_shm_segments"] == []
+    assert not alive(collector["pid"], collector["start_ticks"])
+    assert_nothing_left(outcome)
+    pids = {p["pid"] for p in outcome.monitor["known_processes"]}
+    assert not [n for n in os.listdir("/dev/shm") if any(n.startswith(f"soakbench_{p}_") for p in pids)]

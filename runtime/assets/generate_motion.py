@@ -15,8 +15,10 @@ consistent with the model by construction. Every joint offset from the stand pos
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Annotated
 
@@ -169,13 +171,27 @@ def generate_arrays() -> dict[str, np.ndarray]:
     }
 
 
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """An uncompressed npz archive of ``arrays`` with fixed member timestamps, so the same arrays
+    always give the same bytes (regenerating the committed clip leaves git clean)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_STORED) as archive:
+        for name in sorted(arrays):
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asarray(arrays[name]), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, member.getvalue())
+    return buffer.getvalue()
+
+
 def write_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Write ``arrays`` as an npz at ``path`` via a temp file in the same folder + ``os.replace``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npz.tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)  # type: ignore[arg-type]
+            fh.write(npz_bytes(arrays))
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; the clip is a shared, committed asset
         os.replace(tmp, path)
     except BaseException:

@@ -21,4 +21,4 @@ def backend_class(name: str) -> type[SimBackend]:
     except KeyError:
         raise KeyError(f"unknown backend {name!r}; registered: {sorted(BACKENDS)}") from None
     module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module_name), attr)

@@ -33,6 +33,9 @@ class PublicState:
         qvel:           [N, nv]  generalized velocities
         sensordata:     [N, nsensordata]  every MJCF sensor, addressed by ``model.sensor_adr``
         actuator_force: [N, nu]  actuator forces (N·m for the hinge actuators)
+
+    The tensors are live views of the backend's buffers: they are valid until the next ``step`` or
+    ``reset_rows`` and are overwritten in place, so a caller that keeps a value must ``clone()`` it.
     """
 
     qpos: torch.Tensor

@@ -17,4 +17,4 @@ def task_class(name: str) -> type:
     except KeyError:
         raise KeyError(f"unknown task {name!r}; registered: {sorted(TASKS)}") from None
     module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module_name), attr)

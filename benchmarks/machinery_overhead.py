@@ -26,13 +26,27 @@ from typing import Annotated, Any
 import typer
 
 
-def bare_env_steps_per_s(cfg: Any, iterations: int, warmup: int = 5) -> float:
-    """Env steps/s of ``make_env(cfg)`` stepped with uniform random actions in [-1, 1]."""
+def bare_env_steps_per_s(
+    cfg: Any, iterations: int, warmup: int = 5, torch_threads: int | None = None
+) -> float:
+    """Env steps/s of ``make_env(cfg)`` stepped with uniform random actions in [-1, 1], optionally with
+    torch limited to ``torch_threads`` intra-op threads (restored afterwards)."""
     import torch
 
     from runtime.env import make_env
 
-    env = make_env(cfg)
+    previous = torch.get_num_threads()
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+    try:
+        return _bare(make_env(cfg), iterations, warmup)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _bare(env: Any, iterations: int, warmup: int) -> float:
+    import torch
+
     try:
         env.reset()
         shape = (env.num_envs, env.action_dim)
@@ -79,6 +93,7 @@ def main(
 ) -> None:
     """Measure the machinery overhead (9a) or the full trainer (9b) on this host."""
     from runtime.config import compose
+    from runtime.manager.trainer import TrainerHooks
 
     if learner not in ("null", "sac", "flashsac"):
         raise typer.BadParameter("--learner must be null, sac or flashsac")
@@ -99,12 +114,24 @@ def main(
     result: dict[str, Any] = {"benchmark": "9a" if learner == "null" else "9b", "learner": learner}
     result.update(algo=algo, task=task, num_envs=num_envs, iterations=iterations)
     if learner == "null":
-        bare_1 = bare_env_steps_per_s(cfg, iterations)
+        # Bare env both with torch's default threads and with the collector's thread count; the ratio is
+        # taken against the faster configuration (the stricter baseline), before/after averaged.
+        threads = TrainerHooks().collector_torch_threads
+        before = [
+            bare_env_steps_per_s(cfg, iterations),
+            bare_env_steps_per_s(cfg, iterations, torch_threads=threads),
+        ]
         summary = trainer_run(cfg, null_learner=True)
-        bare_2 = bare_env_steps_per_s(cfg, iterations)
-        bare = (bare_1 + bare_2) / 2
+        after = [
+            bare_env_steps_per_s(cfg, iterations),
+            bare_env_steps_per_s(cfg, iterations, torch_threads=threads),
+        ]
+        default_bare, threaded_bare = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+        bare = max(default_bare, threaded_bare)
         result.update(
-            bare_env_steps_per_s=[round(bare_1, 1), round(bare_2, 1)],
+            bare_env_steps_per_s_default_threads=[round(before[0], 1), round(after[0], 1)],
+            bare_env_steps_per_s_collector_threads=[round(before[1], 1), round(after[1], 1)],
+            collector_torch_threads=threads,
             collector_env_steps_per_s=summary["env_steps_per_s"],
             ratio=round(summary["env_steps_per_s"] / bare, 4),
             target_ratio=0.85,

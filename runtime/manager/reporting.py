@@ -287,8 +287,19 @@ def manifest(s: TrainingSession, record: ShutdownRecord) -> dict[str, Any]:
         "memory_budget": budget,
         "backend_diagnostics": diagnostics,
         "cuda_process_sharing": cuda_process_sharing(s),
-        "collector": {"pid": s.collector_pid, "exitcode": s.collector_exitcode},
+        "collector": {"pid": s.collector_pid, "exitcode": s.collector_exitcode} | _collector_timing(s),
         "shutdown": record.manifest_block(),
+    }
+
+
+def _collector_timing(s: TrainingSession) -> dict[str, Any]:
+    """Seconds the collector spent in inference, env stepping and ingress publication (incl. waits)."""
+    c = s.final_control or {}
+    return {
+        "iterations": int(c.get("iterations", 0)),
+        "inference_s": round(float(c.get("inference_s", 0.0)), 6),
+        "env_step_s": round(float(c.get("env_step_s", 0.0)), 6),
+        "publish_s": round(float(c.get("publish_s", 0.0)), 6),
     }
 
 

@@ -182,7 +182,7 @@ class SharedTensor:
         for s in shape_t:
             numel *= s
         if torch.device(device).type == "cuda":
-            import torch.multiprocessing  # noqa: F401 - registers the CUDA IPC pickling reductions
+            import torch.multiprocessing
 
             tensor = torch.zeros(shape_t, dtype=torch.float32, device=device)
             return cls(tensor, None, TensorSpec(shape_t, cuda_tensor=tensor))

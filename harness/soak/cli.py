@@ -259,6 +259,39 @@ def monitor(
     _execute(settings)
 
 
+def demo(
+    reports_dir: Annotated[
+        Path, typer.Option("--reports-dir", help="parent of the timestamped soak folder")
+    ] = Path("reports/soak"),
+    live: LiveOpt = Live.auto,
+) -> None:
+    """A short real CPU soak (sac / g1_walk_flat / mujoco, 16 envs x 200 iterations, >= 60 s; about 3
+    minutes on 2 cores) into REPORTS_DIR/<UTC timestamp>/, then the verdict table."""
+    import time
+
+    folder = reports_dir.resolve() / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    try:
+        folder.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise _fail(f"--reports-dir: {folder} already exists; retry in a second") from None
+    settings = MonitorSettings(
+        command=tuple(train_command("sac", "g1_walk_flat", "mujoco", 16, 200, folder / "run", [])),
+        mode="run",
+        log_dir=folder / "run",
+        output=folder / "soak.json",
+        min_duration_s=60.0,
+        sample_interval_s=2.0,
+        startup_timeout_s=300.0,
+        stale_progress_s=120.0,
+        post_shutdown_grace_s=5.0,
+        live=live.value,
+        max_iterations=200,
+        run_settings={"algo": "sac", "task": "g1_walk_flat", "sim": "mujoco", "num_envs": 16, "iterations": 200,
+                      "extra_overrides": []},
+    )  # fmt: skip
+    _execute(settings)
+
+
 def report(artifact: Annotated[Path, typer.Argument(help="a soak artifact (.json)")]) -> None:
     """Render the HTML report beside ARTIFACT."""
     from harness.soak.report import report_command
@@ -272,6 +305,7 @@ def build_app() -> typer.Typer:
     app.command("run")(run)
     app.command("monitor")(monitor)
     app.command("report")(report)
+    app.command("demo")(demo)
     return app
 
 

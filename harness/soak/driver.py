@@ -26,6 +26,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,6 +356,7 @@ def _loop(
     """Sample until the command exits, a limit is hit or the monitor is cancelled (sets
     ``result.monitor_failure`` for the latter two)."""
     next_sample = t0
+    recent: deque[tuple[float, int]] = deque(maxlen=12)  # (t, iteration) of the last samples, for the ETA
     while True:
         now = time.monotonic()
         if proc.poll() is not None:
@@ -369,12 +371,19 @@ def _loop(
             started = _progress_started(settings.mode, sampler.liveness, sampler.progress)
             if started and result.startup_end_t is None:
                 result.startup_end_t = sample["t"]
+            iteration = (sample["progress"] or {}).get("iteration")
+            if isinstance(iteration, int):
+                recent.append((sample["t"], iteration))
+            rate = None
+            if len(recent) >= 2 and recent[-1][0] > recent[0][0]:
+                rate = (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
             view.update(
                 summarize(
                     sample,
                     phase="running" if started else "startup",
                     max_iterations=settings.max_iterations,
                     min_duration_s=settings.min_duration_s,
+                    iterations_per_s=rate,
                 )
             )
             if not started and now - t0 > settings.startup_timeout_s:

@@ -28,20 +28,21 @@ def summarize(
     phase: str,
     max_iterations: int | None,
     min_duration_s: float,
+    iterations_per_s: float | None = None,
 ) -> dict[str, str]:
     """Display fields of one sample (strings, ready to print).
 
-    ETA: with a known iteration budget and a positive step rate, the remaining iterations at the average
-    iteration rate since the first progress record; otherwise the time left to the minimum duration.
+    ETA: with a known iteration budget and a positive recent iteration rate (``iterations_per_s``, from
+    the last samples: prefill is much faster than training, so a whole-run average would mislead), the
+    remaining iterations at that rate; otherwise the time left to the minimum duration.
     """
     totals = sample["totals"]
     progress = sample.get("progress") or {}
     iteration = progress.get("iteration")
     steps_per_s = progress.get("env_steps_per_s")
-    elapsed = progress.get("elapsed_s")
     eta: float | None = None
-    if max_iterations and isinstance(iteration, int) and iteration > 0 and elapsed:
-        eta = (max_iterations - iteration) * float(elapsed) / iteration
+    if max_iterations and isinstance(iteration, int) and iterations_per_s and iterations_per_s > 0:
+        eta = max(0, max_iterations - iteration) / iterations_per_s
     elif min_duration_s > sample["t"]:
         eta = min_duration_s - sample["t"]
     gpu = totals.get("gpu_memory_bytes")

@@ -263,9 +263,11 @@ def demo(
     reports_dir: Annotated[
         Path, typer.Option("--reports-dir", help="parent of the timestamped soak folder")
     ] = Path("reports/soak"),
+    iterations: Annotated[int, typer.Option("--iterations", min=1)] = 800,
+    min_duration_seconds: MinDuration = 90.0,
     live: LiveOpt = Live.auto,
 ) -> None:
-    """A short real CPU soak (sac / g1_walk_flat / mujoco, 16 envs x 200 iterations, >= 60 s; about 3
+    """A short real CPU soak (sac / g1_walk_flat / mujoco, 16 envs x 800 iterations, >= 90 s; about 2-3
     minutes on 2 cores) into REPORTS_DIR/<UTC timestamp>/, then the verdict table."""
     import time
 
@@ -275,18 +277,18 @@ def demo(
     except FileExistsError:
         raise _fail(f"--reports-dir: {folder} already exists; retry in a second") from None
     settings = MonitorSettings(
-        command=tuple(train_command("sac", "g1_walk_flat", "mujoco", 16, 200, folder / "run", [])),
+        command=tuple(train_command("sac", "g1_walk_flat", "mujoco", 16, iterations, folder / "run", [])),
         mode="run",
         log_dir=folder / "run",
         output=folder / "soak.json",
-        min_duration_s=60.0,
+        min_duration_s=min_duration_seconds,
         sample_interval_s=2.0,
         startup_timeout_s=300.0,
         stale_progress_s=120.0,
         post_shutdown_grace_s=5.0,
         live=live.value,
-        max_iterations=200,
-        run_settings={"algo": "sac", "task": "g1_walk_flat", "sim": "mujoco", "num_envs": 16, "iterations": 200,
+        max_iterations=iterations,
+        run_settings={"algo": "sac", "task": "g1_walk_flat", "sim": "mujoco", "num_envs": 16, "iterations": iterations,
                       "extra_overrides": []},
     )  # fmt: skip
     _execute(settings)

@@ -269,9 +269,14 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     judgement). Settings must already be validated."""
     result = MonitorResult()
     reader = ProcReader()
+    try:  # environment prerequisites: refuse before spawning rather than monitor half-blind
+        shm_before = snapshot_shm()
+        previous_subreaper = set_child_subreaper(True)
+    except OSError as exc:
+        raise SettingsError(
+            f"the soak monitor needs Linux /dev/shm and prctl(PR_SET_CHILD_SUBREAPER): {exc}"
+        ) from exc
     settings.log_dir.mkdir(parents=True, exist_ok=True)
-    shm_before = snapshot_shm()
-    previous_subreaper = set_child_subreaper(True)
     supervisor: Supervisor | None = None
     try:
         with _cancellation_flag() as cancelled, open(settings.console_path, "wb") as console:

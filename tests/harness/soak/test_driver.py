@@ -150,3 +150,45 @@ print("RC", rc)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "RC 0" in done.stdout
     assert json.loads(output.read_text())["status"] == "passed"
+
+
+def test_progress_tail_parses_complete_lines_only(tmp_path: Path) -> None:
+    from harness.soak.sampler import ProgressTail
+
+    path = tmp_path / "progress.jsonl"
+    tail = ProgressTail(path)
+    assert tail.poll() is None  # no file yet
+    path.write_bytes(b'{"iteration": 1}\n{"iteration": 2')
+    assert tail.poll() == {"iteration": 1}
+    with open(path, "ab") as fh:
+        fh.write(b"}\nnot json\n[1]\n")
+    assert tail.poll() == {"iteration": 2}
+    assert (tail.records, tail.parse_errors) == (2, 2)
+
+
+def test_liveness_sees_creation_growth_and_touch(tmp_path: Path) -> None:
+    import os
+
+    from harness.soak.sampler import LivenessState
+
+    live = LivenessState(tmp_path)
+    assert live.scan(1.0)["changed"] is False and not live.ever_changed
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_text("x")
+    assert live.scan(2.0)["changed"] is True and live.last_change == 2.0
+    assert live.scan(3.0)["changed"] is False and live.last_change_mono(0.0) == 2.0
+    os.utime(tmp_path / "sub" / "a.txt", ns=(10**18, 10**18))
+    assert live.scan(4.0)["changed"] is True
+
+
+def test_summarize_eta() -> None:
+    from harness.soak.live import summarize
+
+    totals = dict(
+        process_count=3, rss_bytes=3 << 20, eventfd=4, shared_memory_fd=20, fd_total=44, gpu_memory_bytes=None
+    )
+    sample = {"t": 10.0, "totals": totals, "progress": {"iteration": 100, "env_steps_per_s": 1234.5}}
+    fields = summarize(sample, phase="running", max_iterations=400, min_duration_s=0, iterations_per_s=10.0)
+    assert fields["eta"] == "0:30" and fields["iteration"] == "100/400" and fields["gpu_mib"] == "n/a"
+    fields = summarize({**sample, "progress": None}, phase="startup", max_iterations=None, min_duration_s=70)
+    assert fields["eta"] == "1:00" and fields["iteration"] == "-"

@@ -116,7 +116,7 @@ def test_injected_learner_exception_is_learner_failure(tmp_path: Path) -> None:
     family: list[psutil.Process] = []
     deadline = time.monotonic() + 240
     while proc.poll() is None and time.monotonic() < deadline:
-        family = family or [p for p in _descendants(proc.pid)]
+        family = family or list(_descendants(proc.pid))
         time.sleep(0.1)
     summary = _finish(proc, family, log_dir, 30)
     assert proc.returncode == 1
@@ -124,3 +124,31 @@ def test_injected_learner_exception_is_learner_failure(tmp_path: Path) -> None:
     assert sd["classification"] == "learner_failure" and sd["owner"] == "learner"
     assert summary["iterations"] == 6
     assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped, not crashed
+
+
+def test_normal_run_counts_and_leaves_nothing(tmp_path: Path) -> None:
+    """Baseline for the faults above: the same real trainer completes and accounts for every slot."""
+    log_dir = tmp_path / "run"
+    proc = _start(
+        log_dir,
+        "algo.max_iterations=20",
+        "training.replay_ingress_slot_rows=8",
+        "training.no_play=false",
+        "training.playback_steps=5",
+    )
+    family: list[psutil.Process] = []
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        family = family or list(_descendants(proc.pid))
+        time.sleep(0.1)
+    summary = _finish(proc, family, log_dir, 30)
+    assert proc.returncode == 0
+    m = summary["runtime_manifest"]
+    assert summary["status"] == "completed" and m["shutdown"]["classification"] == "normal_completion"
+    assert summary["total_env_steps"] == 16 * 20
+    ri = m["replay_ingress"]
+    assert ri["published_sequence"] == ri["release_sequence"] == 16 * 20 // 8
+    assert ri["final_occupancy"] == 0 and ri["dropped_batches"] == 0
+    assert m["inference_flight"]["final_queue_depth"] == m["inference_flight"]["final_publication_lag"] == 0
+    assert m["backend_diagnostics"]["available"] is True
+    assert summary["playback"]["steps"] == 5

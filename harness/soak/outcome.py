@@ -79,13 +79,6 @@ def _short_json(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def verdict_samples(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The samples the leak verdicts judge: all of them, except those taken once the trainer reported its
-    ``finalize`` phase (progress.jsonl): a teardown (collector gone, segments closed) is shutdown, not
-    steady state, and a drop at the very end must not mask growth before it."""
-    return [s for s in samples if (s.get("progress") or {}).get("phase") != "finalize"]
-
-
 def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
@@ -97,7 +90,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     run_summary, summary_error = (None, None)
     if settings.mode == "run":
         run_summary, summary_error = read_run_summary(settings.log_dir)
-    verdicts = leak_verdicts(verdict_samples(result.samples), result.startup_end_t)
+    verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
     observation = MonitorObservation(
         mode=settings.mode,
         monitor_failure=result.monitor_failure,

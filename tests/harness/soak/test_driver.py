@@ -192,14 +192,3 @@ def test_summarize_eta() -> None:
     assert fields["eta"] == "0:30" and fields["iteration"] == "100/400" and fields["gpu_mib"] == "n/a"
     fields = summarize({**sample, "progress": None}, phase="startup", max_iterations=None, min_duration_s=70)
     assert fields["eta"] == "1:00" and fields["iteration"] == "-"
-
-
-def test_leak_verdicts_skip_finalize_samples() -> None:
-    from harness.soak.outcome import verdict_samples
-
-    samples = [
-        {"t": 0, "progress": None},
-        {"t": 1, "progress": {"phase": "train"}},
-        {"t": 2, "progress": {"phase": "finalize"}},
-    ]
-    assert [s["t"] for s in verdict_samples(samples)] == [0, 1]

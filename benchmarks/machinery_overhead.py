@@ -9,7 +9,8 @@ slot, no gradient steps), same host, same config, interleaved bare -> trainer ->
 the share of the learner's loop time spent waiting on the replay ingress.
 
     uv run --frozen python benchmarks/machinery_overhead.py --num-envs 64 --iterations 200
-    uv run --frozen python benchmarks/machinery_overhead.py --learner sac --num-envs 256 --iterations 100
+    uv run --frozen python benchmarks/machinery_overhead.py --learner sac --num-envs 256 --iterations 100 \
+        --override algo.learning_starts=256
 
 Throughput of a trainer run = total_env_steps / the learner loop time (attach -> last slot ingested),
 from its own run_summary.json.
@@ -90,6 +91,7 @@ def main(
     algo: Annotated[str, typer.Option(help="algo owner (actor shape; learner only with --learner)")] = "sac",
     learner: Annotated[str, typer.Option(help="null (9a) | sac | flashsac (9b)")] = "null",
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    override: Annotated[list[str] | None, typer.Option(help="extra dotted.key=value config override")] = None,
 ) -> None:
     """Measure the machinery overhead (9a) or the full trainer (9b) on this host."""
     from runtime.config import compose
@@ -109,10 +111,11 @@ def main(
             f"algo.save_interval={iterations}",
             "training.no_play=true",
             "log_dir=/nonexistent/placeholder",
+            *(override or []),
         ],
     )
     result: dict[str, Any] = {"benchmark": "9a" if learner == "null" else "9b", "learner": learner}
-    result.update(algo=algo, task=task, num_envs=num_envs, iterations=iterations)
+    result.update(algo=algo, task=task, num_envs=num_envs, iterations=iterations, overrides=override or [])
     if learner == "null":
         # Bare env both with torch's default threads and with the collector's thread count; the ratio is
         # taken against the faster configuration (the stricter baseline), before/after averaged.

@@ -20,6 +20,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,6 +121,11 @@ class TrainingSession:
         self.to_learner = WakeSignal()
         self.to_collector = WakeSignal()
         self.started_mono = time.monotonic()
+        self._progress_lock = threading.Lock()
+        self._heartbeat_stop = threading.Event()
+        self._heartbeat_thread: threading.Thread | None = None
+        self._heartbeat_errors: list[str] = []
+        self.cleanup_extra_errors: list[str] = []
         self.loop_s = 0.0  # seconds inside the ingest/update loop (throughput denominator)
 
     # -- top level ------------------------------------------------------------------------------
@@ -174,6 +180,8 @@ class TrainingSession:
         assert isinstance(config, dict)
         artifacts.write_run_config(self.log_dir, artifacts.build_run_config(config))  # type: ignore[arg-type]
         self.progress = artifacts.ProgressLog(self.log_dir / "progress.jsonl")
+        self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        self._heartbeat_thread.start()
         ctx = mp.get_context("spawn")
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         self.conn = parent_conn
@@ -425,10 +433,30 @@ class TrainingSession:
             self._heartbeat()
 
     def _heartbeat(self) -> None:
-        if self.progress is None:
-            return
-        self.c.last_progress_mono = time.monotonic()
-        self.progress.write(reporting.progress_record(self))
+        with self._progress_lock:
+            if self.progress is None or self._heartbeat_stop.is_set():
+                return
+            self.c.last_progress_mono = time.monotonic()
+            self.progress.write(reporting.progress_record(self))
+
+    def _heartbeat_loop(self) -> None:
+        """Keeps progress.jsonl at least every heartbeat_seconds while the main thread is busy (a long
+        learner update or env start-up); the main thread's own records reset the clock."""
+        period = float(self.cfg.training.heartbeat_seconds)
+        while not self._heartbeat_stop.wait(min(1.0, period / 4)):
+            try:
+                self._heartbeat_if_due()
+            except Exception as exc:  # reported at cleanup, never kills the run
+                self._heartbeat_errors.append(f"heartbeat: {type(exc).__name__}: {exc}")
+                return
+
+    def _stop_heartbeat(self) -> None:
+        self._heartbeat_stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(5.0)
+            if self._heartbeat_thread.is_alive():
+                raise RuntimeError("heartbeat thread did not stop within 5 s")
+        self.cleanup_extra_errors.extend(self._heartbeat_errors)
 
     def _write_metrics(self) -> None:
         if self.writer is not None:
@@ -479,6 +507,7 @@ class TrainingSession:
             if self.progress is not None:
                 self.progress.write(reporting.progress_record(self, final=True))
 
+        cleanup.add("stop_heartbeat", self._stop_heartbeat)
         cleanup.add("stop_collector", stop_collector)
         cleanup.add("snapshot_counters", self._snapshot_shared)
         cleanup.add("final_progress", final_progress)
@@ -494,7 +523,7 @@ class TrainingSession:
         ):
             cleanup.add(f"close_{name}", functools.partial(_close_attr, self, name))
         cleanup.add("close_process", functools.partial(_close_process, self.proc))
-        record.cleanup_errors = cleanup.run()
+        record.cleanup_errors = cleanup.run() + self.cleanup_extra_errors
         record.cleanup_duration_s = time.monotonic() - deadline.start
 
 

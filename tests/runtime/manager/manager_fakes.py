@@ -91,3 +91,27 @@ def make_failing_env(cfg: Any, *, device: torch.device | None = None, seed: int 
 
 def make_broken_env(cfg: Any, *, device: torch.device | None = None, seed: int | None = None) -> FakeEnv:
     raise RuntimeError("fake backend could not compile the model")
+
+
+class SlowLearner:
+    """A learner double whose update() blocks for ``update_s`` seconds (heartbeat-thread tests)."""
+
+    def __init__(self, cfg: Any, obs_dim: int, action_dim: int, device: Any, update_s: float = 1.2) -> None:
+        from runtime.learners import build_actor
+
+        self.actor = build_actor(cfg.algo, obs_dim, action_dim)
+        self.updates_per_iteration = 1
+        self.update_s = update_s
+
+    def add_transitions(self, *batch: Any) -> None:
+        pass
+
+    def ready(self) -> bool:
+        return True
+
+    def update(self) -> dict[str, float]:
+        time.sleep(self.update_s)
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}

@@ -133,7 +133,7 @@ def test_cross_process_producer_consumer_and_no_residue() -> None:
     n = 40
     proc = mp.get_context("spawn").Process(target=_producer, args=(ing.spec, to_l, to_c, n))
     proc.start()
-    seen = []
+    seen: list[float] = []
     deadline = time.monotonic() + 60
     while len(seen) < n and time.monotonic() < deadline:
         batch = ing.peek(0.5)
@@ -175,7 +175,7 @@ def test_cuda_ipc_ingress_stays_on_device() -> None:
     n = 20
     proc = mp.get_context("spawn").Process(target=_cuda_producer, args=(ing.spec, to_l, to_c, n))
     proc.start()
-    seen = []
+    seen: list[float] = []
     deadline = time.monotonic() + 120
     while len(seen) < n and time.monotonic() < deadline:
         batch = ing.peek(0.5)

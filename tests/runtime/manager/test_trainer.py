@@ -3,6 +3,7 @@ classification of backend-worker, learner and start-up failures, and nothing lef
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -146,3 +147,24 @@ def test_non_empty_log_dir_is_rejected_without_writing(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("x")
     assert run_training(_cfg(tmp_path), _hooks()) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_heartbeat_continues_during_a_long_update(tmp_path: Path, clean_host: None) -> None:
+    from tests.runtime.manager.manager_fakes import SlowLearner
+
+    log_dir = tmp_path / "run"
+    cfg = _cfg(
+        log_dir,
+        "algo.max_iterations=4",
+        "algo.prefill_iterations=2",
+        "training.heartbeat_seconds=0.3",
+        "training.collector_metrics_interval=1000",
+    )
+    hooks = _hooks()
+    hooks.learner_factory = functools.partial(SlowLearner, update_s=1.5)
+    assert run_training(cfg, hooks) == 0
+    lines = [json.loads(x) for x in (log_dir / "progress.jsonl").read_text().splitlines()]
+    # Two 1.5 s updates with a 0.3 s heartbeat: ~10 time-driven records. The main thread alone could
+    # write at most 3 here (one due check per iteration plus the last iteration).
+    during_updates = [r for r in lines if r["iteration"] in (2, 3, 4) and not r.get("final")]
+    assert len(during_updates) >= 5

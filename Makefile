@@ -13,7 +13,7 @@ setup:
 	$(UV) sync --frozen --extra mjwarp
 
 demo: setup
-	$(RUN) python -m runtime.demo
+	$(RUN) soak demo
 
 lint: setup
 	$(RUN) ruff check runtime harness matrix tests scripts benchmarks

@@ -168,3 +168,17 @@ def test_heartbeat_continues_during_a_long_update(tmp_path: Path, clean_host: No
     # write at most 3 here (one due check per iteration plus the last iteration).
     during_updates = [r for r in lines if r["iteration"] in (2, 3, 4) and not r.get("final")]
     assert len(during_updates) >= 5
+
+
+def test_stalled_collector_is_stale_tick(
+    tmp_path: Path, clean_host: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_ENV_SLEEP_S", "4")  # inherited by the spawned collector
+    log_dir = tmp_path / "run"
+    hooks = _hooks()
+    hooks.stale_tick_timeout_s = 1.0
+    assert run_training(_cfg(log_dir), hooks) == 1
+    summary = read_run_summary(log_dir / "run_summary.json")
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert summary["failure_classification"] == sd["classification"] == "timeout/stale_tick"
+    assert sd["cleanup"]["errors"] == []

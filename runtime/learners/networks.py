@@ -117,6 +117,11 @@ class SACActor(Actor):
         self.trunk = _mlp(obs_dim, hidden)
         self.mean = nn.Linear(hidden[-1], action_dim)
         self.log_std = nn.Linear(hidden[-1], action_dim)
+        # DDPG/SAC convention: a near-zero initial mean, so the first policy explores around the
+        # default pose (joint-target offsets of 0) instead of saturating random directions.
+        with torch.no_grad():
+            self.mean.weight.uniform_(-3e-3, 3e-3)
+            self.mean.bias.zero_()
 
     def forward(
         self,

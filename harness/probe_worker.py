@@ -63,8 +63,11 @@ def _inventory(backend: Any) -> tuple[bool, list[dict[str, Any]]]:
 
 def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Measure one backend as described by ``spec`` (keys: backend, task, num_envs, warmup, iters, seed,
-    mjwarp_device, physics_threads). Returns the per-backend artifact block (plain JSON)."""
+    mjwarp_device, physics_threads, torch_threads). Returns the per-backend artifact block (plain JSON)."""
     import torch
+
+    # Before any torch work: the collector's intra-op thread count (spec["torch_threads"], recorded).
+    torch.set_num_threads(int(spec["torch_threads"]))
 
     from harness.probe_limit import mjwarp_limit, mujoco_rollout_limit
     from runtime.config import compose
@@ -204,6 +207,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
                 "version": torch.__version__,
                 "cuda": torch.version.cuda,
                 "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+                "intra_op_threads": torch.get_num_threads(),
             },
         }
     finally:

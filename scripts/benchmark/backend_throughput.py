@@ -1,20 +1,21 @@
 """Backend throughput benchmark: MuJoCo CPU host bridge against the raw ``mujoco.rollout`` limit.
 
-All figures come from ONE process and are measured in interleaved rounds (raw, engines, envs, raw,
-...), so each round's ratio compares measurements taken seconds apart on the same (noisy) host. The
-reported figure is the median over rounds. Nothing is asserted: this prints ratios.
+All figures come from ONE process and are measured in interleaved rounds (raw, backend engines, env,
+raw, ...), so each round's ratio compares measurements taken seconds apart on the same (noisy) host.
+The reported figure is the median over rounds. Nothing is asserted: this prints ratios.
 
     uv run --frozen python scripts/benchmark/backend_throughput.py --num-envs 64,256 --threads 2
 
-Per ``num_envs`` it reports:
+Per ``num_envs`` and task (decimation and action scale read from the composed ``sac`` owner config of
+that task on ``mujoco``, so the raw controls move the joints as far as the task's actions do) it reports:
   raw_physics              the physics-limit reference: mujoco.rollout on a persistent Rollout pool of
                            T threads, nstep=decimation per call, FULLPHYSICS state fed back, stand
-                           targets + per-control-step noise (what a random policy does); no torch
-  raw_long_rollout         informational: ONE rollout call of all substeps; slower than raw_physics
-                           because its [N, S, state+sensors] outputs (tens of MB) stream through memory
-  backend:<engine>         MujocoBackend control steps x N per second (batch, threads engines)
-  env:<task>_env_steps_per_s  TaskEnv.step via make_env (obs, reward, resets included)
-  ratio = env steps/s / (raw physics steps/s / decimation)   (target >= 0.7 at 256 envs, 2 cores)
+                           targets + uniform(-action_scale, action_scale) noise per control step
+                           (what a random policy does), clipped to the actuator range; no torch
+  backend:<engine>         MujocoBackend control steps x N per second on the same controls
+  env:<task>               TaskEnv.step via make_env (obs, reward, resets included), random actions
+  ratio = steps/s / (raw physics steps/s / decimation)   (target >= 0.7 at 256 envs, 2 cores)
+Torch runs with ``--torch-threads`` intra-op threads (default 1, as the trainer's collector).
 """
 
 from __future__ import annotations
@@ -40,60 +41,39 @@ from rich.table import Table
 from runtime.assets import load_model
 from runtime.backends.mujoco import MujocoBackend, available_cpus
 
-SCENE = "robots/g1/scene_flat.xml"
-ACTION_SCALE = 0.25  # rad per unit action, as the G1 task owners
 TASKS = ("g1_walk_flat", "g1_motion_tracking")
+ENGINES = ("batch", "threads")
+# The trainer's collector runs torch single-threaded (TrainerHooks.collector_torch_threads): intra-op
+# workers compete with the physics threads for the cores.
+COLLECTOR_TORCH_THREADS = 1
 app = typer.Typer(add_completion=False, help=__doc__)
 
 
-def _controls(model: mujoco.MjModel, num_envs: int, steps: int, seed: int) -> np.ndarray:
-    """[steps, N, nu] stand targets + uniform(-scale, scale) noise, like a random policy."""
+def _controls(model: mujoco.MjModel, num_envs: int, steps: int, scale: float, seed: int) -> np.ndarray:
+    """[steps, N, nu] stand targets + uniform(-scale, scale) rad noise, clipped to the actuator range,
+    like a random policy through ``TaskEnv.step``."""
     rng = np.random.default_rng(seed)
     stand = model.key("stand").ctrl
-    return stand + ACTION_SCALE * rng.uniform(-1.0, 1.0, (steps, num_envs, model.nu))
+    ctrl = stand + scale * rng.uniform(-1.0, 1.0, (steps, num_envs, model.nu))
+    return np.clip(ctrl, model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1])
 
 
-def _stand_state(model: mujoco.MjModel) -> tuple[np.ndarray, mujoco.MjData]:
+def _stand_state(model: mujoco.MjModel) -> np.ndarray:
+    """FULLPHYSICS state [nstate] of the ``stand`` keyframe after ``mj_forward``."""
     data = mujoco.MjData(model)
     mujoco.mj_resetDataKeyframe(model, data, model.key("stand").id)
     mujoco.mj_forward(model, data)
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     state = np.empty(mujoco.mj_stateSize(model, spec))
     mujoco.mj_getState(model, data, state, spec)
-    return state, data
-
-
-def raw_rollout(model: mujoco.MjModel, n: int, threads: int, ctrl: np.ndarray, dec: int) -> float:
-    """Physics steps/s of one ``mujoco.rollout`` over ``ctrl`` [S, N, nu] held ``dec`` substeps each."""
-    state0, _ = _stand_state(model)
-    nstep = ctrl.shape[0] * dec
-    control = np.ascontiguousarray(np.repeat(ctrl.transpose(1, 0, 2), dec, axis=1))
-    datas = [mujoco.MjData(model) for _ in range(max(1, threads))]
-    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    out_state = np.empty((n, nstep, mujoco.mj_stateSize(model, spec)))
-    out_sens = np.empty((n, nstep, model.nsensordata))
-    init = np.ascontiguousarray(np.tile(state0, (n, 1)))
-    with rollout.Rollout(nthread=threads if threads > 1 else 0) as pool:
-        start = time.perf_counter()
-        pool.rollout(
-            [model] * n,
-            datas,
-            init,
-            control,
-            nstep=nstep,
-            state=out_state,
-            sensordata=out_sens,
-            skip_checks=True,
-        )
-        elapsed = time.perf_counter() - start
-    return n * nstep / elapsed
+    return state
 
 
 class RolloutLoop:
     """Control loop built on ``mujoco.rollout``: FULLPHYSICS state in, ``dec`` substeps, state out."""
 
     def __init__(self, model: mujoco.MjModel, n: int, threads: int, dec: int) -> None:
-        self.state0, _ = _stand_state(model)
+        self.state0 = _stand_state(model)
         spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
         self.model, self.n, self.dec = model, n, dec
         self.pool = rollout.Rollout(nthread=threads if threads > 1 else 0)
@@ -139,48 +119,42 @@ def _loop_step(loop: RolloutLoop, ctrl: np.ndarray, k: int) -> None:
     loop.step(ctrl[k])
 
 
-def _make_task_env(task: str, n: int, threads: int) -> Any:
+def bench_task(
+    n: int, threads: int, task: str, engines: list[str], iters: int, rounds: int
+) -> dict[str, Any]:
+    """Interleaved rounds of ``task`` at ``n`` envs; returns medians of throughputs and of per-round
+    ratios against ``raw_physics`` driven with the task's decimation and action scale."""
     from runtime.config import compose
     from runtime.env import make_env
 
     cfg = compose("sac", task, "mujoco", [f"algo.num_envs={n}", f"training.physics_threads={threads}"])
-    return make_env(cfg, seed=0)
-
-
-def bench_num_envs(
-    n: int, threads: int, dec: int, iters: int, rounds: int, tasks: list[str]
-) -> dict[str, Any]:
-    """Interleaved rounds at ``n`` envs; returns medians of throughputs and of per-round ratios."""
-    model = load_model(SCENE)
-    ctrl = _controls(model, n, iters, seed=n)
+    dec, scale = int(cfg.task.decimation), float(cfg.task.action_scale)
+    model = load_model(str(cfg.task.scene))
+    ctrl = _controls(model, n, iters, scale, seed=n)
     ctrl_t = torch.from_numpy(ctrl).float()
     stand_q = torch.tensor(model.key("stand").qpos, dtype=torch.float64).repeat(n, 1)
     zeros_v = torch.zeros(n, model.nv, dtype=torch.float64)
     candidates: dict[str, tuple[Callable[[int], object], Callable[[], object], Callable[[], None]]] = {}
-    for engine in ("batch", "threads"):
-        backend = MujocoBackend(model, n, torch.device("cpu"), dec, num_threads=threads, engine=engine)
-        candidates[f"backend:{engine}"] = (
-            functools.partial(_backend_step, backend, ctrl_t),
-            functools.partial(backend.reset_rows, torch.arange(n), stand_q, zeros_v),
-            backend.close,
-        )
     loop = RolloutLoop(model, n, threads, dec)
-    envs: dict[str, Any] = {}
     skipped: dict[str, str] = {}
-    for task in tasks:
+    try:
+        for engine in engines:
+            backend = MujocoBackend(model, n, torch.device("cpu"), dec, num_threads=threads, engine=engine)
+            candidates[f"backend:{engine}"] = (
+                functools.partial(_backend_step, backend, ctrl_t),
+                functools.partial(backend.reset_rows, torch.arange(n), stand_q, zeros_v),
+                backend.close,
+            )
         try:
-            env = _make_task_env(task, n, threads)
+            env = make_env(cfg, seed=0)
         except Exception as exc:  # reported, never replaced by a made-up figure
             skipped[f"env:{task}"] = f"{type(exc).__name__}: {exc}"
-            continue
-        envs[task] = env
-        env.reset()
-        gen = torch.Generator().manual_seed(0)
-        actions = torch.rand(iters, n, env.action_dim, generator=gen) * 2 - 1
-        candidates[f"env:{task}"] = (functools.partial(_env_step, env, actions), env.reset, env.close)
-    samples: dict[str, list[float]] = {name: [] for name in ["raw_physics", "raw_long_rollout", *candidates]}
-    ratios: dict[str, list[float]] = {name: [] for name in candidates}
-    try:
+        else:
+            gen = torch.Generator().manual_seed(0)
+            actions = torch.rand(iters, n, env.action_dim, generator=gen) * 2 - 1
+            candidates[f"env:{task}"] = (functools.partial(_env_step, env, actions), env.reset, env.close)
+        samples: dict[str, list[float]] = {name: [] for name in ["raw_physics", *candidates]}
+        ratios: dict[str, list[float]] = {name: [] for name in candidates}
         for step, reset, _ in candidates.values():  # warm-up (thread start, first contacts)
             reset()
             for k in range(3):
@@ -188,7 +162,6 @@ def bench_num_envs(
         for k in range(3):
             loop.step(ctrl[k])
         for _ in range(rounds):
-            samples["raw_long_rollout"].append(raw_rollout(model, n, threads, ctrl, dec))
             loop.reset()
             raw = _time_loop(functools.partial(_loop_step, loop, ctrl), iters, n) * dec
             samples["raw_physics"].append(raw)
@@ -203,8 +176,11 @@ def bench_num_envs(
             close()
     return {
         "num_envs": n,
+        "task": task,
         "threads": threads,
+        "torch_threads": torch.get_num_threads(),
         "decimation": dec,
+        "action_scale": scale,
         "iters_per_round": iters,
         "rounds": rounds,
         "median_steps_per_s": {k: statistics.median(v) for k, v in samples.items()},
@@ -226,12 +202,15 @@ def _write_json(path: Path, payload: dict[str, Any]) -> None:
 @app.command()
 def main(
     num_envs: Annotated[str, typer.Option(help="comma-separated env counts")] = "64,256",
-    threads: Annotated[int, typer.Option(help="physics threads (0: every usable CPU)")] = 0,
-    decimation: Annotated[int, typer.Option(min=1)] = 4,
+    threads: Annotated[int, typer.Option(min=0, help="physics threads (0: every usable CPU)")] = 0,
+    torch_threads: Annotated[
+        int, typer.Option(min=1, help="torch intra-op threads (default: the collector's 1)")
+    ] = COLLECTOR_TORCH_THREADS,
+    engines: Annotated[str, typer.Option(help="comma-separated MujocoBackend engines")] = ",".join(ENGINES),
     iters: Annotated[int, typer.Option(min=1, help="control steps per candidate per round")] = 40,
     rounds: Annotated[int, typer.Option(min=1)] = 3,
     tasks: Annotated[
-        str, typer.Option(help="comma-separated tasks for env throughput ('' for none)")
+        str, typer.Option(help="comma-separated tasks (each sets decimation and action scale)")
     ] = ",".join(TASKS),
     output: Annotated[Path | None, typer.Option(help="optional absolute JSON output path")] = None,
 ) -> None:
@@ -252,12 +231,23 @@ def main(
     if bad:
         typer.echo(f"--tasks: unknown {bad}; allowed: {', '.join(TASKS)}", err=True)
         raise typer.Exit(2)
+    engine_list = [e for e in engines.split(",") if e]
+    bad = [e for e in engine_list if e not in ENGINES]
+    if bad:
+        typer.echo(f"--engines: unknown {bad}; allowed: {', '.join(ENGINES)}", err=True)
+        raise typer.Exit(2)
+    if not task_list:
+        typer.echo(f"--tasks needs at least one of {', '.join(TASKS)}", err=True)
+        raise typer.Exit(2)
+    torch.set_num_threads(torch_threads)
     t = threads or available_cpus()
-    results = [bench_num_envs(n, t, decimation, iters, rounds, task_list) for n in counts]
+    results = [bench_task(n, t, task, engine_list, iters, rounds) for n in counts for task in task_list]
     console = Console()
     for res in results:
         table = Table(
-            title=f"G1 at {res['num_envs']} envs, {res['threads']} threads, decimation {res['decimation']}"
+            title=f"{res['task']} at {res['num_envs']} envs, {res['threads']} physics / "
+            f"{res['torch_threads']} torch threads, decimation {res['decimation']}, "
+            f"action scale {res['action_scale']}"
         )
         table.add_column("candidate")
         table.add_column("median steps/s", justify="right")

@@ -39,6 +39,8 @@ FOREIGN = {
     "rm",
     "echo",
     "sudo",
+    "date",
+    "eval",
 }
 ENV = {**os.environ, "COLUMNS": "400", "NO_COLOR": "1", "TERM": "dumb"}
 # Real runs: (program, first argument) pairs cheap enough to execute, with the exit codes they document.
@@ -59,12 +61,13 @@ class DocCommand:
 
 
 def _simple_commands(line: str) -> list[list[str]]:
-    """Split one logical shell line into simple commands (``&&``, ``;``, ``|``), unwrapping
-    ``eval "$(...)"`` and dropping leading ``VAR=value`` assignments."""
+    """Split one logical shell line into simple commands (``&&``, ``;``, ``|``): each ``$(...)``
+    substitution is a command of its own and the outer line is checked too (with a placeholder in its
+    place), so ``soak run --log-dir /r/$(date)`` still checks ``soak run``; leading ``VAR=value``
+    assignments are dropped."""
     inner = re.findall(r"\$\(([^()]*)\)", line)
-    if inner:
-        return [c for sub in inner for c in _simple_commands(sub)]
-    tokens = shlex.split(line, comments=True)
+    outer = re.sub(r"\$\(([^()]*)\)", "SUBSTITUTED", line)
+    tokens = shlex.split(outer, comments=True)
     commands: list[list[str]] = [[]]
     for token in tokens:
         if token in ("&&", "||", ";", "|"):
@@ -77,7 +80,7 @@ def _simple_commands(line: str) -> list[list[str]]:
             command = command[1:]
         if command:
             out.append(command)
-    return out
+    return [c for sub in inner for c in _simple_commands(sub)] + out
 
 
 def doc_commands() -> list[DocCommand]:
@@ -107,8 +110,14 @@ def _strip_launcher(argv: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @functools.cache
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run once per distinct argv: the docs repeat commands across files, and each start costs a
+    Python (often torch) import."""
+    return subprocess.run(list(argv), capture_output=True, text=True, env=ENV, timeout=300, cwd=ROOT)
+
+
 def _help(*argv: str) -> str:
-    result = subprocess.run([*argv, "--help"], capture_output=True, text=True, env=ENV, timeout=120, cwd=ROOT)
+    result = _run(*argv, "--help")
     assert result.returncode == 0, f"`{shlex.join(argv)} --help` failed: {result.stderr[-2000:]}"
     return result.stdout
 
@@ -174,14 +183,14 @@ def check(command: DocCommand) -> None:
         return
     if prog in ("python", "python3"):
         if args[:1] == ("-c",):
-            subprocess.run(
-                [sys.executable, *args], check=True, env=ENV, cwd=ROOT, capture_output=True, timeout=300
-            )
+            result = _run(sys.executable, *args)
+            assert result.returncode == 0, f"{command}: {result.stderr[-2000:]}"
             return
         target = [sys.executable, *args[:2]] if args[0] == "-m" else [sys.executable, args[0]]
         rest = args[2:] if args[0] == "-m" else args[1:]
         if target[-1] == "runtime.assets.generate_motion":
-            subprocess.run([*target, *rest], check=True, env=ENV, cwd=ROOT, capture_output=True, timeout=300)
+            result = _run(*target, *rest)
+            assert result.returncode == 0, f"{command}: {result.stderr[-2000:]}"
             return
         if not target[-1].endswith(".py") and args[0] != "-m":
             pytest.fail(f"{command}: unknown python target")
@@ -202,9 +211,7 @@ def check(command: DocCommand) -> None:
     assert prog in CONSOLE_SCRIPTS, f"{command}: unknown program {prog!r} (add it to the docs test)"
     sub = _subcommand_path(prog, args)
     if (prog, sub[0] if sub else "") in RUN_FOR_REAL:
-        result = subprocess.run(
-            [*_script(prog), *args], capture_output=True, text=True, env=ENV, timeout=300, cwd=ROOT
-        )
+        result = _run(*_script(prog), *args)
         assert result.returncode in RUN_FOR_REAL[(prog, sub[0])], (
             f"{command}: exit {result.returncode}\n{result.stderr}"
         )
@@ -212,9 +219,7 @@ def check(command: DocCommand) -> None:
     if prog == "train":
         _check_train(args)
         if "--print-config" in args:
-            result = subprocess.run(
-                [*_script(prog), *args], capture_output=True, text=True, env=ENV, timeout=300
-            )
+            result = _run(*_script(prog), *args)
             assert result.returncode == 0, f"{command}: {result.stderr}"
         return
     text = _help(*_script(prog), *sub)
@@ -231,6 +236,18 @@ COMMANDS = doc_commands()
 def test_docs_show_commands() -> None:
     assert len(COMMANDS) > 20, "the docs lost their command examples"
     assert any(c.source == "docs/production-guide.md" for c in COMMANDS)
+    programs = {_strip_launcher(c.argv)[0] for c in COMMANDS}
+    assert programs >= CONSOLE_SCRIPTS, f"console scripts never shown in docs: {CONSOLE_SCRIPTS - programs}"
+    really_run = {(p, a[0]) for p, *a in (_strip_launcher(c.argv) for c in COMMANDS) if a}
+    assert set(RUN_FOR_REAL) <= really_run, f"no documented command runs {set(RUN_FOR_REAL) - really_run}"
+
+
+def test_substitutions_are_checked_inside_and_outside() -> None:
+    commands = _simple_commands('TS=$(date -u) && uv run soak run --log-dir "/r/$(date)" --bogus')
+    assert ["date", "-u"] in commands and ["date"] in commands
+    assert ["uv", "run", "soak", "run", "--log-dir", "/r/SUBSTITUTED", "--bogus"] in commands
+    with pytest.raises(AssertionError, match="--bogus"):
+        check(DocCommand("inline", ("uv", "run", "soak", "run", "--bogus")))
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=str)

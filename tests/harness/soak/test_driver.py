@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,18 +16,17 @@ from harness.soak.driver import MonitorSettings, SettingsError, validate_setting
 from tests.harness.soak._soakrun import FAULTS, REPO
 
 
-def _settings(tmp: Path, **kw) -> MonitorSettings:  # type: ignore[no-untyped-def]
-    base = dict(
+def _settings(tmp: Path, **changes: Any) -> MonitorSettings:
+    base = MonitorSettings(
         command=("true",), mode="monitor", log_dir=tmp / "run", output=tmp / "soak.json", min_duration_s=0,
         sample_interval_s=1, startup_timeout_s=10, stale_progress_s=10, post_shutdown_grace_s=0,
     )  # fmt: skip
-    base.update(kw)
-    return MonitorSettings(**base)  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes)
 
 
 def test_validate_settings(tmp_path: Path) -> None:
     validate_settings(_settings(tmp_path))
-    cases = {
+    cases: dict[str, dict[str, Any]] = {
         "--log-dir: must be an absolute": dict(log_dir=Path("rel/run")),
         "--output: must be an absolute": dict(output=Path("soak.json")),
         "--output: must end in .json": dict(output=tmp_path / "soak.txt"),

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -180,7 +181,7 @@ def test_shm_attribution_rules() -> None:
         attribute_orphans(before, after, set(), [], uid=0, attribution="bogus")  # type: ignore[arg-type]
 
 
-def test_reader_samples_a_real_child(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_reader_samples_a_real_child(tmp_path: Path) -> None:
     """Real /proc: a child holding an eventfd and a /dev/shm fd is sampled with both classes."""
     name = f"soaktest_{os.getpid()}_procs"
     code = (

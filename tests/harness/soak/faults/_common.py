@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -25,7 +26,9 @@ def progress(log_dir: Path, iteration: int) -> None:
         fh.write(json.dumps(record) + "\n")
 
 
-def heartbeat_loop(log_dir: Path, duration_s: float, tick_s: float, on_tick=None) -> int:  # type: ignore[no-untyped-def]
+def heartbeat_loop(
+    log_dir: Path, duration_s: float, tick_s: float, on_tick: Callable[[int], object] | None = None
+) -> int:
     """Write progress every ``tick_s`` for ``duration_s``, calling ``on_tick(i)`` each tick; returns ticks."""
     end = time.monotonic() + duration_s
     i = 0

@@ -167,6 +167,7 @@ def build_artifact(
     startup_end_t: float | None,
     run_settings: Mapping[str, Any] | None = None,
     monitor_overhead: Mapping[str, Any] | None = None,
+    monitor: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble the 0.3.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
 
@@ -180,6 +181,10 @@ def build_artifact(
             min_duration_s, duration_s, started_at, finished_at (unix s) [, termination_grace_s].
         command: the monitored argv; log_dir: the run directory (absolute).
         startup_end_t: seconds since monitor start at which start-up ended, or None.
+        run_settings: ``soak run`` only: algo, task, sim, num_envs, iterations, extra overrides.
+        monitor_overhead: ``driver.overhead(result)``.
+        monitor: what the monitor did: root_pid, console_log_path, shm_attribution, monitor_error,
+            progress_parse_errors, known_processes, killed_by_monitor (schema ``monitor``).
     """
     leak = obs.leak_verdicts
     if not isinstance(leak.get("trends"), Mapping) or not isinstance(leak.get("leak_verdicts"), Mapping):
@@ -238,6 +243,8 @@ def build_artifact(
         artifact["run_settings"] = dict(run_settings)
     if monitor_overhead is not None:
         artifact["monitor_overhead"] = dict(monitor_overhead)
+    if monitor is not None:
+        artifact["monitor"] = dict(monitor)
     return artifact
 
 

@@ -70,10 +70,6 @@ class MonitorSettings:
         return self.output.with_name(self.output.stem + ".samples.jsonl")
 
     @property
-    def monitor_path(self) -> Path:
-        return self.output.with_name(self.output.stem + ".monitor.json")
-
-    @property
     def console_path(self) -> Path:
         return self.output.with_name(self.output.stem + ".console.log")
 
@@ -236,7 +232,7 @@ class Supervisor:
         self.wait_quiet(grace_s, until_all_dead=False)
         killed = []
         if self.proc.returncode is None:
-            killed.append({**self.tracker.known.get((self.proc.pid, self.tracker.root_start_ticks), {})})
+            killed.append(dict(self.tracker.known[(self.proc.pid, self.tracker.root_start_ticks)]))
         _signal(self.proc.pid, signal.SIGKILL, group=True)
         self.wait_quiet(min(grace_s, 5.0), until_all_dead=False)
         killed.extend(self.kill_all(min(grace_s, 2.0)))
@@ -297,6 +293,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
             tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks)
             supervisor = Supervisor(proc, tracker, reader)
+            supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
             sampler = Sampler(reader, tracker, settings.log_dir, t0)
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
             result.loop_cpu_s = -time.process_time()

@@ -24,30 +24,16 @@ from harness.soak.driver import (
 
 
 def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
-    """What the monitor itself did: settings, command, files, root PID, overhead, processes seen."""
+    """The artifact's ``monitor`` object: what the monitor itself did (processes seen, what it killed, its
+    own error). Settings, timing and overhead have their own top-level artifact fields."""
     return {
-        "command": list(settings.command),
-        "log_dir": str(settings.log_dir),
-        "console_log_path": str(settings.console_path),
-        "samples_path": str(settings.samples_path),
-        "timing": {
-            "min_duration_s": settings.min_duration_s,
-            "sample_interval_s": settings.sample_interval_s,
-            "startup_timeout_s": settings.startup_timeout_s,
-            "stale_progress_s": settings.stale_progress_s,
-            "post_shutdown_grace_s": settings.post_shutdown_grace_s,
-            "termination_grace_s": settings.termination_grace_s,
-        },
-        "shm_attribution": settings.shm_attribution,
-        "run_settings": dict(settings.run_settings),
         "root_pid": result.root_pid,
-        "monitor_failure": result.monitor_failure,
+        "console_log_path": str(settings.console_path),
+        "shm_attribution": settings.shm_attribution,
         "monitor_error": result.monitor_error,
-        "startup_end_t": result.startup_end_t,
         "progress_parse_errors": result.progress_parse_errors,
-        "killed_by_monitor": result.killed_by_monitor,
         "known_processes": result.known_processes,
-        "overhead": overhead(result),
+        "killed_by_monitor": result.killed_by_monitor,
     }
 
 
@@ -73,8 +59,6 @@ def print_verdict(artifact: Mapping[str, Any], stream: TextIO | None = None) -> 
 
 
 def _short_json(value: Any, limit: int = 60) -> str:
-    import json
-
     text = json.dumps(value, separators=(",", ":"), default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -82,7 +66,7 @@ def _short_json(value: Any, limit: int = 60) -> str:
 def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
-    from harness.soak.artifact import atomic_write_text, build_artifact, write_artifact
+    from harness.soak.artifact import build_artifact, write_artifact
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.report import render_report
     from harness.soak.trends import leak_verdicts
@@ -126,12 +110,10 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         startup_end_t=result.startup_end_t,
         run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
         monitor_overhead=overhead(result),
+        monitor=monitor_block(settings, result),
     )
-    # Everything the schema has no field for (processes seen, what the monitor killed, its own error) goes
-    # to a sidecar beside the artifact, written first so the artifact never points at a missing file.
-    atomic_write_text(settings.monitor_path, json.dumps(monitor_block(settings, result), indent=2) + "\n")
     write_artifact(settings.output, artifact)
-    render_report(settings.output)
+    render_report(settings.output, artifact)  # validated by write_artifact just now
     return artifact
 
 

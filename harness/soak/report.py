@@ -316,23 +316,26 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     )
 
 
-def render_report(artifact_path: str | Path) -> Path:
-    """Validate the artifact, render ``<stem>.html`` beside it (atomic write) and return that path.
+def render_report(artifact_path: str | Path, artifact: Mapping[str, Any] | None = None) -> Path:
+    """Render ``<stem>.html`` beside the artifact (atomic write) and return that path.
 
-    Raises ArtifactError (invalid/unreadable artifact or malformed samples line).
+    ``artifact``: the artifact already loaded and validated from ``artifact_path`` (the writer just did);
+    None reads and validates the file. Raises ArtifactError (invalid/unreadable artifact or malformed
+    samples line).
     """
     path = Path(artifact_path)
-    artifact = load_artifact(path)
+    data = load_artifact(path) if artifact is None else artifact
     target = path.with_name(path.stem + ".html")
-    atomic_write_text(target, build_page(artifact, path))
+    atomic_write_text(target, build_page(data, path))
     return target
 
 
 def report_command(artifact: Path) -> int:
     """``soak report ARTIFACT``: render the report; exit 0, or 2 with the reason on stderr."""
     try:
-        target = render_report(artifact)
-        samples_file, note = locate_samples(Path(artifact), load_artifact(artifact)["samples_path"])
+        data = load_artifact(artifact)
+        target = render_report(artifact, data)
+        samples_file, note = locate_samples(Path(artifact), data["samples_path"])
     except ArtifactError as exc:
         print(f"soak report: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -27,7 +28,9 @@ class SoakOutcome:
 
     @property
     def monitor(self) -> dict[str, Any]:
-        return json.loads(self.output.with_name(self.output.stem + ".monitor.json").read_text())
+        """The artifact's ``monitor`` object (root PID, processes seen, what the monitor killed)."""
+        monitor: dict[str, Any] = self.artifact["monitor"]
+        return monitor
 
     def criterion(self, name: str) -> dict[str, Any]:
         return next(c for c in self.artifact["criteria"] if c["name"] == name)
@@ -74,20 +77,38 @@ def alive(pid: int, start_ticks: int) -> bool:
     return int(fields[19]) == start_ticks and fields[0] not in ("Z", "X")
 
 
+_SEGMENT = re.compile(r"(soakfault|soakbench)_(\d+)_")
+
+
+def run_segments(outcome: SoakOutcome, prefix: str = "soak") -> list[str]:
+    """``/dev/shm`` entries named ``soakfault_<pid>_*`` (fault programs) or ``soakbench_<pid>_*`` (the
+    trainer) for a PID the run had, present now; ``prefix`` narrows the kind."""
+    pids = {p["pid"] for p in outcome.monitor["known_processes"]}
+    found = []
+    for name in os.listdir("/dev/shm"):
+        match = _SEGMENT.match(name)
+        if match and name.startswith(prefix) and int(match.group(2)) in pids:
+            found.append(name)
+    return sorted(found)
+
+
 def assert_nothing_left(outcome: SoakOutcome) -> None:
-    """Every process the monitor ever saw is gone (and any fault shm segment is removed by the caller)."""
+    """Every process the monitor ever saw is gone, and no shm segment of the run is left in /dev/shm
+    beyond those the artifact reports as orphaned (the monitor reports them, it does not delete them)."""
     known = outcome.monitor["known_processes"]
     assert known, "the monitor saw no process at all"
     left = [p for p in known if alive(p["pid"], p["start_ticks"])]
     assert left == [], f"processes left running: {left}"
+    reported = {s["name"] for s in outcome.artifact["orphaned_shm_segments"]}
+    unreported = sorted(set(run_segments(outcome)) - reported)
+    assert unreported == [], f"segments of the run left in /dev/shm and not reported: {unreported}"
 
 
 def remove_fault_segments(outcome: SoakOutcome) -> list[str]:
     """Unlink /dev/shm/soakfault_<pid>_* of the run's processes; returns the names removed."""
-    removed = []
-    pids = {p["pid"] for p in outcome.monitor["known_processes"]} if outcome.output.exists() else set()
-    for name in os.listdir("/dev/shm"):
-        if name.startswith("soakfault_") and int(name.split("_")[1]) in pids:
-            os.unlink(f"/dev/shm/{name}")
-            removed.append(name)
-    return removed
+    if not outcome.output.exists():
+        return []
+    names = run_segments(outcome, "soakfault_")
+    for name in names:
+        os.unlink(f"/dev/shm/{name}")
+    return names

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.soak._soakrun import REPO, SoakOutcome, alive, assert_nothing_left
+from tests.harness.soak._soakrun import REPO, SoakOutcome, alive, assert_nothing_left, run_segments
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak]
 
@@ -101,5 +101,4 @@ def test_sigkill_of_the_collector_is_collector_failure_and_leaves_nothing(tmp_pa
     assert art["post_shutdown_residual_processes"] == [] and art["orphaned_shm_segments"] == []
     assert not alive(collector["pid"], collector["start_ticks"])
     assert_nothing_left(outcome)
-    pids = {p["pid"] for p in outcome.monitor["known_processes"]}
-    assert not [n for n in os.listdir("/dev/shm") if any(n.startswith(f"soakbench_{p}_") for p in pids)]
+    assert run_segments(outcome) == []

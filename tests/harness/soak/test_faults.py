@@ -12,6 +12,7 @@ import pytest
 
 from tests.harness.soak._soakrun import (
     REPO,
+    SoakOutcome,
     assert_nothing_left,
     monitor_args,
     remove_fault_segments,
@@ -21,8 +22,9 @@ from tests.harness.soak._soakrun import (
 pytestmark = pytest.mark.soak
 
 
-def _verdicts(outcome) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    return outcome.artifact["resource_summary"]["leak_verdicts"]
+def _verdicts(outcome: SoakOutcome) -> dict[str, str]:
+    verdicts: dict[str, str] = outcome.artifact["resource_summary"]["leak_verdicts"]
+    return verdicts
 
 
 @pytest.mark.parametrize("program", ["healthy_sawtooth.py", "healthy_plateau.py"])
@@ -36,6 +38,10 @@ def test_healthy_programs_pass(tmp_path: Path, program: str) -> None:
         c["result"] for c in art["criteria"] if c["name"].startswith(("run_", "replay_", "inference_"))
     } == {"not_applicable"}
     assert_nothing_left(outcome)
+    monitor = art["monitor"]
+    assert monitor["root_pid"] in {p["pid"] for p in monitor["known_processes"]}
+    assert monitor["killed_by_monitor"] == [] and monitor["monitor_error"] is None
+    assert monitor["progress_parse_errors"] == 0 and Path(monitor["console_log_path"]).is_file()
     lines = Path(art["samples_path"]).read_text().splitlines()
     assert len(lines) == art["resource_summary"]["sample_count"] >= 10
 
@@ -112,6 +118,8 @@ def test_nonzero_exit_fails(tmp_path: Path) -> None:
 def test_too_short_fails(tmp_path: Path) -> None:
     outcome = soak_monitor(tmp_path, "nonzero_exit.py", "1.5", "0", min_duration=30)
     assert outcome.returncode == 1 and outcome.artifact["failure_classification"] == "too_short"
+    assert outcome.criterion("min_duration")["result"] == "fail"
+    assert_nothing_left(outcome)
 
 
 def test_sigterm_to_the_monitor_cancels_and_cleans_up(tmp_path: Path) -> None:
@@ -123,8 +131,6 @@ def test_sigterm_to_the_monitor_cancels_and_cleans_up(tmp_path: Path) -> None:
         time.sleep(0.1)
     monitor.send_signal(signal.SIGTERM)
     _out, err = monitor.communicate(timeout=60)
-    from tests.harness.soak._soakrun import SoakOutcome
-
     outcome = SoakOutcome(monitor.returncode, _out, err, output)
     assert outcome.returncode == 1, err[-2000:]
     assert outcome.artifact["failure_classification"] == "external_cancellation"

@@ -42,6 +42,8 @@ ALGO = "flashsac"
 # (one tracking step at 64 envs: 41 ms with 2 torch threads vs 1.4 ms with 1 on 2 cores). The probe
 # measures what the trainer runs, so it uses the same setting unless told otherwise.
 COLLECTOR_TORCH_THREADS = 1
+# Interleaved (physics-limit block, env block) rounds of the throughput loop; min(rounds, iters) run.
+DEFAULT_ROUNDS = 5
 EXCLUSIONS: tuple[dict[str, str], ...] = (
     {
         "name": "policy_inference",
@@ -76,6 +78,7 @@ class ProbeSettings:
     mjwarp_device: str
     physics_threads: int | None
     torch_threads: int
+    rounds: int
     acceptance: bool
     idle_memory_threshold_bytes: int
     idle_wait_s: float
@@ -98,6 +101,7 @@ def validate_settings(
     worker_timeout_s: float,
     output: str,
     torch_threads: int = COLLECTOR_TORCH_THREADS,
+    rounds: int = DEFAULT_ROUNDS,
 ) -> ProbeSettings:
     """Check every argument (and the output location) before anything runs; raise ProbeInputError."""
     from runtime.backends import BACKENDS
@@ -127,6 +131,8 @@ def validate_settings(
         raise ProbeInputError("--mjwarp-device is only meaningful when --backends includes mjwarp")
     if physics_threads is not None and physics_threads < 1:
         raise ProbeInputError(f"--physics-threads must be >= 1, got {physics_threads}")
+    if rounds < 1:
+        raise ProbeInputError(f"--rounds must be >= 1, got {rounds}")
     if torch_threads < 1:
         raise ProbeInputError(f"--torch-threads must be >= 1, got {torch_threads}")
     if idle_memory_threshold_mib < 0 or idle_wait_s < 0 or worker_timeout_s <= 0:
@@ -154,6 +160,7 @@ def validate_settings(
         mjwarp_device=mjwarp_device or "cuda",
         physics_threads=physics_threads,
         torch_threads=torch_threads,
+        rounds=rounds,
         acceptance=acceptance,
         idle_memory_threshold_bytes=idle_memory_threshold_mib << 20,
         idle_wait_s=idle_wait_s,
@@ -225,6 +232,7 @@ def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> 
         "mjwarp_device": settings.mjwarp_device,
         "physics_threads": settings.physics_threads,
         "torch_threads": settings.torch_threads,
+        "rounds": settings.rounds,
     }
     spec_path, out_path, log_path = (
         workdir / f"{backend}.{kind}" for kind in ("spec.json", "out.json", "log")
@@ -413,6 +421,9 @@ def probe(
         None, "--mjwarp-device", help="cuda (default) or cpu: Warp's CPU device, a diagnostic lane"
     ),
     physics_threads: int | None = typer.Option(None, "--physics-threads", help="MuJoCo CPU threads"),
+    rounds: int = typer.Option(
+        DEFAULT_ROUNDS, "--rounds", help="interleaved limit/env rounds of the throughput loop (<= iters)"
+    ),
     torch_threads: int = typer.Option(
         COLLECTOR_TORCH_THREADS,
         "--torch-threads",
@@ -427,7 +438,7 @@ def probe(
     try:
         settings = validate_settings(
             backends, task, num_envs, warmup, iters, seed, mjwarp_device, physics_threads, acceptance,
-            idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output, torch_threads,
+            idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output, torch_threads, rounds,
         )  # fmt: skip
         from runtime.config import PlatformFacts
 

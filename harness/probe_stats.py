@@ -6,6 +6,7 @@ GPU idleness). Data in, data out: no processes, clocks or files here.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -128,6 +129,42 @@ def efficiency(throughput_env_steps_per_s: float, physics_steps_per_s: float, de
     if physics_steps_per_s <= 0 or decimation < 1:
         raise ValueError("physics limit must be positive and decimation >= 1")
     return throughput_env_steps_per_s / (physics_steps_per_s / decimation)
+
+
+def split_blocks(total: int, blocks: int) -> list[int]:
+    """``total`` items as ``blocks`` block sizes differing by at most one, none empty (``blocks`` is
+    clamped to ``1..total``)."""
+    blocks = max(1, min(blocks, total))
+    base, extra = divmod(total, blocks)
+    return [base + (1 if i < extra else 0) for i in range(blocks)]
+
+
+def interleaved_efficiency(
+    num_envs: int, decimation: int, rounds: Sequence[tuple[Sequence[float], int, float]]
+) -> dict[str, Any]:
+    """Efficiency from interleaved rounds measured under the same load.
+
+    ``rounds[i] = (env_iteration_ms, physics_steps, physics_s)``: the env block's per-iteration times
+    (ms) and the physics-limit block measured right before it (steps over all worlds, seconds).
+    Returns ``{efficiency, rounds: [{env_control_steps_per_s, physics_steps_per_s, efficiency}]}`` where
+    ``efficiency`` is the median of the per-round ratios (robust to a round disturbed by other load).
+    """
+    if not rounds:
+        raise ValueError("interleaved_efficiency needs at least one round")
+    out = []
+    for env_ms, physics_steps, physics_s in rounds:
+        if physics_s <= 0:
+            raise ValueError("a physics-limit block took no measurable time")
+        env_rate = throughput(num_envs, env_ms)
+        physics_rate = physics_steps / physics_s
+        out.append(
+            {
+                "env_control_steps_per_s": env_rate,
+                "physics_steps_per_s": physics_rate,
+                "efficiency": efficiency(env_rate, physics_rate, decimation),
+            }
+        )
+    return {"efficiency": statistics.median(r["efficiency"] for r in out), "rounds": out}
 
 
 def counter_delta(

@@ -2,14 +2,16 @@
 
 The parent (``harness.probe``) starts one such process per backend and reads its result JSON. Here:
 compose the owner config, build the env with ``runtime.env.make_env``, time ``warmup`` + 2 × ``iters``
-env steps of seeded random actions, then measure the physics limit of the same model, worlds and threads
+env steps of seeded random actions, and measure the physics limit of the same model, worlds and threads
 in this same process.
 
 Two measured loops of ``iters`` iterations each, sharing one warm env:
 1. *phased*: a ``PhaseTimer`` is passed to ``env.step`` (device sync at every phase boundary) -> per
    phase statistics and the synchronized ``iteration_ms``;
 2. *throughput*: ``env.step`` without a timer, synchronized only at iteration boundaries -> the headline
-   ``throughput_env_control_steps_per_s`` (phase syncs would otherwise serialize GPU work).
+   ``throughput_env_control_steps_per_s`` (phase syncs would otherwise serialize GPU work). It runs in
+   ``rounds`` blocks, each right after a physics-limit block, so load changes on a shared host hit both
+   sides of each round's ratio; ``efficiency`` is the median round.
 Action sampling happens before each iteration's clock starts (policy inference is excluded).
 """
 
@@ -27,9 +29,10 @@ from typing import Any
 from harness.probe_stats import (
     PROBE_PHASES,
     counter_delta,
-    efficiency,
+    interleaved_efficiency,
     per_iteration_phase_ms,
     phase_report,
+    split_blocks,
     summarize_ms,
     throughput,
     transfer_report,
@@ -63,13 +66,13 @@ def _inventory(backend: Any) -> tuple[bool, list[dict[str, Any]]]:
 
 def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Measure one backend as described by ``spec`` (keys: backend, task, num_envs, warmup, iters, seed,
-    mjwarp_device, physics_threads, torch_threads). Returns the per-backend artifact block (plain JSON)."""
+    mjwarp_device, physics_threads, torch_threads, rounds). Returns the per-backend artifact block (plain JSON)."""
     import torch
 
     # Before any torch work: the collector's intra-op thread count (spec["torch_threads"], recorded).
     torch.set_num_threads(int(spec["torch_threads"]))
 
-    from harness.probe_limit import mjwarp_limit, mujoco_rollout_limit
+    from harness.probe_limit import MjwarpLimit, MujocoRolloutLimit
     from runtime.config import compose
     from runtime.env import make_env
     from runtime.timing import PhaseTimer
@@ -112,11 +115,13 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         per_step_transfers: list[dict[str, dict[str, int]]] = []
         counters_start = backend.transfer_counters()
 
-        def timed_loop(timer: PhaseTimer | None) -> tuple[list[float], list[dict[str, list[float]]]]:
+        def timed_loop(
+            timer: PhaseTimer | None, count: int
+        ) -> tuple[list[float], list[dict[str, list[float]]]]:
             nonlocal episodes
             iteration_ms: list[float] = []
             phase_samples: list[dict[str, list[float]]] = []
-            for _ in range(iters):
+            for _ in range(count):
                 act = actions()
                 before_counts = backend.transfer_counters()
                 lengths = {} if timer is None else {k: len(v) for k, v in timer.samples_ms.items()}
@@ -132,45 +137,67 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
             return iteration_ms, phase_samples
 
         timer = PhaseTimer(device)
-        phased_ms, phase_samples = timed_loop(timer)
-        plain_ms, _ = timed_loop(None)
-        counters_total = counter_delta(counters_start, backend.transfer_counters())
+        phased_ms, phase_samples = timed_loop(timer, iters)
 
-        per_phase = per_iteration_phase_ms(phase_samples, PROBE_PHASES)
-        invocations = {p: len(timer.samples_ms.get(p, [])) for p in PROBE_PHASES}
-        phases = phase_report(phased_ms, per_phase, invocations)
-        env_throughput = throughput(env.num_envs, plain_ms)
-
+        # The physics limit of the same compiled model (the backend's own when it exposes one, env-side
+        # edits included; else the task's scene compiled afresh), worlds and threads, from the worlds'
+        # states after the phased loop.
         state = backend.public_state()
         qpos = state.qpos.detach().to("cpu", torch.float64).numpy().copy()
         qvel = state.qvel.detach().to("cpu", torch.float64).numpy().copy()
-        # The backend's own compiled model when it exposes one (any env-side edits included), else the
-        # task's scene compiled afresh.
         model = getattr(backend, "model", None)
         if model is None:
             from runtime.assets import load_model
 
             model = load_model(str(cfg.task.scene))
         decimation = int(backend.decimation)
+        blocks = split_blocks(iters, int(spec["rounds"]))
+        host_info = backend.host_stepping_info() if hasattr(backend, "host_stepping_info") else None
         threads: int | None = None
+        limit: MujocoRolloutLimit | MjwarpLimit
         if backend_name == "mjwarp":
             warp_device = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
             # Same contact/constraint capacities as the backend when it states them (``None`` otherwise:
             # both then use mujoco_warp's defaults for this model and world count).
             sizes = getattr(backend, "make_data_kwargs", None)
             data_kwargs = sizes() if callable(sizes) else sizes
-            limit = mjwarp_limit(model, qpos, qvel, warp_device, decimation, iters, data_kwargs)
+            limit = MjwarpLimit(model, qpos, qvel, warp_device, decimation, data_kwargs)
         else:
-            info = backend.host_stepping_info() if hasattr(backend, "host_stepping_info") else {}
-            threads = int(info.get("num_threads", cfg.resolved.physics_threads))
-            limit = mujoco_rollout_limit(model, qpos, qvel, threads, decimation, iters)
-        limit["control_steps_per_s"] = limit["physics_steps_per_s"] / decimation
+            threads = int((host_info or {}).get("num_threads", cfg.resolved.physics_threads))
+            limit = MujocoRolloutLimit(model, qpos, qvel, threads, decimation, max(blocks))
+
+        # Throughput: rounds of (physics-limit block, env block) back to back, so each round's ratio
+        # compares the two under the same host load; the efficiency is the median round.
+        plain_ms: list[float] = []
+        rounds: list[tuple[list[float], int, float]] = []
+        physics_steps, physics_s = 0, 0.0
+        with limit:
+            for block in blocks:
+                steps, seconds = limit.measure(block)
+                block_ms, _ = timed_loop(None, block)
+                rounds.append((block_ms, steps, seconds))
+                plain_ms.extend(block_ms)
+                physics_steps += steps
+                physics_s += seconds
+        counters_total = counter_delta(counters_start, backend.transfer_counters())
+
+        per_phase = per_iteration_phase_ms(phase_samples, PROBE_PHASES)
+        invocations = {p: len(timer.samples_ms.get(p, [])) for p in PROBE_PHASES}
+        phases = phase_report(phased_ms, per_phase, invocations)
+        env_throughput = throughput(env.num_envs, plain_ms)
+        interleaved = interleaved_efficiency(env.num_envs, decimation, rounds)
+        physics_limit = {
+            **limit.describe,
+            "physics_steps": physics_steps,
+            "elapsed_s": physics_s,
+            "physics_steps_per_s": physics_steps / physics_s,
+            "control_steps_per_s": physics_steps / physics_s / decimation,
+        }
 
         transfers = transfer_report(inventory, per_step_transfers)
         transfers["inventory_declared"] = inventory_declared
         transfers["counters_total"] = counters_total
         diagnostics = _backend_diagnostics(backend)
-        host_info = backend.host_stepping_info() if hasattr(backend, "host_stepping_info") else None
         return {
             "backend": backend_name,
             "pid": os.getpid(),
@@ -199,8 +226,9 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
             "throughput_env_control_steps_per_s": env_throughput,
             "throughput_phased_env_control_steps_per_s": throughput(env.num_envs, phased_ms),
             "throughput_iteration_ms": summarize_ms(plain_ms),
-            "physics_limit": limit,
-            "efficiency": efficiency(env_throughput, limit["physics_steps_per_s"], decimation),
+            "physics_limit": physics_limit,
+            "efficiency": interleaved["efficiency"],
+            "rounds": interleaved["rounds"],
             "backend_diagnostics": diagnostics,
             "transfers": transfers,
             "torch": {

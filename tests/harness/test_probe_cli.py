@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -99,10 +100,15 @@ def test_host_bridge_reports_inventory_limit_and_efficiency(mujoco_artifact: dic
     limit = result["physics_limit"]
     assert limit["method"] == "mujoco.rollout" and limit["worlds"] == 16
     assert limit["threads"] == result["physics_threads"]
-    expected = result["throughput_env_control_steps_per_s"] / (
-        limit["physics_steps_per_s"] / result["decimation"]
-    )
-    assert result["efficiency"] == pytest.approx(expected)
+    assert limit["control_steps_per_s"] == pytest.approx(limit["physics_steps_per_s"] / result["decimation"])
+    # interleaved rounds (min(--rounds 5, --iters 6) = 5): each ratio is its env block over its limit block
+    rounds = result["rounds"]
+    assert len(rounds) == 5 == mujoco_artifact["settings"]["rounds"]
+    for r in rounds:
+        expected = r["env_control_steps_per_s"] / (r["physics_steps_per_s"] / result["decimation"])
+        assert r["efficiency"] == pytest.approx(expected)
+    assert result["efficiency"] == pytest.approx(statistics.median(r["efficiency"] for r in rounds))
+    assert result["torch"]["intra_op_threads"] == 1 == mujoco_artifact["settings"]["torch_threads"]
     diagnostics = result["backend_diagnostics"]
     assert diagnostics["available"] is True and diagnostics["backend_type"] == "mujoco"
 
@@ -189,6 +195,8 @@ def test_mjwarp_without_cuda_needs_the_explicit_cpu_flag(tmp_path: Path) -> None
         ({"num_envs": 0}, "num-envs"),
         ({"iters": 0}, "iters"),
         ({"warmup": -1}, "warmup"),
+        ({"rounds": 0}, "rounds"),
+        ({"torch_threads": 0}, "torch-threads"),
         ({"task": "nope"}, "task"),
         ({"mjwarp_device": "tpu"}, "mjwarp-device"),
         ({"mjwarp_device": "cpu"}, "only meaningful"),

@@ -11,9 +11,11 @@ from harness.probe_stats import (
     counter_delta,
     efficiency,
     idle_verdict,
+    interleaved_efficiency,
     per_iteration_phase_ms,
     phase_report,
     profiler_env_violations,
+    split_blocks,
     summarize_ms,
     throughput,
     transfer_report,
@@ -84,6 +86,28 @@ def test_throughput_and_efficiency() -> None:
         efficiency(1.0, 0.0, 4)
     with pytest.raises(ValueError):
         throughput(1, [0.0])
+
+
+@given(st.integers(1, 500), st.integers(1, 20))
+def test_split_blocks_covers_total_evenly(total: int, blocks: int) -> None:
+    sizes = split_blocks(total, blocks)
+    assert sum(sizes) == total and len(sizes) == min(blocks, total)
+    assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+
+
+def test_interleaved_efficiency_is_the_median_round() -> None:
+    # 64 envs, decimation 4. Round env rates: 6400, 3200, 6400 control steps/s; limit rates 40k, 40k, 20k
+    # physics steps/s (10k, 10k, 5k control steps/s) -> per-round ratios 0.64, 0.32, 1.28 -> median 0.64.
+    rounds = [([10.0, 10.0], 40_000, 1.0), ([20.0, 20.0], 20_000, 0.5), ([10.0], 10_000, 0.5)]
+    out = interleaved_efficiency(64, 4, rounds)
+    assert [r["efficiency"] for r in out["rounds"]] == pytest.approx([0.64, 0.32, 1.28])
+    assert out["rounds"][1]["env_control_steps_per_s"] == pytest.approx(3200.0)
+    assert out["rounds"][2]["physics_steps_per_s"] == pytest.approx(20_000.0)
+    assert out["efficiency"] == pytest.approx(0.64)
+    with pytest.raises(ValueError):
+        interleaved_efficiency(64, 4, [])
+    with pytest.raises(ValueError):
+        interleaved_efficiency(64, 4, [([1.0], 10, 0.0)])
 
 
 INVENTORY = [

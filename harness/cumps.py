@@ -12,6 +12,7 @@ import shlex
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -58,10 +59,11 @@ def _pick_record(name: str | None) -> tuple[Path, mps.DaemonRecord]:
         for path, record in live:
             if record.name == name:
                 return path, record
-        for path, reason in stale:
+        for path, _record, reason in stale:
             if path.stem == name:
                 raise mps.CumpsError(
-                    f"the record for {name!r} is stale ({reason}); run `cumps start` to replace it"
+                    f"the record for {name!r} is stale ({reason}); run `cumps start --name {name}` to "
+                    "quarantine it and start anew"
                 )
         raise mps.CumpsError(f"no live daemon named {name!r} was started by cumps for this user on this host")
     if len(live) == 1:
@@ -98,8 +100,10 @@ def start(
         live, stale = mps.live_records()
         if any(r.name == name for _, r in live):
             raise mps.CumpsError(f"daemon {name!r} is already running; `cumps status` shows it")
-        for path, why in stale:
-            if path.stem == name:
+        # Every record this host can prove stale is set aside (kept, with its reason), not only this
+        # name's, so `status` and `doctor` stop reporting it; other hosts' records are left alone.
+        for path, record, why in stale:
+            if mps.ours_here(record):
                 moved = mps.quarantine(path, why)
                 out.print(f"quarantined stale record {path} -> {moved} ({why})")
         if mps.pipe_kind(pipe) != "missing":
@@ -119,14 +123,18 @@ def start(
         "CUDA_MPS_LOG_DIRECTORY": str(logs),
         "CUDA_VISIBLE_DEVICES": gpu.uuid,
     }
-    launched = subprocess.run([binary, "-d"], env=env, capture_output=True, text=True, timeout=30)
+    try:
+        launched = subprocess.run([binary, "-d"], env=env, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _refuse(f"{binary} -d: {exc}; see {logs}/control.log") from None
     if launched.returncode != 0:
         raise _refuse(f"{binary} -d failed (exit {launched.returncode}): {launched.stderr.strip()}")
     pid = _wait_for_daemon(pipe)
-    if pid is None:
-        raise _refuse(f"the daemon did not open {pipe}/control within 10 s; see {logs}/control.log")
-    ticks = mps.start_ticks(pid)
-    assert ticks is not None
+    ticks = mps.start_ticks(pid) if pid is not None else None
+    if pid is None or ticks is None:
+        raise _refuse(
+            f"the daemon did not stay up serving {pipe}/control within 10 s; see {logs}/control.log"
+        )
     record = mps.DaemonRecord(
         name=name,
         uid=os.getuid(),
@@ -199,13 +207,17 @@ def status(gpus: GpusOpt = "all") -> None:
             raise _refuse(str(exc)) from None
         for gpu in chosen:
             out.print(f"GPU {gpu.index}: {gpu.uuid} {gpu.name}")
-    live, stale = mps.live_records()
+    try:
+        live, stale = mps.live_records()
+    except mps.CumpsError as exc:
+        raise _refuse(str(exc)) from None
     for _, record in live:
         out.print(
             f"daemon {record.name}: live pid {record.control_pid}, gpu {record.gpu_uuid}, pipe {record.pipe_dir}"
         )
-    for path, why in stale:
-        out.print(f"daemon {path.stem}: STALE ({why}); the next `cumps start` quarantines it")
+    for path, record, why in stale:
+        action = "the next `cumps start` quarantines it" if mps.ours_here(record) else "left to its host"
+        out.print(f"daemon {path.stem}: STALE ({why}); {action}")
     if not live and not stale:
         out.print("daemons: none recorded")
     out.print(f"CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY', '<unset>')}")
@@ -213,35 +225,84 @@ def status(gpus: GpusOpt = "all") -> None:
         raise typer.Exit(EXIT_UNMET)
 
 
-def doctor_findings(gpus: str | None) -> list[tuple[str, bool, str]]:
-    """(check, ok, detail-or-fix) in prerequisite order; read-only."""
-    findings: list[tuple[str, bool, str]] = []
-    findings.append(("Linux host", platform.system() == "Linux", "MPS is Linux-only"))
+@dataclass(frozen=True)
+class Finding:
+    """One doctor check: ``fix`` names the command (or action) that meets it when ``ok`` is False."""
+
+    check: str
+    ok: bool
+    detail: str = ""
+    fix: str = ""
+
+
+def doctor_findings(gpus: str | None) -> list[Finding]:
+    """Every check in prerequisite order, each failing one with its fix; read-only."""
+    selector = f" --gpus {gpus}" if gpus not in (None, "all") else ""
+    system = platform.system()
+    findings = [
+        Finding(
+            "Linux host",
+            system == "Linux",
+            f"MPS is Linux-only; this host is {system}",
+            "run `uv run cumps doctor` on a Linux host with an NVIDIA GPU; here, train without "
+            "training.cuda_process_sharing=mps",
+        )
+    ]
     visible, reason = _visible()
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
     findings.append(
-        (
+        Finding(
             "NVIDIA GPU visible through NVML",
             reason is None and bool(visible),
-            reason or "install the NVIDIA driver; check `CUDA_VISIBLE_DEVICES`",
+            reason or f"NVML sees GPUs but CUDA_VISIBLE_DEVICES={cvd!r} hides them all",
+            "`nvidia-smi` must list the GPU: install or load the NVIDIA driver"
+            if reason
+            else "`unset CUDA_VISIBLE_DEVICES` or set it to one listed GPU",
         )
     )
+    chosen: list[mps.Gpu] = []
     if reason is None and visible:
         try:
-            mps.select_gpu(gpus, visible, read_only=gpus == "all")
-            findings.append(("one GPU selected", True, ""))
+            chosen = mps.select_gpu(gpus, visible, read_only=gpus == "all")
+            findings.append(Finding("one GPU selected", True))
         except mps.CumpsError as exc:
-            findings.append(("one GPU selected", False, f"{exc}; e.g. `cumps doctor --gpus 0`"))
-    has_binary = mps.shutil.which(mps.CONTROL_BINARY) is not None
-    findings.append((f"{mps.CONTROL_BINARY} on PATH", has_binary, "install the driver's MPS utilities"))
-    live, stale = mps.live_records()
+            first = visible[0].index
+            findings.append(
+                Finding("one GPU selected", False, str(exc), f"`uv run cumps doctor --gpus {first}`")
+            )
     findings.append(
-        (
-            "no stale ownership records",
-            not stale,
-            "; ".join(f"{p.stem}: {why}" for p, why in stale) + " -> `cumps start` quarantines them",
+        Finding(
+            f"{mps.CONTROL_BINARY} on PATH",
+            mps.find_binary() is not None,
+            "the driver's MPS control utility is missing",
+            "install the driver's compute utilities, e.g. "
+            "`sudo apt-get install nvidia-compute-utils-<driver-branch>`",
         )
     )
-    findings.append(("a live cumps daemon", bool(live), "run `cumps start`"))
+    try:
+        live, stale = mps.live_records()
+    except mps.UnreadableRecord as exc:
+        findings.append(Finding("ownership records readable", False, str(exc), exc.fix))
+        return findings
+    ours = [(path, why) for path, record, why in stale if mps.ours_here(record)]
+    findings.append(
+        Finding(
+            "no stale ownership records",
+            not ours,
+            "; ".join(f"{path.stem}: {why}" for path, why in ours),
+            f"`uv run cumps start{selector}` quarantines them (kept under quarantine/) before it starts",
+        )
+    )
+    uuids = {g.uuid for g in chosen}
+    covering = [r for _, r in live if not uuids or r.gpu_uuid in uuids]
+    findings.append(
+        Finding(
+            "a live cumps daemon" + (" for the selected GPU" if uuids else ""),
+            bool(covering),
+            "none is recorded" + (f" for {', '.join(sorted(uuids))}" if uuids else ""),
+            f"`uv run cumps start{selector}`",
+        )
+    )
     return findings
 
 
@@ -249,14 +310,12 @@ def doctor_findings(gpus: str | None) -> list[tuple[str, bool, str]]:
 def doctor(gpus: GpusOpt = None) -> None:
     """Read-only: name the first unmet prerequisite and the command that fixes it."""
     findings = doctor_findings(gpus)
-    for check, ok, detail in findings:
-        out.print(
-            f"[{'green' if ok else 'red'}]{'ok  ' if ok else 'FAIL'}[/] {check}"
-            + ("" if ok else f": {detail}")
-        )
-    first = next(((c, d) for c, ok, d in findings if not ok), None)
+    for f in findings:
+        tail = "" if f.ok else f": {f.detail}; fix: {f.fix}"
+        out.print(f"[{'green' if f.ok else 'red'}]{'ok  ' if f.ok else 'FAIL'}[/] {f.check}{tail}")
+    first = next((f for f in findings if not f.ok), None)
     if first is not None:
-        out.print(f"first unmet prerequisite: {first[0]} -> {first[1]}")
+        out.print(f"first unmet prerequisite: {first.check} -> fix: {first.fix}")
         raise typer.Exit(EXIT_UNMET)
 
 

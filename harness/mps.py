@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import stat
@@ -39,6 +40,14 @@ MULTI_GPU_GATE = "multi-GPU use is behind the multi-GPU gate (docs/production-gu
 
 class CumpsError(Exception):
     """A refusal with a user-facing reason; the CLI prints it and exits 2."""
+
+
+class UnreadableRecord(CumpsError):
+    """An ownership record that cannot be parsed; ``fix`` is the command that sets it aside."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 @dataclass(frozen=True)
@@ -187,9 +196,10 @@ def load_records(directory: Path | None = None) -> list[tuple[Path, DaemonRecord
         try:
             data = json.loads(path.read_text())
             found.append((path, DaemonRecord(**data)))
-        except (json.JSONDecodeError, TypeError) as exc:
-            raise CumpsError(
-                f"{path}: unreadable ownership record ({exc}); move it aside to continue"
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
+            fix = f"`mv {shlex.quote(str(path))} {shlex.quote(str(path))}.unreadable`"
+            raise UnreadableRecord(
+                f"{path}: unreadable ownership record ({exc}); move it aside to continue: {fix}", fix
             ) from None
     return found
 
@@ -214,17 +224,24 @@ def quarantine(path: Path, reason: str) -> Path:
     return target
 
 
-def live_records(
-    directory: Path | None = None,
-) -> tuple[list[tuple[Path, DaemonRecord]], list[tuple[Path, str]]]:
+StaleRecord = tuple[Path, DaemonRecord, str]  # (file, record, why its evidence no longer holds)
+
+
+def live_records(directory: Path | None = None) -> tuple[list[tuple[Path, DaemonRecord]], list[StaleRecord]]:
     """Split records into live ones and stale ones (with reasons); reads only."""
     uid, host = os.getuid(), socket.gethostname()
     live: list[tuple[Path, DaemonRecord]] = []
-    stale: list[tuple[Path, str]] = []
+    stale: list[StaleRecord] = []
     for path, record in load_records(directory):
         reason = record_is_live(record, uid=uid, host=host, start_ticks_of=start_ticks)
-        (stale.append((path, reason)) if reason else live.append((path, record)))
+        (stale.append((path, record, reason)) if reason else live.append((path, record)))
     return live, stale
+
+
+def ours_here(record: DaemonRecord) -> bool:
+    """Written by this uid on this host: only then can this host prove the record stale (a cache
+    directory shared between hosts holds other hosts' records, which are theirs to judge)."""
+    return record.uid == os.getuid() and record.host == socket.gethostname()
 
 
 def ensure_private_dir(path: Path) -> None:
@@ -266,16 +283,24 @@ def find_control_pid(pipe_dir: Path, binary_name: str = CONTROL_BINARY) -> int |
 def control_command(binary: str, pipe_dir: Path, command: str, timeout_s: float = 10.0) -> str:
     """Send one command line to the control daemon at ``pipe_dir`` and return its answer."""
     env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe_dir)}
-    result = subprocess.run(
-        [binary], input=command + "\n", capture_output=True, text=True, env=env, timeout=timeout_s
-    )
+    try:
+        result = subprocess.run(
+            [binary], input=command + "\n", capture_output=True, text=True, env=env, timeout=timeout_s
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CumpsError(f"{binary} {command!r} via {pipe_dir}: {exc}") from None
     if result.returncode != 0:
         raise CumpsError(f"{binary} {command!r} failed (exit {result.returncode}): {result.stderr.strip()}")
     return result.stdout
 
 
+def find_binary() -> str | None:
+    """Path of the MPS control binary on PATH, or None."""
+    return shutil.which(CONTROL_BINARY)
+
+
 def resolve_binary() -> str:
-    found = shutil.which(CONTROL_BINARY)
+    found = find_binary()
     if found is None:
         raise CumpsError(
             f"{CONTROL_BINARY} is not on PATH; install the NVIDIA driver's MPS utilities on this host"
@@ -343,12 +368,12 @@ def ambient_facts(environ: Mapping[str, str]) -> dict[str, Any]:
     kind = pipe_kind(pipe_dir)
     server_pid: int | None = None
     if kind == "fifo":
-        binary = shutil.which(CONTROL_BINARY)
+        binary = find_binary()
         if binary is not None:
             try:
                 answer = control_command(binary, pipe_dir, "get_server_list", timeout_s=3.0).split()
                 server_pid = int(answer[0]) if answer and answer[0].isdigit() else None
-            except (CumpsError, subprocess.TimeoutExpired, OSError):
+            except CumpsError:
                 server_pid = None
     return {
         "raw_cuda_mps_pipe_directory": raw,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,7 +99,7 @@ def test_several_gpus_need_a_selector(host: Path, monkeypatch: pytest.MonkeyPatc
     code, output = invoke("start")
     assert code == 2 and "pass --gpus" in output
     code, output = invoke("doctor")
-    assert code == 1 and "one GPU selected" in output
+    assert code == 1 and "one GPU selected" in output and "fix: `uv run cumps doctor --gpus 0`" in output
     code, output = invoke("start", "--gpus", "1", "--name", "second")
     assert code == 0, output
     record = json.loads((host / "cache/soakbench/cumps/second.json").read_text())
@@ -144,14 +147,14 @@ def test_wrong_directory_mode_is_refused(host: Path) -> None:
     assert code == 2 and "expected 0o700" in output
 
 
-def test_stale_record_is_quarantined_not_deleted(host: Path) -> None:
-    name = "gpu-1a2b3c4d-0000-1111-2222-333344445555"
-    dead = subprocess.Popen(["true"])
+def _stale_record(name: str, host_name: str | None = None) -> mps.DaemonRecord:
+    """A record whose control process has exited."""
+    dead = subprocess.Popen([sys.executable, "-c", ""])
     dead.wait()
-    stale = mps.DaemonRecord(
+    record = mps.DaemonRecord(
         name=name,
         uid=os.getuid(),
-        host=os.uname().nodename,
+        host=host_name or socket.gethostname(),
         control_pid=dead.pid,
         control_start_ticks=1,
         gpu_uuid=UUID_A,
@@ -159,15 +162,60 @@ def test_stale_record_is_quarantined_not_deleted(host: Path) -> None:
         log_dir="/nonexistent/log",
         started_unix=0.0,
     )
-    mps.write_record(stale)
+    mps.write_record(record)
+    return record
+
+
+def test_stale_record_is_quarantined_not_deleted(host: Path) -> None:
+    name = "gpu-1a2b3c4d-0000-1111-2222-333344445555"
+    stale = _stale_record(name)
+    _stale_record("older")
+    _stale_record("elsewhere", host_name="another-host")
     code, output = invoke("status")
-    assert "STALE" in output
+    assert "daemon older: STALE" in output and "daemon elsewhere: STALE" in output
+    assert "left to its host" in output
     code, output = invoke("start")
     assert code == 0, output
-    assert "quarantined stale record" in output
-    kept = list((host / "cache/soakbench/cumps/quarantine").glob(f"{name}.*.json"))
-    assert len(kept) == 1 and json.loads(kept[0].read_text())["control_pid"] == dead.pid
+    assert output.count("quarantined stale record") == 2
+    quarantine = host / "cache/soakbench/cumps/quarantine"
+    kept = list(quarantine.glob(f"{name}.*.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["control_pid"] == stale.control_pid
+    assert "is gone" in kept[0].with_suffix(".reason.txt").read_text()
+    assert len(list(quarantine.glob("older.*.json"))) == 1
+    assert (host / "cache/soakbench/cumps/elsewhere.json").exists(), "another host's record was touched"
     assert invoke("stop")[0] == 0
+
+
+def test_every_failing_doctor_check_names_its_fix(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cumps.platform, "system", lambda: "Darwin")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    set_gpus(monkeypatch, [_gpu(UUID_A), _gpu(UUID_B)])
+    _stale_record("older")
+    failing = [f for f in cumps.doctor_findings(None) if not f.ok]
+    assert [f.check for f in failing] == [
+        "Linux host",
+        "one GPU selected",
+        f"{mps.CONTROL_BINARY} on PATH",
+        "no stale ownership records",
+        "a live cumps daemon",
+    ]
+    for finding in failing:
+        assert re.search(r"`[^`]+`", finding.fix), f"{finding.check}: no command in {finding.fix!r}"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    hidden = next(f for f in cumps.doctor_findings(None) if not f.ok and "NVML" in f.check)
+    assert "hides them all" in hidden.detail and "`unset CUDA_VISIBLE_DEVICES`" in hidden.fix
+
+
+def test_unreadable_record_is_reported_not_a_traceback(host: Path) -> None:
+    records = host / "cache/soakbench/cumps"
+    records.mkdir(parents=True)
+    (records / "broken.json").write_text("{not json")
+    code, output = invoke("status")
+    assert code == 2 and "unreadable ownership record" in output
+    code, output = invoke("doctor")
+    assert code == 1 and "first unmet prerequisite: ownership records readable -> fix: `mv " in output
+    code, output = invoke("stop")
+    assert code == 2 and "broken.json" in output
 
 
 def test_stop_never_quits_an_unmanaged_daemon(host: Path) -> None:
@@ -241,5 +289,6 @@ def test_no_gpu_host(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 1 and "GPU: none visible" in output and "Shared Library Not Found" in output
     code, output = invoke("doctor")
     assert code == 1 and "first unmet prerequisite: NVIDIA GPU visible through NVML" in output
+    assert "fix: `nvidia-smi` must list the GPU" in output
     code, output = invoke("start")
     assert code == 2 and "no GPU evidence" in output

@@ -13,6 +13,7 @@ Ratios, not absolute numbers, are what transfer between hosts (this machine is s
 
     uv run --frozen python benchmarks/learner_throughput.py --iterations 150 --json
     uv run --frozen python benchmarks/learner_throughput.py --learners sac --envs 64 --iterations 300
+    uv run --frozen python benchmarks/learner_throughput.py --torch-threads 1   # learner on one thread
 """
 
 from __future__ import annotations
@@ -105,9 +106,17 @@ def main(
     iterations: Annotated[int, typer.Option(help="trainer iterations (vector steps) per cell")] = 150,
     task: Annotated[str, typer.Option(help="task owner")] = "g1_walk_flat",
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    torch_threads: Annotated[
+        int, typer.Option(help="torch intra-op threads of this (learner) process; 0 = torch default")
+    ] = 0,
 ) -> None:
     """Run every (learner, num_envs) cell and print the figures (ratios measured in this run)."""
+    import torch
+
     from runtime.env import make_env
+
+    if torch_threads > 0:  # the trainer's main process is the learner: this sets its threads
+        torch.set_num_threads(torch_threads)
 
     algos = [a.strip() for a in learners.split(",") if a.strip()]
     bad = [a for a in algos if a not in CPU_OVERRIDES]

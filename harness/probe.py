@@ -390,6 +390,7 @@ def print_summary(artifact: Mapping[str, Any]) -> None:
         "physics limit steps/s ÷ decimation",
         "efficiency",
         "iter ms p50",
+        "auto-resets",
     ):
         table.add_column(column)
     for name, r in artifact["backends"].items():
@@ -401,6 +402,7 @@ def print_summary(artifact: Mapping[str, Any]) -> None:
             f"{r['physics_limit']['control_steps_per_s']:,.0f}",
             f"{r['efficiency']:.3f}",
             f"{r['phases']['iteration_ms']['median_ms']:.3f}",
+            "-" if r.get("physics_warnings") is None else str(r["physics_warnings"]["auto_resets"]),
         )
     console.print(table)
 

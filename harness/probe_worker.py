@@ -198,6 +198,9 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
         transfers["inventory_declared"] = inventory_declared
         transfers["counters_total"] = counters_total
         diagnostics = _backend_diagnostics(backend)
+        # MuJoCo CPU only: warnings (and silent auto-resets) per world since construction; MJWarp has none
+        warnings_fn = getattr(backend, "physics_warnings", None)
+        physics_warnings = warnings_fn() if callable(warnings_fn) else None
         return {
             "backend": backend_name,
             "pid": os.getpid(),
@@ -230,6 +233,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
             "efficiency": interleaved["efficiency"],
             "rounds": interleaved["rounds"],
             "backend_diagnostics": diagnostics,
+            "physics_warnings": physics_warnings,
             "transfers": transfers,
             "torch": {
                 "version": torch.__version__,

@@ -20,6 +20,12 @@ from runtime.backends._layout import StateLayout
 
 EngineName = Literal["threads", "batch"]
 ENGINES: tuple[str, ...] = ("threads", "batch")
+# mjtWarning names in index order, e.g. "badqacc" for mjWARN_BADQACC (the layout of MjData.warning).
+WARNING_NAMES: tuple[str, ...] = tuple(
+    name.removeprefix("mjWARN_").lower()
+    for name, _ in sorted(mujoco.mjtWarning.__members__.items(), key=lambda item: int(item[1]))
+    if name.startswith("mjWARN_")  # mjNWARNING is the count, not a warning
+)
 
 
 class HostEngine(Protocol):
@@ -34,6 +40,10 @@ class HostEngine(Protocol):
         """Reset worlds ``rows`` [k] (sorted, unique) to defaults, write ``qpos`` [k, nq] and ``qvel``
         [k, nv], run ``mj_forward`` for them only and pack their rows. Other rows are untouched."""
 
+    def warning_counts(self) -> np.ndarray:
+        """[N, len(WARNING_NAMES)] int64: MuJoCo warnings raised per world since construction (resets
+        included; MuJoCo zeroes its own counters on reset). Cold path."""
+
     def close(self) -> None:
         """Release threads; idempotent."""
 
@@ -47,6 +57,8 @@ class ThreadsEngine:
         self.datas = [mujoco.MjData(model) for _ in range(num_envs)]
         self.pool = WorkerPool(split_chunks(num_envs, num_threads))
         self.num_threads = self.pool.num_lanes
+        # warnings of earlier episodes: mj_resetData zeroes MjData.warning, so counts move here first
+        self._retired = np.zeros((num_envs, len(WARNING_NAMES)), dtype=np.int64)
         for data in self.datas:
             mujoco.mj_forward(model, data)
 
@@ -81,11 +93,15 @@ class ThreadsEngine:
     def reset(self, rows: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, packed: np.ndarray) -> None:
         for j, i in enumerate(rows.tolist()):
             data = self.datas[i]
+            self._retired[i] += data.warning.number
             mujoco.mj_resetData(self.model, data)  # zeroes ctrl, warm start, time, applied forces
             data.qpos[:] = qpos[j]
             data.qvel[:] = qvel[j]
             mujoco.mj_forward(self.model, data)
             self._pack(i, packed)
+
+    def warning_counts(self) -> np.ndarray:
+        return self._retired + np.stack([data.warning.number for data in self.datas])
 
     def close(self) -> None:
         self.pool.close()
@@ -105,6 +121,10 @@ class BatchEngine:
         self._qvel = self.batch.bind("qvel")
         self._sens = self.batch.bind("sensordata") if layout.nsensordata else None
         self._force = self.batch.bind("actuator_force")
+        # live [N, nwarn, 2] int32 (lastinfo, number) since each world's last reset; earlier episodes'
+        # counts move to _retired before a reset zeroes them
+        self._warning = self.batch.warning
+        self._retired = np.zeros((num_envs, len(WARNING_NAMES)), dtype=np.int64)
         self.batch.reset()  # defaults + mj_forward for every world
 
     def _pack(self, packed: np.ndarray, rows: np.ndarray | None) -> None:
@@ -129,11 +149,15 @@ class BatchEngine:
 
     def reset(self, rows: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, packed: np.ndarray) -> None:
         ids = rows.astype(np.int32)
+        self._retired[ids] += self._warning[ids, :, 1]
         self.batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE.value)
         self._qpos[ids] = qpos
         self._qvel[ids] = qvel
         self.batch.forward(ids)
         self._pack(packed, ids)
+
+    def warning_counts(self) -> np.ndarray:
+        return self._retired + self._warning[:, :, 1]
 
     def close(self) -> None:
         pass

@@ -24,11 +24,14 @@ import numpy as np
 import torch
 
 from runtime.backends._layout import StateLayout
-from runtime.backends._mujoco_engines import ENGINES, make_engine
+from runtime.backends._mujoco_engines import ENGINES, WARNING_NAMES, make_engine
 from runtime.backends.base import OptimizationDiagnostic, PublicState, SimBackend
 from runtime.backends.validation import check_ctrl, check_reset_args
 
 DEFAULT_ENGINE = "batch"  # measured faster than "threads" on G1 (docs/backends.md)
+# Warnings on which mj_step resets the world to the model defaults by itself (auto-reset): the task
+# never sees that reset, so these are counted and reported instead of staying silent.
+AUTO_RESET_WARNINGS: tuple[str, ...] = ("badqpos", "badqvel", "badqacc")
 
 
 def available_cpus() -> int:
@@ -192,6 +195,25 @@ class MujocoBackend(SimBackend):
             "decimation": self.decimation,
             "pinned_staging": bool(self._packed_host_t.is_pinned()),
             "packed_row_width": self.layout.width,
+        }
+
+    def warning_counts(self) -> np.ndarray:
+        """[N, len(WARNING_NAMES)] int64 MuJoCo warnings per world since construction (cold path)."""
+        return self._engine.warning_counts()
+
+    def physics_warnings(self) -> dict[str, Any]:
+        """Cold-path summary of :meth:`warning_counts` for artifacts: per warning ``{total, worlds}``
+        (worlds = how many worlds raised it), plus ``auto_resets`` / ``auto_reset_worlds``: warnings on
+        which MuJoCo silently reset a world to the model defaults (bad qpos/qvel/qacc)."""
+        counts = self.warning_counts()
+        auto = counts[:, [WARNING_NAMES.index(name) for name in AUTO_RESET_WARNINGS]].sum(axis=1)
+        return {
+            "counts": {
+                name: {"total": int(counts[:, i].sum()), "worlds": int((counts[:, i] > 0).sum())}
+                for i, name in enumerate(WARNING_NAMES)
+            },
+            "auto_resets": int(auto.sum()),
+            "auto_reset_worlds": int((auto > 0).sum()),
         }
 
     def transfer_counters(self) -> dict[str, dict[str, int]]:

@@ -109,6 +109,8 @@ def test_host_bridge_reports_inventory_limit_and_efficiency(mujoco_artifact: dic
         assert r["efficiency"] == pytest.approx(expected)
     assert result["efficiency"] == pytest.approx(statistics.median(r["efficiency"] for r in rounds))
     assert result["torch"]["intra_op_threads"] == 1 == mujoco_artifact["settings"]["torch_threads"]
+    warnings = result["physics_warnings"]  # silent MuJoCo auto-resets are counted, not hidden
+    assert warnings["auto_resets"] >= 0 and "badqacc" in warnings["counts"]
     diagnostics = result["backend_diagnostics"]
     assert diagnostics["available"] is True and diagnostics["backend_type"] == "mujoco"
 

@@ -42,6 +42,7 @@ def test_mjwarp_cpu_lane_and_mujoco_in_separate_processes(tmp_path: Path) -> Non
     assert mjwarp["physics_limit"]["worlds"] == 8 == mujoco["physics_limit"]["worlds"]
     # the device data plane makes no counted host copies while stepping
     assert mjwarp["transfers"]["counters_total"] == {} and mjwarp["transfers"]["within_inventory"] is True
+    assert mjwarp["physics_warnings"] is None and mujoco["physics_warnings"] is not None
     for result in (mjwarp, mujoco):
         assert result["phases"]["iteration_ms"]["count"] == 3
         assert result["efficiency"] > 0

@@ -183,3 +183,27 @@ def test_bad_inputs_fail_closed(tiny_model: mujoco.MjModel) -> None:
         MujocoBackend(tiny_model, N, CPU, DECIMATION, engine="rollout")
     with pytest.raises(TypeError, match="MjModel"):
         MujocoBackend("model.xml", N, CPU, DECIMATION)
+
+
+@pytest.mark.parametrize("engine", ["threads", "batch"])
+def test_auto_reset_on_instability_is_counted_per_world(tiny_model: mujoco.MjModel, engine: str) -> None:
+    backend = MujocoBackend(tiny_model, N, CPU, DECIMATION, num_threads=2, engine=engine)
+    try:
+        assert backend.physics_warnings()["auto_resets"] == 0
+        qpos = torch.tensor(tiny_model.qpos0, dtype=torch.float64).unsqueeze(0)
+        qvel = torch.full((1, tiny_model.nv), 1e12, dtype=torch.float64)  # blows up on the next step
+        backend.reset_rows(torch.tensor([2]), qpos, qvel)
+        state = backend.step(torch.zeros(N, tiny_model.nu))
+        # MuJoCo reset world 2 by itself (finite state again); the count says so
+        assert torch.isfinite(state.qvel).all()
+        counts = backend.warning_counts()
+        assert counts.shape == (N, 7) and counts[2].sum() >= 1 and counts[[0, 1, 3, 4, 5]].sum() == 0
+        summary = backend.physics_warnings()
+        assert summary["auto_reset_worlds"] == 1 and summary["auto_resets"] == int(counts[2].sum())
+        assert set(summary["counts"]) >= {"badqpos", "badqvel", "badqacc"}
+        # a task reset of that world does not erase its history (MuJoCo zeroes its own counters)
+        before = backend.warning_counts()[2].copy()
+        backend.reset_rows(torch.tensor([2]), qpos, torch.zeros(1, tiny_model.nv, dtype=torch.float64))
+        assert (backend.warning_counts()[2] == before).all()
+    finally:
+        backend.close()

@@ -193,3 +193,28 @@ def test_summarize_eta() -> None:
     assert fields["eta"] == "0:30" and fields["iteration"] == "100/400" and fields["gpu_mib"] == "n/a"
     fields = summarize({**sample, "progress": None}, phase="startup", max_iterations=None, min_duration_s=70)
     assert fields["eta"] == "1:00" and fields["iteration"] == "-"
+
+
+def test_soak_demo_bad_input_leaves_no_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run_cli(["demo", "--reports-dir", str(tmp_path), "--min-duration-seconds", "-1"], capsys)
+    assert code == 2 and "--min-duration-seconds: must be >= 0" in err
+    assert list(tmp_path.iterdir()) == []  # the timestamped folder was removed again
+
+
+def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) -> None:
+    from harness.soak.cli import run_settings
+
+    settings = run_settings(
+        algo="sac", task="g1_walk_flat", sim="mujoco", num_envs=16, iterations=800, extra=["a.b=1"],
+        log_dir=tmp_path / "run", output=tmp_path / "soak.json", min_duration_s=30, sample_interval_s=2,
+        startup_timeout_s=300, stale_progress_s=120, post_shutdown_grace_s=5,
+    )  # fmt: skip
+    assert settings.mode == "run" and settings.max_iterations == 800
+    assert list(settings.command) == train_command(
+        "sac", "g1_walk_flat", "mujoco", 16, 800, tmp_path / "run", ["a.b=1"]
+    )
+    assert settings.run_settings == {
+        "algo": "sac", "task": "g1_walk_flat", "sim": "mujoco", "num_envs": 16, "iterations": 800,
+        "extra_overrides": ["a.b=1"],
+    }  # fmt: skip
+    validate_settings(settings)

@@ -23,15 +23,16 @@ SCHEMA_PATH = (
     Path(__file__).resolve().parents[2] / "schemas" / f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"
 )
 
-_PEAK_TOTALS: dict[str, str] = {
-    "process_count": "process_count",
-    "rss_bytes": "rss_bytes",
-    "gpu_memory_bytes": "gpu_memory_bytes",
-    "eventfd": "eventfd",
-    "shared_memory_fd": "shared_memory_fd",
-    "fd_total": "fd_total",
-    "threads": "threads",
-}
+#: sample ``totals`` fields whose maxima are reported as peaks (same names in ``resource_summary.peaks``)
+_PEAK_TOTALS = (
+    "process_count",
+    "rss_bytes",
+    "gpu_memory_bytes",
+    "eventfd",
+    "shared_memory_fd",
+    "fd_total",
+    "threads",
+)
 _INFERENCE_FIELDS = (
     "final_queue_depth",
     "final_publication_lag",
@@ -130,10 +131,10 @@ def resource_peaks(
     has them, else from the maximum over the samples' progress records, else null.
     """
     peaks: dict[str, int | None] = {}
-    for out, key in _PEAK_TOTALS.items():
+    for key in _PEAK_TOTALS:
         values = [_int_or_none((s.get("totals") or {}).get(key)) for s in samples]
         present = [v for v in values if v is not None]
-        peaks[out] = max(present) if present else None
+        peaks[key] = max(present) if present else None
     for out, manifest_path, section, key in (
         (
             "replay_high_water_occupancy",

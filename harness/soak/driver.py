@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.soak.live import LiveMode, LiveView, make_view, summarize
+from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
 from harness.soak.sampler import LivenessState, ProgressTail, Sampler
 from harness.soak.shm import Attribution, attribute_orphans, held_by_processes, snapshot_shm
@@ -447,8 +447,3 @@ def overhead(result: MonitorResult) -> dict[str, Any]:
         "sample_ms_p95": percentile(result.sample_ms, 95),
         "sample_ms_max": max(result.sample_ms) if result.sample_ms else None,
     }
-
-
-def make_monitor_view(settings: MonitorSettings) -> LiveView:
-    """The live view the settings ask for."""
-    return make_view(settings.live)

@@ -15,12 +15,12 @@ from typing import Any, TextIO
 from harness.soak.driver import (
     MonitorResult,
     MonitorSettings,
-    make_monitor_view,
     overhead,
     read_run_summary,
     validate_settings,
     watch,
 )
+from harness.soak.live import make_view
 
 
 def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
 def run_monitor(settings: MonitorSettings) -> int:
     """Validate, watch, judge, write. Returns 0 passed, 1 failed; SettingsError (-> 2) before any spawn."""
     validate_settings(settings)
-    result = watch(settings, make_monitor_view(settings))
+    result = watch(settings, make_view(settings.live))
     artifact = conclude(settings, result)
     if settings.live != "off":
         print_verdict(artifact)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from typing import Annotated
 
@@ -15,6 +16,7 @@ from runtime.config import (
     PlatformFacts,
     compose,
     platform_blockers,
+    process_sharing_environment,
     resolve_learner_device,
     validate_for_run,
 )
@@ -90,7 +92,8 @@ def train(
     err = Console(stderr=True)
     try:
         cfg = compose(algo.value, task.value, sim.value, overrides or [])
-        facts = PlatformFacts.detect()
+        # MPS clients bind to the daemon when CUDA initializes, so detection must not initialize it.
+        facts = PlatformFacts.detect(initialize_cuda=cfg.training.cuda_process_sharing != "mps")
         if print_config:
             Console().print(effective_settings_table(cfg, facts))
             raise typer.Exit(0)
@@ -98,6 +101,7 @@ def train(
     except ConfigError as exc:
         err.print(f"[bold red]train: configuration error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(EXIT_CONFIG_ERROR) from None
+    os.environ.update(process_sharing_environment(cfg))  # inherited by the spawned collector too
 
     from runtime.manager.trainer import run_training  # heavy imports only for a real run
 

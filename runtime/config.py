@@ -106,18 +106,37 @@ class PlatformFacts:
     gpu_uuid: str | None = None  # the physical GPU a CUDA run would use, when NVML can tell
 
     @classmethod
-    def detect(cls) -> PlatformFacts:
-        """Read the facts of this host from torch (imported lazily: composing imports no torch)."""
+    def detect(cls, *, initialize_cuda: bool = True) -> PlatformFacts:
+        """Read the facts of this host from torch (imported lazily: composing imports no torch).
+
+        ``initialize_cuda=False`` asks torch for an NVML-based count instead of ``cuInit`` (torch falls
+        back to ``cuInit`` only when NVML fails): a CUDA client binds to an MPS daemon when CUDA is
+        initialized, so an MPS run must export its pipe directory before that happens.
+        """
         import torch
 
+        saved = os.environ.get(_NVML_CHECK)
+        if not initialize_cuda:
+            os.environ[_NVML_CHECK] = "1"
+        try:
+            cuda = bool(torch.cuda.is_available())
+            count = int(torch.cuda.device_count()) if cuda else 0
+        finally:
+            if saved is None:
+                os.environ.pop(_NVML_CHECK, None)
+            else:
+                os.environ[_NVML_CHECK] = saved
         return cls(
             system=platform_module.system(),
-            cuda_available=bool(torch.cuda.is_available()),
-            cuda_device_count=int(torch.cuda.device_count()) if torch.cuda.is_available() else 0,
+            cuda_available=cuda,
+            cuda_device_count=count,
             hip_build=getattr(torch.version, "hip", None) is not None,
             mps_available=bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
-            gpu_uuid=_visible_gpu_uuid() if torch.cuda.is_available() else None,
+            gpu_uuid=_visible_gpu_uuid() if cuda else None,
         )
+
+
+_NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 
 
 def _visible_gpu_uuid() -> str | None:
@@ -392,6 +411,17 @@ def validate_for_run(cfg: DictConfig, facts: PlatformFacts) -> DictConfig:
             raise ConfigError(str(exc)) from None
         sharing["effective"] = "mps"
     return with_resolved(cfg, learner_device=resolve_learner_device(cfg, facts), cuda_process_sharing=sharing)
+
+
+def process_sharing_environment(cfg: DictConfig) -> dict[str, str]:
+    """Variables the run must export before CUDA initializes so its processes use the validated MPS
+    daemon: a daemon found through its cumps record is reached only if its pipe directory is in the
+    environment (an explicit ``CUDA_MPS_PIPE_DIRECTORY`` is already there). Empty without MPS."""
+    sharing = cfg.resolved.get("cuda_process_sharing")
+    validation = sharing.get("validation") if sharing is not None else None
+    if validation is None or validation.get("source") != "record":
+        return {}
+    return {"CUDA_MPS_PIPE_DIRECTORY": str(validation.pipe_dir)}
 
 
 def with_resolved(cfg: DictConfig, **values: Any) -> DictConfig:

@@ -12,6 +12,7 @@ from runtime.config import (
     PlatformFacts,
     compose,
     platform_blockers,
+    process_sharing_environment,
     resolve_learner_device,
     validate_for_run,
 )
@@ -212,6 +213,63 @@ def test_mps_sharing_fails_closed_without_a_recorded_daemon(
     with pytest.raises(ConfigError, match="run `cumps start` first"):
         validate_for_run(cfg, facts)
     assert not (tmp_path / "run").exists()
+
+
+def test_mps_record_is_exported_for_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon found through its cumps record is only used if the run exports its pipe directory."""
+    import os
+    import socket
+
+    from harness import mps
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
+    me = os.getpid()  # a live process stands in for the daemon: the record's evidence matches it
+    ticks = mps.start_ticks(me)
+    assert ticks is not None
+    pipe = tmp_path / "pipe"
+    mps.write_record(
+        mps.DaemonRecord(
+            "gpu-1a2b",
+            os.getuid(),
+            socket.gethostname(),
+            me,
+            ticks,
+            "GPU-1a2b",
+            str(pipe),
+            str(tmp_path / "log"),
+            0.0,
+        )
+    )
+    facts = PlatformFacts("Linux", True, 1, False, False, gpu_uuid="GPU-1a2b")
+    overrides = ["training.cuda_process_sharing=mps", f"log_dir={tmp_path / 'run'}"]
+    cfg = validate_for_run(compose("flashsac", "g1_motion_tracking", "mjwarp", overrides), facts)
+    assert cfg.resolved.cuda_process_sharing.effective == "mps"
+    assert cfg.resolved.cuda_process_sharing.validation.source == "record"
+    assert process_sharing_environment(cfg) == {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
+    plain = validate_for_run(
+        compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path / 'r2'}"]), LINUX_CPU
+    )
+    assert process_sharing_environment(plain) == {}
+
+
+def test_detection_for_mps_does_not_initialize_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    import torch
+
+    seen: list[str | None] = []
+
+    def is_available() -> bool:
+        seen.append(os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"))
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_available", is_available)
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    PlatformFacts.detect(initialize_cuda=False)
+    PlatformFacts.detect()
+    assert seen == ["1", None], "the NVML-based check must be asked for, and only during detection"
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
 
 
 def test_unconfigured_sharing_is_recorded_as_null(tmp_path: Path) -> None:

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from matrix.model import PLATFORM_SYSTEM, CellKey
+
+if TYPE_CHECKING:  # the runtime is imported lazily at run time (see the module docstring)
+    from runtime.config import PlatformFacts
 
 # ConfiguredCheck(key) -> None when the owner composes and validates for key.platform, else the reason.
 ConfiguredCheck = Callable[[CellKey], "str | None"]
@@ -34,7 +38,7 @@ def load_registry() -> Registry:
     return Registry(algos=frozenset(ALGOS), tasks=frozenset(TASKS), backends=frozenset(BACKENDS))
 
 
-def platform_facts(platform: str) -> object:
+def platform_facts(platform: str) -> PlatformFacts:
     """``runtime.config.PlatformFacts`` describing ``platform`` (one device; no HIP build)."""
     from runtime.config import PlatformFacts
 
@@ -55,5 +59,5 @@ def runtime_configured(key: CellKey) -> str | None:
         cfg = compose(key.algo, key.task, key.backend)
     except ConfigError as exc:
         return f"compose failed: {exc}"
-    problems = platform_blockers(cfg, platform_facts(key.platform))  # type: ignore[arg-type]
+    problems = platform_blockers(cfg, platform_facts(key.platform))
     return f"not valid on {key.platform}: {problems[0]}" if problems else None

@@ -14,6 +14,7 @@ import io
 import json
 import math
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,13 @@ def human(value: Any, unit: str | None = None) -> str:
     return str(value)
 
 
+def utc(unix_s: Any) -> str:
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS UTC`` (a person reads a date, not 1.796e+09)."""
+    if not isinstance(unix_s, int | float) or isinstance(unix_s, bool):
+        return human(unix_s)
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_s))
+
+
 def value_text(value: Any, nested: bool = False) -> str:
     """A criterion value as compact text for the table cell (nested containers bracketed)."""
     if isinstance(value, str):
@@ -300,6 +308,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     )
     env.filters["human"] = human
     env.filters["value_text"] = value_text
+    env.filters["utc"] = utc
     template = env.get_template(TEMPLATE_NAME)
     return template.render(
         a=artifact,

@@ -38,6 +38,15 @@ def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return quat_rotate(quat_conjugate(q), v)
 
 
+def projected_gravity(q: torch.Tensor) -> torch.Tensor:
+    """World down (0, 0, -1) in the frame of unit quaternions ``q`` [..., 4] -> [..., 3].
+
+    Equals ``quat_rotate_inverse(q, down)`` (minus the third row of R(q)) in closed form: no constant
+    tensor to allocate or expand on the device each step."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack([2 * (w * y - x * z), -2 * (w * x + y * z), 2 * (x * x + y * y) - 1], dim=-1)
+
+
 def yaw_quat(q: torch.Tensor) -> torch.Tensor:
     """The heading-only (rotation about world z) part of ``q`` [..., 4], unit norm."""
     w, x, y, z = q.unbind(-1)

@@ -25,6 +25,7 @@ import torch
 
 from runtime.assets import load_motion
 from runtime.tasks._math import (
+    projected_gravity,
     quat_angle_error,
     quat_conjugate,
     quat_mul,
@@ -128,9 +129,8 @@ def deviation_terminated(
     end_effector_pos: torch.Tensor,
 ) -> torch.Tensor:
     """[N] bool: anchor height/tilt or any end-effector height beyond :data:`TERMINATION` (pure)."""
-    down = torch.tensor([0.0, 0.0, -1.0], device=anchor_pos.device).expand_as(anchor_pos)
-    g_ref = quat_rotate_inverse(ref_anchor_quat, down)[:, 2]
-    g_robot = quat_rotate_inverse(anchor_quat, down)[:, 2]
+    g_ref = projected_gravity(ref_anchor_quat)[:, 2]
+    g_robot = projected_gravity(anchor_quat)[:, 2]
     anchor_height = (ref_anchor_pos[:, 2] - anchor_pos[:, 2]).abs() > TERMINATION["anchor_height_m"]
     anchor_tilt = (g_ref - g_robot).abs() > TERMINATION["anchor_gravity_z"]
     ee = (ref_end_effector_pos_rel[..., 2] - end_effector_pos[..., 2]).abs() > TERMINATION[

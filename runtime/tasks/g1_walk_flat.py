@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from runtime.tasks._math import quat_from_yaw, quat_mul, quat_rotate_inverse, yaw_quat
+from runtime.tasks._math import projected_gravity, quat_from_yaw, quat_mul, quat_rotate_inverse, yaw_quat
 from runtime.tasks.base import TaskEnv, cfg_float, cfg_range
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ ANG_VEL_SCALE = 0.25
 JOINT_VEL_SCALE = 0.05
 MAX_TILT_COS = 0.5  # terminate when the base z axis is tilted more than 60° from vertical
 RESET_JOINT_NOISE = 0.05  # rad, uniform, about the stand pose
-GRAVITY_W = (0.0, 0.0, -1.0)
 
 
 def reward_terms(
@@ -98,7 +97,6 @@ class G1WalkFlat(TaskEnv):
         self.stand_height = float(self.info.default_qpos[2])
         self.obs_dim = 9 + 3 * self.action_dim
         self.command = torch.zeros(self.num_envs, 3, device=self.device)
-        self.gravity_w = torch.tensor(GRAVITY_W, device=self.device).expand(self.num_envs, 3)
         self.last_terms: dict[str, torch.Tensor] = {}
 
     def _sample_reset_state(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,7 +117,7 @@ class G1WalkFlat(TaskEnv):
         qpos, qvel = (state.qpos, state.qvel) if rows is None else (state.qpos[rows], state.qvel[rows])
         command = self.command if rows is None else self.command[rows]
         last_action = self.last_action if rows is None else self.last_action[rows]
-        gravity = quat_rotate_inverse(qpos[:, 3:7], self.gravity_w[: qpos.shape[0]])
+        gravity = projected_gravity(qpos[:, 3:7])
         return torch.cat(
             [
                 qvel[:, 3:6] * ANG_VEL_SCALE,  # free-joint angular velocity is in the base frame
@@ -137,7 +135,7 @@ class G1WalkFlat(TaskEnv):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         qpos, qvel = state.qpos, state.qvel
         base_quat = qpos[:, 3:7]
-        gravity = quat_rotate_inverse(base_quat, self.gravity_w)
+        gravity = projected_gravity(base_quat)
         lin_vel_heading = quat_rotate_inverse(yaw_quat(base_quat), qvel[:, 0:3])  # free-joint v is world
         ang_vel_z = qvel[:, 5]  # base-frame yaw rate; equals world yaw rate when upright
         terms = reward_terms(

@@ -8,6 +8,7 @@ import torch
 
 from runtime.tasks._math import (
     normalize,
+    projected_gravity,
     quat_angle_error,
     quat_conjugate,
     quat_mul,
@@ -39,6 +40,8 @@ def test_against_mujoco() -> None:
         np.testing.assert_allclose(quat_to_tan_norm(a[i]).numpy(), cols, atol=1e-12)
     torch.testing.assert_close(quat_rotate_inverse(a, quat_rotate(a, v)), v)
     torch.testing.assert_close(quat_mul(a, quat_conjugate(a))[:, 0], torch.ones(16, dtype=torch.float64))
+    down = torch.tensor([0.0, 0.0, -1.0], dtype=torch.float64).expand(16, 3)
+    torch.testing.assert_close(projected_gravity(a), quat_rotate_inverse(a, down))
 
 
 def test_angle_error_and_yaw() -> None:

@@ -190,3 +190,14 @@ def test_nan_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="not plain JSON"):
         write_artifact(tmp_path / "x.json", artifact)
     assert SCHEMA_PATH.name == "soak-artifact-0.3.0.schema.json"
+
+
+def test_monitor_object_is_validated() -> None:
+    artifact = build()
+    artifact["monitor"] = copy.deepcopy(load_artifact(FIXTURES / "artifact_clean.json")["monitor"])
+    assert validation_errors(artifact) == []
+    artifact["monitor"]["killed_by_monitor"] = [{"pid": 7}]
+    del artifact["monitor"]["monitor_error"]
+    errors = validation_errors(artifact)
+    assert any(e.startswith("$.monitor:") and "monitor_error" in e for e in errors), errors
+    assert any(e.startswith("$.monitor.killed_by_monitor[0]") for e in errors), errors

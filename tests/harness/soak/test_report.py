@@ -45,6 +45,8 @@ def test_report_is_self_contained_and_names_every_criterion(tmp_path: Path) -> N
     for criterion in artifact["criteria"]:
         assert f'data-criterion="{criterion["name"]}"' in html
     assert html.count('src="data:image/png;base64,') == 8  # six classes + fd breakdown + progress
+    assert 'id="monitor"' in html and 'id="monitor-error"' not in html  # the artifact's monitor object
+    assert f"{artifact['monitor']['root_pid']}</td>" in html
 
 
 @pytest.mark.skipif(

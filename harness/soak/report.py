@@ -132,8 +132,17 @@ def resource_plot(
                 label=f"Theil–Sen {slope * 3600 / scale:+.3g} {label}/h",
             )
     else:
-        ax.text(0.5, 0.5, "no data: " + str(trend.get("reason", "all values null")), ha="center",
-                va="center", transform=ax.transAxes, fontsize=9, color="#6b7280", wrap=True)  # fmt: skip
+        ax.text(
+            0.5,
+            0.5,
+            "no data: " + str(trend.get("reason", "all values null")),
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=9,
+            color="#6b7280",
+            wrap=True,
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         return _png(fig)
@@ -154,7 +163,11 @@ def resource_plot(
 def fd_breakdown_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float | None) -> str | None:
     """PNG data URI: fds by class summed over the tree, stacked; None when samples carry no fd detail."""
     t = [float(s["t"]) for s in samples]
-    stacks = {c: [sum(int((p.get("fds") or {}).get(c) or 0) for p in s.get("processes") or []) for s in samples] for c in _FD_CLASSES}  # fmt: skip
+
+    def tree_count(sample: Mapping[str, Any], cls: str) -> int:
+        return sum(int((p.get("fds") or {}).get(cls) or 0) for p in sample.get("processes") or [])
+
+    stacks = {c: [tree_count(s, c) for s in samples] for c in _FD_CLASSES}
     stacks = {c: v for c, v in stacks.items() if any(v)}
     if not stacks or not t:
         return None
@@ -187,8 +200,14 @@ def progress_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float | N
     occupancy = [(t, o) for t, o in occupancy if isinstance(o, int | float)]
     if occupancy:
         ax2 = ax.twinx()
-        ax2.step([o[0] for o in occupancy], [o[1] for o in occupancy], color="#d97706", lw=1, where="post",
-                 label="replay occupancy")  # fmt: skip
+        ax2.step(
+            [o[0] for o in occupancy],
+            [o[1] for o in occupancy],
+            color="#d97706",
+            lw=1,
+            where="post",
+            label="replay occupancy",
+        )
         ax2.set_ylabel("replay occupancy (slots)", fontsize=8)
         ax2.tick_params(labelsize=8)
         ax2.legend(fontsize=7, loc="upper right", framealpha=0.8)
@@ -276,16 +295,14 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         samples, truncated = read_samples(samples_file)
         if truncated:
             notes.append(truncated)
-    plots = []
-    if samples:
-        for cls in RESOURCE_CLASSES:
-            plots.append(
-                {
-                    "cls": cls,
-                    "src": resource_plot(cls, samples, summary["trends"][cls], summary["startup_end_t"]),
-                }
-            )
-    wide = [p for p in (fd_breakdown_plot(samples, summary["startup_end_t"]), progress_plot(samples, summary["startup_end_t"])) if p]  # fmt: skip
+    startup_end_t = summary["startup_end_t"]
+    plots = [
+        {"cls": cls, "src": resource_plot(cls, samples, summary["trends"][cls], startup_end_t)}
+        for cls in (RESOURCE_CLASSES if samples else ())
+    ]
+    wide = [
+        p for p in (fd_breakdown_plot(samples, startup_end_t), progress_plot(samples, startup_end_t)) if p
+    ]
     peaks = summary["peaks"]
     peak_rows = [
         ("processes", human(peaks["process_count"])),

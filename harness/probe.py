@@ -3,8 +3,9 @@
     probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 [--acceptance]
           [--mjwarp-device cpu] [--task g1_motion_tracking] --output /abs/probe.json
 
-Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed or acceptance evidence
-failed (an acceptance artifact is still written, with ``acceptance.passed=false``); 2 bad input or an
+Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed, the artifact could not
+be written (schema violation, I/O error), or acceptance evidence failed (an acceptance artifact is still
+written, with ``acceptance.passed=false``); 2 bad input or an
 unmet precondition, nothing written. See docs/probe.md for phases, schema fields and acceptance rules.
 """
 
@@ -453,7 +454,11 @@ def probe(
     except ProbeFailure as exc:
         console.print(f"[red]probe: {exc}")
         raise typer.Exit(1) from None
-    write_artifact(settings.output, artifact)
+    try:
+        write_artifact(settings.output, artifact)
+    except (ValueError, OSError) as exc:  # a schema violation is our bug; say so, write nothing
+        console.print(f"[red]probe: artifact not written: {exc}")
+        raise typer.Exit(1) from None
     print_summary(artifact)
     console.print(f"probe: wrote {settings.output}")
     if code:

@@ -296,3 +296,21 @@ def test_acceptance_checks_after_each_backend(
     assert [(c["when"], c["idle"]) for c in checks] == [("before", True), ("after", False)]
     assert "777" in checks[1]["reasons"][0]
     validate_artifact(artifact)
+
+
+def test_cli_schema_violation_exits_1_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mujoco_artifact: dict[str, Any]
+) -> None:
+    from typer.testing import CliRunner
+
+    import harness.probe as probe_module
+
+    broken = json.loads(json.dumps(mujoco_artifact))
+    del broken["backends"]["mujoco"]["phases"]  # what a worker bug would produce
+    monkeypatch.setattr(probe_module, "check_preconditions", lambda *args: None)
+    monkeypatch.setattr(probe_module, "run_probe", lambda settings, argv: (broken, 0))
+    out = tmp_path / "out.json"
+    done = CliRunner().invoke(probe_module.app, ["--backends", "mujoco", "--output", str(out)])
+    assert done.exit_code == 1 and not out.exists()
+    assert isinstance(done.exception, SystemExit) and "artifact not written" in done.output  # no traceback
+    assert not list(tmp_path.iterdir())  # no temp file left behind either

@@ -203,7 +203,7 @@ def check_preconditions(
                 "CPU device (diagnostic lane, never production evidence) pass --mjwarp-device cpu"
             )
         try:
-            cfg = compose(ALGO, settings.task, backend, _overrides(settings, backend))
+            cfg = compose(ALGO, settings.task, backend, config_overrides(settings, backend))
         except ConfigError as exc:
             raise ProbeInputError(f"{backend}: {exc}") from exc
         problems = platform_blockers(cfg, facts)
@@ -211,7 +211,8 @@ def check_preconditions(
             raise ProbeInputError(f"{backend}: {problems[0]}")
 
 
-def _overrides(settings: ProbeSettings, backend: str) -> list[str]:
+def config_overrides(settings: ProbeSettings, backend: str) -> list[str]:
+    """Dotted overrides of the owner config for ``backend`` (checked here, composed again by the worker)."""
     items = [f"algo.num_envs={settings.num_envs}", f"seed={settings.seed}"]
     if backend == "mjwarp":
         items.append(f"training.mjwarp_device={settings.mjwarp_device}")
@@ -225,13 +226,12 @@ def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> 
     with the PID observed here (``launcher_observed_pid``). Raises ProbeFailure/ProbeInputError."""
     spec = {
         "backend": backend,
+        "algo": ALGO,
         "task": settings.task,
-        "num_envs": settings.num_envs,
+        "overrides": config_overrides(settings, backend),
         "warmup": settings.warmup,
         "iters": settings.iters,
         "seed": settings.seed,
-        "mjwarp_device": settings.mjwarp_device,
-        "physics_threads": settings.physics_threads,
         "torch_threads": settings.torch_threads,
         "rounds": settings.rounds,
     }

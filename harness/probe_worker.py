@@ -65,8 +65,8 @@ def _inventory(backend: Any) -> tuple[bool, list[dict[str, Any]]]:
 
 
 def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Measure one backend as described by ``spec`` (keys: backend, task, num_envs, warmup, iters, seed,
-    mjwarp_device, physics_threads, torch_threads, rounds). Returns the per-backend artifact block (plain JSON)."""
+    """Measure one backend as described by ``spec`` (keys: backend, algo, task, overrides, warmup, iters,
+    seed, torch_threads, rounds). Returns the per-backend artifact block (plain JSON)."""
     import torch
 
     # Before any torch work: the collector's intra-op thread count (spec["torch_threads"], recorded).
@@ -78,13 +78,9 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
     from runtime.timing import PhaseTimer
 
     backend_name = str(spec["backend"])
-    num_envs, warmup, iters, seed = (int(spec[k]) for k in ("num_envs", "warmup", "iters", "seed"))
-    overrides = [f"algo.num_envs={num_envs}", f"seed={seed}"]
-    if backend_name == "mjwarp":
-        overrides.append(f"training.mjwarp_device={spec['mjwarp_device']}")
-    if spec.get("physics_threads") is not None:
-        overrides.append(f"training.physics_threads={int(spec['physics_threads'])}")
-    cfg = compose("flashsac", str(spec["task"]), backend_name, overrides)
+    warmup, iters, seed = (int(spec[k]) for k in ("warmup", "iters", "seed"))
+    # the same overrides the launcher's precondition check composed (harness.probe.config_overrides)
+    cfg = compose(str(spec["algo"]), str(spec["task"]), backend_name, [str(o) for o in spec["overrides"]])
 
     t0 = time.perf_counter()
     env = make_env(cfg, seed=seed)

@@ -53,6 +53,8 @@ class TrainerHooks:
     stale_tick_timeout_s: float = 300.0
     shutdown_deadline_s: float = 8.0
     poll_s: float = 0.25
+    finalize_exit_timeout_s: float = 60.0  # collector exit after its "done" (torch/physics teardown)
+    tb_min_interval_s: float = 1.0  # at most one TensorBoard window per second (see _write_metrics)
     # The collector's tensors are small (one vector step) and physics has its own threads: intra-op
     # parallelism there costs more than it gains (measured 140 ms vs 1.2 ms per SAC actor call at 64 envs
     # on a loaded 2-core host), so the collector runs torch single-threaded. None keeps torch's default.
@@ -121,6 +123,7 @@ class TrainingSession:
         self.to_learner = WakeSignal()
         self.to_collector = WakeSignal()
         self.started_mono = time.monotonic()
+        self._last_tb_mono = float("-inf")
         self._progress_lock = threading.Lock()
         self._heartbeat_stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
@@ -328,7 +331,7 @@ class TrainingSession:
                 self.c.learner_updates += int(self.learner.updates_per_iteration)
                 self._publish_weights()
             if it % interval == 0 or it == self.total_iterations:
-                self._write_metrics()
+                self._write_metrics(force=it == self.total_iterations)
                 self._heartbeat()
             else:
                 self._heartbeat_if_due()
@@ -353,15 +356,21 @@ class TrainingSession:
                 raise RunFailure(
                     "timeout/stale_tick", "collector did not acknowledge the final weights in time"
                 )
-        self.proc.join(max(5.0, self.hooks.shutdown_deadline_s))
+        exit_deadline = time.monotonic() + self.hooks.finalize_exit_timeout_s
+        while self.proc.exitcode is None and time.monotonic() < exit_deadline:
+            self._check_cancel()  # a loaded host can take seconds to tear down torch + physics threads
+            self.proc.join(self.hooks.poll_s)
         self.collector_exitcode = self.proc.exitcode
         if self.proc.exitcode != 0:
             raise RunFailure(
-                "collector_failure", f"collector exited with code {self.proc.exitcode} at finalize"
+                "collector_failure",
+                "collector did not exit cleanly after its final acknowledgement "
+                f"({reporting.describe_exitcode(self.proc.exitcode)} after up to "
+                f"{self.hooks.finalize_exit_timeout_s:.0f} s)",
             )
         self._snapshot_shared()
         self._checkpoint("final.pt")
-        self._write_metrics()
+        self._write_metrics(force=True)
         self._heartbeat()
 
     # -- helpers --------------------------------------------------------------------------------
@@ -458,8 +467,15 @@ class TrainingSession:
                 raise RuntimeError("heartbeat thread did not stop within 5 s")
         self.cleanup_extra_errors.extend(self._heartbeat_errors)
 
-    def _write_metrics(self) -> None:
-        if self.writer is not None:
+    def _write_metrics(self, force: bool = False) -> None:
+        """A TensorBoard window, at most one per ``hooks.tb_min_interval_s`` unless ``force``: at one
+        iteration per few ms (MuJoCo owner, interval 1) a window per iteration costs more CPU than the
+        physics it reports on; progress.jsonl keeps the per-interval heartbeat."""
+        if self.writer is None:
+            return
+        now = time.monotonic()
+        if force or now - self._last_tb_mono >= self.hooks.tb_min_interval_s:
+            self._last_tb_mono = now
             reporting.write_tb(self)
 
     def _checkpoint(self, name: str) -> None:

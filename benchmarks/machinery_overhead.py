@@ -61,7 +61,7 @@ def _bare(env: Any, iterations: int, warmup: int) -> float:
         env.close()
 
 
-def trainer_run(cfg: Any, null_learner: bool) -> dict[str, Any]:
+def trainer_run(cfg: Any, null_learner: bool, collector_torch_threads: int | None = 1) -> dict[str, Any]:
     """One ``run_training`` in a fresh temp log_dir; returns its (schema-validated) summary."""
     from omegaconf import OmegaConf
 
@@ -75,7 +75,10 @@ def trainer_run(cfg: Any, null_learner: bool) -> dict[str, Any]:
     assert isinstance(data, dict)
     data["log_dir"] = str(log_dir)
     run_cfg = with_resolved(OmegaConf.create(data))
-    hooks = TrainerHooks(learner_factory=null_learner_factory if null_learner else None)
+    hooks = TrainerHooks(
+        learner_factory=null_learner_factory if null_learner else None,
+        collector_torch_threads=collector_torch_threads,
+    )
     code = run_training(run_cfg, hooks)
     summary = read_run_summary(log_dir / "run_summary.json")
     if code != 0:
@@ -92,10 +95,12 @@ def main(
     learner: Annotated[str, typer.Option(help="null (9a) | sac | flashsac (9b)")] = "null",
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     override: Annotated[list[str] | None, typer.Option(help="extra dotted.key=value config override")] = None,
+    collector_torch_threads: Annotated[
+        int, typer.Option(help="collector torch threads (0: torch default)")
+    ] = 1,
 ) -> None:
     """Measure the machinery overhead (9a) or the full trainer (9b) on this host."""
     from runtime.config import compose
-    from runtime.manager.trainer import TrainerHooks
 
     if learner not in ("null", "sac", "flashsac"):
         raise typer.BadParameter("--learner must be null, sac or flashsac")
@@ -119,12 +124,12 @@ def main(
     if learner == "null":
         # Bare env both with torch's default threads and with the collector's thread count; the ratio is
         # taken against the faster configuration (the stricter baseline), before/after averaged.
-        threads = TrainerHooks().collector_torch_threads
+        threads = collector_torch_threads or None
         before = [
             bare_env_steps_per_s(cfg, iterations),
             bare_env_steps_per_s(cfg, iterations, torch_threads=threads),
         ]
-        summary = trainer_run(cfg, null_learner=True)
+        summary = trainer_run(cfg, null_learner=True, collector_torch_threads=threads)
         after = [
             bare_env_steps_per_s(cfg, iterations),
             bare_env_steps_per_s(cfg, iterations, torch_threads=threads),
@@ -140,7 +145,9 @@ def main(
             target_ratio=0.85,
         )
     else:
-        summary = trainer_run(cfg, null_learner=False)
+        summary = trainer_run(
+            cfg, null_learner=False, collector_torch_threads=collector_torch_threads or None
+        )
         loop_s = summary["total_env_steps"] / max(summary["env_steps_per_s"], 1e-9)
         wait_s = summary["runtime_manifest"]["replay_ingress"]["learner_wait_s"]
         result.update(

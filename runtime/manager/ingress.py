@@ -181,16 +181,22 @@ class ReplayIngress:
             finally:
                 c.addf("backpressure_wait_s", time.monotonic() - start)
         seq = c.get("published_sequence")
-        slot = self.data.tensor[seq % depth]
-        cols = self._cols
-        slot[:, cols["obs"]].copy_(obs)
-        slot[:, cols["action"]].copy_(action)
-        slot[:, cols["reward"]].copy_(reward.reshape(-1, 1))
-        slot[:, cols["next_obs"]].copy_(next_obs)
-        slot[:, cols["terminated"]].copy_(terminated.reshape(-1, 1))
-        if slot.device.type == "cuda":
-            import torch
+        import torch
 
+        slot = self.data.tensor[seq % depth]
+        # one packed write straight into the slot (contiguous [R, W]) instead of five strided copies
+        torch.cat(
+            [
+                obs.to(torch.float32),
+                action.to(torch.float32),
+                reward.reshape(-1, 1).to(torch.float32),
+                next_obs.to(torch.float32),
+                terminated.reshape(-1, 1).to(torch.float32),
+            ],
+            dim=1,
+            out=slot,
+        )
+        if slot.device.type == "cuda":
             torch.cuda.synchronize(slot.device)  # the learner reads from another CUDA context
         seq += 1
         c.set("published_sequence", seq)

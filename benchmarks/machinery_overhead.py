@@ -2,8 +2,9 @@
 
 9a (default): bare env throughput (``make_env`` + uniform random actions, this process) against the
 collector's env throughput inside ``run_training`` with the *null learner* (ingests and releases every
-slot, no gradient steps), same host, same config, interleaved bare -> trainer -> bare. Target ratio
->= 0.85.
+slot, no gradient steps), same host, same config, interleaved bare -> trainer -> bare. ``ratio`` is
+the same workload (random actions for the whole run); ``ratio_with_policy`` has the collector act with
+the actor (policy inference per step). Target ratio >= 0.85.
 
 9b (``--learner sac|flashsac``): the full trainer with a real learner: env steps/s, learner updates/s and
 the share of the learner's loop time spent waiting on the replay ingress.
@@ -59,6 +60,18 @@ def _bare(env: Any, iterations: int, warmup: int) -> float:
         return env.num_envs * iterations / (time.perf_counter() - start)
     finally:
         env.close()
+
+
+def with_overrides(cfg: Any, values: dict[str, Any]) -> Any:
+    """A read-only copy of ``cfg`` with dotted ``values`` replaced."""
+    from omegaconf import DictConfig, OmegaConf
+
+    data = OmegaConf.create(OmegaConf.to_container(cfg))
+    assert isinstance(data, DictConfig)
+    for key, value in values.items():
+        OmegaConf.update(data, key, value, merge=False)
+    OmegaConf.set_readonly(data, True)
+    return data
 
 
 def trainer_run(cfg: Any, null_learner: bool, collector_torch_threads: int | None = 1) -> dict[str, Any]:
@@ -129,7 +142,11 @@ def main(
             bare_env_steps_per_s(cfg, iterations),
             bare_env_steps_per_s(cfg, iterations, torch_threads=threads),
         ]
-        summary = trainer_run(cfg, null_learner=True, collector_torch_threads=threads)
+        # Same workload as the bare env (uniform random actions: the whole run is prefill), then the
+        # collector acting with the (untrained) actor, which adds policy inference per step.
+        random_cfg = with_overrides(cfg, {"algo.prefill_iterations": iterations})
+        summary = trainer_run(random_cfg, null_learner=True, collector_torch_threads=threads)
+        policy = trainer_run(cfg, null_learner=True, collector_torch_threads=threads)
         after = [
             bare_env_steps_per_s(cfg, iterations),
             bare_env_steps_per_s(cfg, iterations, torch_threads=threads),
@@ -142,6 +159,9 @@ def main(
             collector_torch_threads=threads,
             collector_env_steps_per_s=summary["env_steps_per_s"],
             ratio=round(summary["env_steps_per_s"] / bare, 4),
+            collector_env_steps_per_s_with_policy=policy["env_steps_per_s"],
+            ratio_with_policy=round(policy["env_steps_per_s"] / bare, 4),
+            collector_time_split_s=summary["runtime_manifest"]["collector"],
             target_ratio=0.85,
         )
     else:
@@ -158,7 +178,7 @@ def main(
                 "backpressure_wait_s"
             ],
         )
-    result["log_dir"] = summary["_log_dir"]
+    result["log_dir"] = summary["_log_dir"]  # of the (first) trainer run
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return

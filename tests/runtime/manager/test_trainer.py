@@ -182,3 +182,33 @@ def test_stalled_collector_is_stale_tick(
     sd = summary["runtime_manifest"]["shutdown"]
     assert summary["failure_classification"] == sd["classification"] == "timeout/stale_tick"
     assert sd["cleanup"]["errors"] == []
+
+
+def test_sigint_is_external_cancellation(
+    tmp_path: Path, clean_host: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import threading
+
+    monkeypatch.setenv("FAKE_ENV_SLEEP_S", "0.02")
+    log_dir = tmp_path / "run"
+
+    def interrupt_when_training() -> None:
+        progress = log_dir / "progress.jsonl"
+        for _ in range(600):
+            if progress.exists() and '"iteration": 3' in progress.read_text():
+                break
+            threading.Event().wait(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_training, daemon=True).start()
+    rc = run_training(_cfg(log_dir, "algo.max_iterations=100000"), _hooks())
+    assert rc == 128 + signal.SIGINT
+    summary = read_run_summary(log_dir / "run_summary.json")
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "cancelled" and sd["classification"] == "external_cancellation"
+    assert sd["exception"] == {"type": "SIGINT", "message": "received SIGINT"}
+    assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped through the ingress
+    assert sd["cleanup"]["errors"] == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored

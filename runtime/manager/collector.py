@@ -112,7 +112,12 @@ def _unavailable(backend_type: str | None, reason: str) -> dict[str, Any]:
 
 def collector_main(args: CollectorArgs, conn: Connection) -> None:
     """Spawn target. Exits 0 on a finished or stopped run, 3 after reporting an error."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
+    # Ctrl-C and a group-wide SIGTERM (e.g. from the soak monitor) are the trainer's to handle: it stops
+    # the collector through the stop protocol and classifies external_cancellation. A collector that
+    # died of the same signal first would be misread as collector_failure. The parent-death signal
+    # below still ends the collector if the trainer itself is killed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _set_parent_death_signal()
     try:
         _run(args, conn)

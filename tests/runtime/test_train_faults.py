@@ -23,13 +23,15 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _start(log_dir: Path, *extra: str) -> subprocess.Popen[bytes]:
+def _start(log_dir: Path, *extra: str, new_session: bool = False) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable, "-m", "runtime.cli", "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
         "algo.num_envs=16", "algo.max_iterations=100000", "algo.save_interval=100000", "training.no_play=true",
         "training.physics_threads=1", f"log_dir={log_dir}", *extra,
     ]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=new_session
+    )
 
 
 def _wait_for_iteration(
@@ -108,6 +110,20 @@ def test_sigterm_trainer_is_external_cancellation(tmp_path: Path) -> None:
     assert sd["classification"] == "external_cancellation" and sd["owner"] == "external"
     ri = summary["runtime_manifest"]["replay_ingress"]
     assert ri["early_returns"] == ri["dropped_batches"] == ri["closed_returns"] + ri["stop_returns"]
+
+
+def test_sigterm_to_the_process_group_is_external_cancellation(tmp_path: Path) -> None:
+    """What the soak monitor does on a timeout or its own cancellation: the collector receives the
+    signal too and must not be mistaken for a crashed collector."""
+    log_dir = tmp_path / "run"
+    proc = _start(log_dir, new_session=True)
+    _wait_for_iteration(proc, log_dir, 3)
+    family = _descendants(proc.pid)
+    os.killpg(proc.pid, signal.SIGTERM)
+    summary = _finish(proc, family, log_dir, 30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert summary["runtime_manifest"]["shutdown"]["classification"] == "external_cancellation"
+    assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped by the trainer
 
 
 def test_injected_learner_exception_is_learner_failure(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ if len(sys.argv) > 1 and sys.argv[1] == "--child":
         if len(blob) < 1000:
             blob.append(bytearray(int(step_mib) << 20))
         time.sleep(tick_s)
+    sys.exit(0)  # the parent is gone; never fall through into the parent's code below
 
 log_dir, (duration, tick_s, step_mib) = args((4.0, 0.1, 8.0))
 child = subprocess.Popen([sys.executable, __file__, "--child", str(tick_s), str(step_mib)])

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Collect and file linux-cpu support-matrix evidence from a CLEAN checkout, then regenerate the matrix.
+#   1. the whole CPU test lane as JUnit with cell bindings (any failure -> the lane is rejected);
+#   2. a probe per task and a soak per linux-cpu/mujoco cell at the inventory's soak budget;
+#   3. `matrix ingest` each artifact (validated, filed under matrix/evidence/), `matrix generate`.
+# Commit matrix/evidence, docs/support-matrix.md and reports/support-matrix.* afterwards: evidence and
+# generated pages are outside the runtime fingerprint, so committing them keeps the evidence fresh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ -n "$(git status --porcelain)" ]; then
+  echo "collect_cpu_evidence: the tree is dirty; evidence from a dirty tree never counts" >&2
+  exit 2
+fi
+OUT="${1:-$PWD/runs/cpu-evidence-$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$OUT"
+RUN="uv run --frozen"
+
+$RUN pytest -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
+
+for task in g1_walk_flat g1_motion_tracking; do
+  $RUN probe --backends mujoco --task "$task" --num-envs 256 --warmup 10 --iters 100 --output "$OUT/probe-$task.json"
+done
+
+# Budget: matrix/inventory.yaml linux-cpu soak (16 envs x 800 iterations, >= 60 s). FlashSAC uses
+# CPU-sized batches so its learner really updates within the budget; the overrides are recorded in
+# the artifact's command.
+FLASHSAC_CPU=(--extra-override algo.batch_size=256 --extra-override algo.learning_starts=512)
+for algo in sac flashsac; do
+  for task in g1_walk_flat g1_motion_tracking; do
+    extra=()
+    [ "$algo" = flashsac ] && extra=("${FLASHSAC_CPU[@]}")
+    $RUN soak run --algo "$algo" --task "$task" --sim mujoco --num-envs 16 --iterations 800 \
+      --min-duration-seconds 60 --sample-interval-seconds 2 --live plain "${extra[@]}" \
+      --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task.json"
+  done
+done
+
+$RUN matrix ingest "$OUT/junit-cpu.xml" --platform linux-cpu --lane cpu
+for artifact in "$OUT"/probe-*.json "$OUT"/soak-*.json; do
+  $RUN matrix ingest "$artifact" --platform linux-cpu
+done
+$RUN matrix generate
+$RUN matrix check
+echo "evidence filed from $OUT; commit matrix/evidence docs/support-matrix.md reports/support-matrix.*"

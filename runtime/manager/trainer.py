@@ -193,6 +193,8 @@ class TrainingSession:
         assert self.hello is not None
         obs_dim, action_dim = int(self.hello["obs_dim"]), int(self.hello["action_dim"])
         device = torch.device(self.learner_device)
+        # torch's default (one thread per core) makes the learner fight the collector's physics threads.
+        torch.set_num_threads(int(self.cfg.resolved.learner_threads))
         try:
             if self.hooks.learner_factory is not None:
                 self.learner = self.hooks.learner_factory(self.cfg, obs_dim, action_dim, device)

@@ -17,6 +17,7 @@ demo: setup
 
 lint: setup
 	$(RUN) ruff check runtime harness matrix tests scripts benchmarks
+	$(RUN) ruff format --check runtime harness matrix tests scripts benchmarks
 	$(RUN) mypy
 
 test: setup

@@ -13,7 +13,10 @@ Ratios, not absolute numbers, are what transfer between hosts (this machine is s
 
     uv run --frozen python benchmarks/learner_throughput.py --iterations 150 --json
     uv run --frozen python benchmarks/learner_throughput.py --learners sac --envs 64 --iterations 300
-    uv run --frozen python benchmarks/learner_throughput.py --torch-threads 1   # learner on one thread
+    uv run --frozen python benchmarks/learner_throughput.py --learner-threads 2  # before/after: torch default on 2 cores
+
+The learner's torch threads come from ``training.learner_threads`` (the trainer applies
+``resolved.learner_threads``); ``--learner-threads 0`` keeps the config rule (null).
 """
 
 from __future__ import annotations
@@ -60,7 +63,9 @@ def isolated_updates_per_s(cfg: Any, obs_dim: int, action_dim: int, updates: int
     return updates * learner.updates_per_iteration / (time.perf_counter() - start)
 
 
-def trainer_cell(algo: str, task: str, num_envs: int, iterations: int) -> dict[str, Any]:
+def trainer_cell(
+    algo: str, task: str, num_envs: int, iterations: int, learner_threads: int = 0
+) -> dict[str, Any]:
     """One real trainer run; figures from its run_summary.json."""
     from runtime.artifacts import read_run_summary
     from runtime.config import compose
@@ -78,6 +83,7 @@ def trainer_cell(algo: str, task: str, num_envs: int, iterations: int) -> dict[s
             "training.no_play=true",
             f"log_dir={log_dir}",
             *CPU_OVERRIDES[algo],
+            *([f"training.learner_threads={learner_threads}"] if learner_threads > 0 else []),
         ],
     )
     code = run_training(cfg)
@@ -90,6 +96,7 @@ def trainer_cell(algo: str, task: str, num_envs: int, iterations: int) -> dict[s
         "algo": algo,
         "num_envs": num_envs,
         "iterations": iterations,
+        "learner_threads": int(cfg.resolved.learner_threads),
         "env_steps_per_s": round(summary["env_steps_per_s"], 1),
         "learner_updates_per_s": round(summary["learner_updates_per_s"], 2),
         "learner_ingress_wait_share": round(replay["learner_wait_s"] / loop_s, 4),
@@ -106,17 +113,14 @@ def main(
     iterations: Annotated[int, typer.Option(help="trainer iterations (vector steps) per cell")] = 150,
     task: Annotated[str, typer.Option(help="task owner")] = "g1_walk_flat",
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
-    torch_threads: Annotated[
-        int, typer.Option(help="torch intra-op threads of this (learner) process; 0 = torch default")
+    learner_threads: Annotated[
+        int, typer.Option(help="training.learner_threads for every cell; 0 = the config rule (null)")
     ] = 0,
 ) -> None:
     """Run every (learner, num_envs) cell and print the figures (ratios measured in this run)."""
     import torch
 
     from runtime.env import make_env
-
-    if torch_threads > 0:  # the trainer's main process is the learner: this sets its threads
-        torch.set_num_threads(torch_threads)
 
     algos = [a.strip() for a in learners.split(",") if a.strip()]
     bad = [a for a in algos if a not in CPU_OVERRIDES]
@@ -126,11 +130,12 @@ def main(
     cells = []
     for algo in algos:
         for num_envs in (int(e) for e in envs.split(",")):
-            cell = trainer_cell(algo, task, num_envs, iterations)
+            cell = trainer_cell(algo, task, num_envs, iterations, learner_threads)
             cfg = cell.pop("_cfg")
             env = make_env(cfg)  # dims only
             obs_dim, action_dim = env.obs_dim, env.action_dim
             env.close()
+            torch.set_num_threads(int(cfg.resolved.learner_threads))  # same threads as the trainer's learner
             iso = isolated_updates_per_s(cfg, obs_dim, action_dim)
             cell["isolated_learner_updates_per_s"] = round(iso, 2)
             cell["update_share"] = round(cell["learner_updates_per_s"] / iso, 4)

@@ -1,0 +1,111 @@
+"""Policy evaluation for the learning evidence: survival length over a fixed horizon.
+
+``survival_lengths`` steps a TaskEnv for ``horizon`` control steps from reset and records, per world, the
+length of its first episode (steps up to and including the first terminated/truncated step), censored
+at ``horizon`` for worlds that never finish. Every world contributes exactly one value, so the mean is
+not biased towards short episodes the way "mean length of episodes that finished in a window" is.
+
+``evaluate_run`` loads a run's ``checkpoints/final.pt`` and measures, on the same worlds and seeds:
+the trained actor (deterministic and stochastic), the *untrained* actor built with the run's seed
+(deterministic; what the trainer started from), and uniform-random actions in [-1, 1] (the trainer's
+prefill policy). Used by tests/runtime/test_learning.py and docs/learners.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from runtime.tasks.base import TaskEnv
+
+Policy = Callable[["torch.Tensor"], "torch.Tensor"]  # obs [N, O] -> actions [N, A] in [-1, 1]
+
+
+def survival_lengths(env: TaskEnv, policy: Policy, horizon: int) -> torch.Tensor:
+    """First-episode length per world in control steps, censored at ``horizon``: float32 [N]."""
+    import torch
+
+    if horizon < 1:
+        raise ValueError(f"horizon must be >= 1, got {horizon}")
+    obs = env.reset()
+    lengths = torch.full((env.num_envs,), float(horizon))
+    alive = torch.ones(env.num_envs, dtype=torch.bool)
+    for t in range(horizon):
+        with torch.inference_mode():
+            out = env.step(policy(obs))
+        done = (out.terminated | out.truncated).cpu() & alive
+        lengths[done] = float(t + 1)
+        alive &= ~done
+        if not alive.any():
+            break
+        obs = out.obs
+    return lengths
+
+
+def evaluate_run(
+    run_dir: Path, num_envs: int, horizon: int, seed: int = 12345, checkpoint: str = "final.pt"
+) -> dict[str, Any]:
+    """Survival statistics of a finished run's final policy vs the untrained actor and random actions.
+
+    Returns ``{policy: {mean, median, fraction_censored}}`` for policies ``trained_deterministic``,
+    ``trained_stochastic``, ``untrained_deterministic``, ``uniform_random``; plus ``horizon``,
+    ``num_envs``, ``seed`` and the checkpoint's ``total_env_steps``. All on CPU, fresh env per policy
+    with the same ``seed`` (identical initial states).
+    """
+    import torch
+    from omegaconf import OmegaConf
+
+    from runtime.env import make_env
+    from runtime.learners import build_learner
+
+    ckpt_path = Path(run_dir) / "checkpoints" / checkpoint
+    if not ckpt_path.is_file():
+        raise FileNotFoundError(f"{ckpt_path}: no such checkpoint (did the run complete?)")
+    payload = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    data = payload["config"]
+    data["algo"]["num_envs"] = num_envs
+    data["resolved"]["replay_ingress_slot_rows"] = num_envs
+    cfg = OmegaConf.create(data)
+    OmegaConf.set_readonly(cfg, True)
+    cpu = torch.device("cpu")
+
+    def env() -> TaskEnv:
+        return make_env(cfg, device=cpu, seed=seed)
+
+    probe = env()
+    obs_dim, action_dim = probe.obs_dim, probe.action_dim
+    probe.close()
+    trained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=int(cfg.seed))
+    trained.load_state_dict(payload["learner"])
+    untrained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=int(cfg.seed))
+    trained.actor.eval()
+    untrained.actor.eval()
+    gen = torch.Generator().manual_seed(seed)
+    policies: dict[str, Policy] = {
+        "trained_deterministic": lambda o: trained.actor.act(o, deterministic=True),
+        "trained_stochastic": lambda o: trained.actor.act(o, deterministic=False),
+        "untrained_deterministic": lambda o: untrained.actor.act(o, deterministic=True),
+        "uniform_random": lambda o: torch.rand(o.shape[0], action_dim, generator=gen) * 2 - 1,
+    }
+    out: dict[str, Any] = {
+        "horizon": horizon,
+        "num_envs": num_envs,
+        "seed": seed,
+        "total_env_steps": int(payload["total_env_steps"]),
+    }
+    for name, policy in policies.items():
+        e = env()
+        try:
+            lengths = survival_lengths(e, policy, horizon)
+        finally:
+            e.close()
+        out[name] = {
+            "mean": float(lengths.mean()),
+            "median": float(lengths.median()),
+            "fraction_censored": float((lengths >= horizon).float().mean()),
+        }
+    return out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -11,6 +10,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
+from runtime.choices import Algo, Sim, Task
 from runtime.config import (
     ConfigError,
     PlatformFacts,
@@ -22,21 +22,6 @@ from runtime.config import (
 )
 
 EXIT_CONFIG_ERROR = 2
-
-
-class Algo(StrEnum):
-    sac = "sac"
-    flashsac = "flashsac"
-
-
-class Task(StrEnum):
-    g1_walk_flat = "g1_walk_flat"
-    g1_motion_tracking = "g1_motion_tracking"
-
-
-class Sim(StrEnum):
-    mujoco = "mujoco"
-    mjwarp = "mjwarp"
 
 
 def effective_settings_table(cfg: DictConfig, facts: PlatformFacts) -> Table:

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from harness.soak.outcome import run_monitor
+from runtime.choices import Algo, Sim, Task
 
 EXIT_BAD_INPUT = 2
 #: keys `soak run` owns; an --extra-override of any of them is rejected (leading +/~ ignored)
@@ -31,21 +32,6 @@ OWNED_KEYS: dict[str, str] = {
     "algo.num_envs": "--num-envs",
     "algo.max_iterations": "--iterations",
 }
-
-
-class Algo(StrEnum):
-    sac = "sac"
-    flashsac = "flashsac"
-
-
-class Task(StrEnum):
-    g1_walk_flat = "g1_walk_flat"
-    g1_motion_tracking = "g1_motion_tracking"
-
-
-class Sim(StrEnum):
-    mujoco = "mujoco"
-    mjwarp = "mjwarp"
 
 
 class Live(StrEnum):

@@ -1,0 +1,21 @@
+"""The owner-route choices shared by every CLI (`train`, `soak run`), kept import-light: no torch, no
+physics. tests/runtime/test_choices.py keeps them equal to the runtime registries."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Algo(StrEnum):
+    sac = "sac"
+    flashsac = "flashsac"
+
+
+class Task(StrEnum):
+    g1_walk_flat = "g1_walk_flat"
+    g1_motion_tracking = "g1_motion_tracking"
+
+
+class Sim(StrEnum):
+    mujoco = "mujoco"
+    mjwarp = "mjwarp"

@@ -1,17 +1,23 @@
-"""Learning is real: a short CPU SAC run of the real trainer on g1_walk_flat must clearly lengthen
-episodes over the uniform-random policy, read back from TensorBoard through extract-metrics.
+"""Learning is real: a short CPU SAC run of the real ``train`` CLI on g1_walk_flat must clearly lengthen
+episodes over the uniform-random policy.
 
-Budget: 32 envs, 60 prefill iterations with uniform-random actions (the in-run baseline, ~1 900 env
-steps, ~20-35 finished episodes of ~50-57 control steps), then SAC with 4 updates per iteration for
-ITERATIONS iterations in total; the mean episode length of the last quarter of the windows must exceed
-the in-run random baseline by MIN_RATIO. Both figures are printed so a failure shows the measured gap.
+Measure (runtime/learners/evaluation.py): survival length = steps until the first fall of each of 32
+worlds, censored at 300 control steps (6 s), same seed and initial states for every policy. The trained
+actor (``checkpoints/final.pt``, deterministic) must reach MIN_RATIO x the uniform-random policy (the
+trainer's own prefill policy). The untrained actor is printed too: its near-zero deterministic actions
+hold the stand pose and survive the whole horizon, which is why the baseline is uniform-random actions,
+not the fresh actor, and why the stochastic trained policy is printed as well.
 
-Calibration status (honest): MIN_RATIO comes from in-process runs of the same learner settings on the
-2-core host (1 000-1 200 iterations x 32 envs: random ~55-57 steps -> SAC ~63-66, ratio ~1.15-1.2; see
-docs/learners.md "Learning curves"). A full trainer run of this budget could not be completed on the
-shared, overloaded host within the session (the trainer ran at ~1 iteration/s there), so the wall time
-of this test (target <= ~4 min on 2 idle cores) is not yet measured; re-calibrate ITERATIONS/MIN_RATIO
-from a trainer run before relying on it.
+Budget (calibrated on the shared 2-core host, learner_threads=1 by the config rule): 32 envs x 4 000
+iterations = 128 000 env steps, 4 updates/iteration (~15 800 updates), ~200 s of trainer wall time
+plus ~10 s of evaluation. Calibration (same settings, `scripts/learners/evaluate_run.py --all`),
+deterministic survival by env steps vs uniform random 61.9:
+run A: 55.0 (16 k), 64.8 (32 k), 128.4 (48 k), 211.0 (64 k), 193.6 (80 k), 251.3 (96 k), 220.0 (112 k),
+236.7 (128 k, 3.8x). Run-to-run spread is large: two 2 500-iteration runs (80 k steps) ended at 190.9
+and 115.3 (3.1x and 1.9x), which is why the budget is 4 000 iterations, not 2 500.
+MIN_RATIO = 2 (>= 124 steps) leaves a margin for seed and host noise.
+The SAC overrides (higher learning rates, tau 0.02, init_alpha 0.01) only size SAC for this short
+budget; the owner defaults target long GPU runs (docs/learners.md).
 """
 
 from __future__ import annotations
@@ -22,26 +28,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import extract_metrics
+from runtime.learners.evaluation import evaluate_run
 
 NUM_ENVS = 32
 PREFILL = 60
-ITERATIONS = 1500
-MIN_RATIO = 1.15
-
-
-def _weighted_length(windows: list[dict]) -> tuple[float, int]:
-    pairs = [
-        (w["metrics"]["episode/count"], w["metrics"]["episode/length_mean"])
-        for w in windows
-        if w["metrics"].get("episode/count") and w["metrics"].get("episode/length_mean") is not None
-    ]
-    count = sum(c for c, _ in pairs)
-    return (sum(c * length for c, length in pairs) / count if count else 0.0), int(count)
+ITERATIONS = 4000
+HORIZON = 300
+MIN_RATIO = 2.0
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(900)
 @pytest.mark.cell("sac", "g1_walk_flat", "mujoco")
 def test_sac_lengthens_episodes_over_random_policy(tmp_path: Path) -> None:
     log_dir = tmp_path / "run"
@@ -50,13 +47,15 @@ def test_sac_lengthens_episodes_over_random_policy(tmp_path: Path) -> None:
         f"algo.num_envs={NUM_ENVS}", f"algo.max_iterations={ITERATIONS}", f"algo.prefill_iterations={PREFILL}",
         f"algo.learning_starts={NUM_ENVS * PREFILL}", "algo.updates_per_iteration=4", "algo.actor_lr=0.001",
         "algo.critic_lr=0.001", "algo.tau=0.02", "algo.init_alpha=0.01", f"algo.save_interval={ITERATIONS}",
-        "training.no_play=true", "training.collector_metrics_interval=20", f"log_dir={log_dir}",
+        "training.no_play=true", "training.collector_metrics_interval=20", "training.physics_threads=1",
+        f"log_dir={log_dir}",
     ]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1700)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=850)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    windows = extract_metrics(log_dir, last=10**9)["windows"]
-    random_len, random_n = _weighted_length([w for w in windows if w["step"] <= NUM_ENVS * PREFILL])
-    late_len, late_n = _weighted_length(windows[-len(windows) // 4 :])
-    print(f"random policy: {random_len:.1f} steps ({random_n} episodes); SAC late: {late_len:.1f} ({late_n})")
-    assert random_n >= 10 and late_n >= 10
-    assert late_len >= MIN_RATIO * random_len
+    result = evaluate_run(log_dir, NUM_ENVS, HORIZON)
+    assert result["total_env_steps"] == NUM_ENVS * ITERATIONS
+    means = {k: v["mean"] for k, v in result.items() if isinstance(v, dict)}
+    print(f"survival over {HORIZON} steps, {NUM_ENVS} worlds: {means}")
+    random_len = means["uniform_random"]
+    assert random_len < 0.5 * HORIZON  # the baseline falls well inside the horizon
+    assert means["trained_deterministic"] >= MIN_RATIO * random_len, means

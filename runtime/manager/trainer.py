@@ -111,6 +111,8 @@ class TrainingSession:
             record = ShutdownRecord.from_failure(
                 RunFailure("external_cancellation", "interrupted", cause=exc), self.phase
             )
+        except (ConnectionError, EOFError) as exc:  # the collector's end of a pipe is gone
+            record = self._broken_pipe_record(exc)
         except Exception as exc:
             record = ShutdownRecord.from_failure(
                 RunFailure("unknown_failure", f"{type(exc).__name__}: {exc}", cause=exc), self.phase
@@ -144,6 +146,8 @@ class TrainingSession:
         assert isinstance(config, dict)
         artifacts.write_run_config(self.log_dir, artifacts.build_run_config(config))  # type: ignore[arg-type]
         self.progress = artifacts.ProgressLog(self.log_dir / "progress.jsonl")
+        # Opened before anything can fail so every run leaves a schema-versioned event file.
+        self.writer = reporting.open_metrics_writer(self.log_dir)
         self._heartbeat_thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         self._heartbeat_thread.start()
         ctx = mp.get_context("spawn")
@@ -234,7 +238,6 @@ class TrainingSession:
                 "prefill_iterations": self.prefill,
             }
         )
-        self.writer = reporting.open_metrics_writer(self.log_dir)
         self.c.last_slot_mono = time.monotonic()
 
     # -- training loop --------------------------------------------------------------------------
@@ -369,6 +372,19 @@ class TrainingSession:
         if self.conn.poll(0):
             self._recv()
         self._check_collector_alive()
+
+    def _broken_pipe_record(self, exc: BaseException) -> ShutdownRecord:
+        """A broken pipe to the collector, at any phase, means the collector died (or is dying): classify
+        it by the collector's fate, as the liveness check would have, not as an unknown failure."""
+        try:
+            if self.proc is not None:
+                self.proc.join(2.0)
+                if not self.proc.is_alive():
+                    self._collector_died(wait_s=0.0)
+        except RunFailure as failure:
+            return ShutdownRecord.from_failure(failure, self.phase)
+        unknown = RunFailure("unknown_failure", f"{type(exc).__name__}: {exc}", cause=exc)
+        return ShutdownRecord.from_failure(unknown, self.phase)
 
     def _check_collector_alive(self) -> None:
         if self.proc is not None and not self.proc.is_alive():

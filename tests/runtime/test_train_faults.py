@@ -95,6 +95,26 @@ def test_sigkill_collector_is_collector_failure(tmp_path: Path) -> None:
     assert summary["runtime_manifest"]["collector"]["exitcode"] == -9
 
 
+def test_collector_killed_during_startup_is_collector_failure(tmp_path: Path) -> None:
+    """Killed before its first vector step, the collector breaks the trainer's pipe mid-handshake; that
+    is still the collector's failure, not an unknown one."""
+    log_dir = tmp_path / "run"
+    proc = _start(log_dir)
+    deadline = time.monotonic() + 120
+    collector = None
+    while collector is None and time.monotonic() < deadline and proc.poll() is None:
+        kids = [p for p in _descendants(proc.pid) if "resource_tracker" not in " ".join(p.cmdline())]
+        collector = kids[0] if kids else None
+        time.sleep(0.05)
+    assert collector is not None, "no collector process appeared"
+    family = _descendants(proc.pid)
+    collector.kill()
+    summary = _finish(proc, family, log_dir, 60)
+    assert proc.returncode == 1
+    assert summary["failure_classification"] == "collector_failure", summary["failure_reason"]
+    assert summary["runtime_manifest"]["collector"]["exitcode"] == -9
+
+
 def test_sigterm_trainer_is_external_cancellation(tmp_path: Path) -> None:
     log_dir = tmp_path / "run"
     proc = _start(log_dir)

@@ -212,3 +212,29 @@ def test_sigint_is_external_cancellation(
     assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped through the ingress
     assert sd["cleanup"]["errors"] == []
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def _kill_collector_then_build(*args: Any) -> Any:
+    """A learner factory that SIGKILLs the collector first: the trainer's next message to it (the attach
+    handshake) meets a broken pipe."""
+    import os
+    import signal
+    import time
+
+    (collector,) = [p for p in psutil.Process().children() if "resource_tracker" not in " ".join(p.cmdline())]
+    os.kill(collector.pid, signal.SIGKILL)
+    while collector.status() != psutil.STATUS_ZOMBIE:  # dead but not reaped: the trainer reaps its child
+        time.sleep(0.01)
+    return null_learner_factory(*args)
+
+
+def test_broken_pipe_to_a_dead_collector_is_collector_failure(tmp_path: Path, clean_host: None) -> None:
+    log_dir = tmp_path / "run"
+    hooks = _hooks()
+    hooks.learner_factory = _kill_collector_then_build
+    assert run_training(_cfg(log_dir), hooks) == 1
+    summary = read_run_summary(log_dir / "run_summary.json")
+    sd = summary["runtime_manifest"]["shutdown"]
+    assert summary["failure_classification"] == sd["classification"] == "collector_failure"
+    assert "SIGKILL" in summary["failure_reason"]
+    assert list(log_dir.glob("events.out.tfevents.*")), "every run leaves a versioned event file"

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.context import collect_context, source_context, worktree_digest
-
-
-def _load_fake() -> Any:
-    name = "soakbench_tests_fake_nvml"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_nvml.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fake = _load_fake()
+from tests.harness import fake_nvml as fake
 
 
 def _git(repo: Path, *args: str) -> None:

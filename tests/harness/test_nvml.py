@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.nvml import NvmlReader, compute_pids, device_summary, gpu_snapshot, memory_by_pid, unavailable
-
-
-def _load_fake() -> Any:
-    name = "soakbench_tests_fake_nvml"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_nvml.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fake = _load_fake()
+from tests.harness import fake_nvml as fake
 
 GIB = 1 << 30
 

@@ -21,6 +21,7 @@ from harness.probe import (
 )
 from harness.probe_stats import PROBE_PHASES
 from runtime.config import PlatformFacts
+from tests.harness import fake_nvml as fake
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = "g1_motion_tracking"
@@ -238,25 +239,11 @@ def test_cli_mjwarp_without_flag_on_cpu_host_exits_2(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def _load_fake_nvml() -> Any:
-    import importlib.util
-
-    name = "soakbench_tests_fake_nvml"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_nvml.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def test_acceptance_stops_on_a_busy_gpu_and_records_evidence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import harness.probe as probe_module
 
-    fake = _load_fake_nvml()
     nvml = fake.FakeNvml(
         [fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37, compute=[(4242, 1 << 30)])]
     )
@@ -281,7 +268,6 @@ def test_acceptance_checks_after_each_backend(
 ) -> None:
     import harness.probe as probe_module
 
-    fake = _load_fake_nvml()
     device = fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37)
     nvml = fake.FakeNvml([device])
 

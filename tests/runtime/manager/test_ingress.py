@@ -125,6 +125,23 @@ def _producer(spec: IngressSpec, to_l: WakeSignal, to_c: WakeSignal, n: int) -> 
         ing.close()
 
 
+def _consume(
+    ing: ReplayIngress, n: int, timeout_s: float, delay_s: float = 0.0, on_cuda: bool = False
+) -> list[float]:
+    """Peek and release up to ``n`` slots; returns each slot's first obs value (the producer's index)."""
+    seen: list[float] = []
+    deadline = time.monotonic() + timeout_s
+    while len(seen) < n and time.monotonic() < deadline:
+        batch = ing.peek(0.5)
+        if batch is None:
+            continue
+        assert batch.obs.is_cuda == on_cuda
+        seen.append(float(batch.obs[0, 0]))
+        time.sleep(delay_s)
+        ing.release()
+    return seen
+
+
 def test_cross_process_producer_consumer_and_no_residue() -> None:
     to_l, to_c = WakeSignal(), WakeSignal()
     ing = ReplayIngress.create(
@@ -133,15 +150,7 @@ def test_cross_process_producer_consumer_and_no_residue() -> None:
     n = 40
     proc = mp.get_context("spawn").Process(target=_producer, args=(ing.spec, to_l, to_c, n))
     proc.start()
-    seen: list[float] = []
-    deadline = time.monotonic() + 60
-    while len(seen) < n and time.monotonic() < deadline:
-        batch = ing.peek(0.5)
-        if batch is None:
-            continue
-        seen.append(float(batch.obs[0, 0]))
-        time.sleep(0.002)  # a slower consumer forces backpressure
-        ing.release()
+    seen = _consume(ing, n, timeout_s=60, delay_s=0.002)  # a slower consumer forces backpressure
     proc.join(30)
     stats = ing.stats()
     ing.close()
@@ -175,15 +184,7 @@ def test_cuda_ipc_ingress_stays_on_device() -> None:
     n = 20
     proc = mp.get_context("spawn").Process(target=_cuda_producer, args=(ing.spec, to_l, to_c, n))
     proc.start()
-    seen: list[float] = []
-    deadline = time.monotonic() + 120
-    while len(seen) < n and time.monotonic() < deadline:
-        batch = ing.peek(0.5)
-        if batch is None:
-            continue
-        assert batch.obs.is_cuda
-        seen.append(float(batch.obs[0, 0]))
-        ing.release()
+    seen = _consume(ing, n, timeout_s=120, on_cuda=True)
     proc.join(60)
     stats = ing.stats()
     ing.close()

@@ -161,6 +161,33 @@ ShmOpt = Annotated[
 ]
 
 
+def _monitor_fields(
+    log_dir: Path,
+    output: Path,
+    min_duration_s: float,
+    sample_interval_s: float,
+    startup_timeout_s: float,
+    stale_progress_s: float,
+    post_shutdown_grace_s: float,
+    termination_grace_s: float,
+    live: Live,
+    shm_attribution: ShmAttribution,
+) -> dict[str, Any]:
+    """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
+    return {
+        "log_dir": log_dir,
+        "output": output,
+        "min_duration_s": min_duration_s,
+        "sample_interval_s": sample_interval_s,
+        "startup_timeout_s": startup_timeout_s,
+        "stale_progress_s": stale_progress_s,
+        "post_shutdown_grace_s": post_shutdown_grace_s,
+        "termination_grace_s": termination_grace_s,
+        "live": live.value,
+        "shm_attribution": shm_attribution.value,
+    }
+
+
 def run(
     log_dir: LogDir,
     output: Output,
@@ -193,16 +220,18 @@ def run(
             num_envs=num_envs,
             iterations=iterations,
             extra=extra,
-            log_dir=log_dir,
-            output=output,
-            min_duration_s=min_duration_seconds,
-            sample_interval_s=sample_interval_seconds,
-            startup_timeout_s=startup_timeout_seconds,
-            stale_progress_s=stale_progress_seconds,
-            post_shutdown_grace_s=post_shutdown_grace_seconds,
-            termination_grace_s=termination_grace_seconds,
-            shm_attribution=shm_attribution.value,
-            live=live.value,
+            **_monitor_fields(
+                log_dir,
+                output,
+                min_duration_seconds,
+                sample_interval_seconds,
+                startup_timeout_seconds,
+                stale_progress_seconds,
+                post_shutdown_grace_seconds,
+                termination_grace_seconds,
+                live,
+                shm_attribution,
+            ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
     except SettingsError as exc:
@@ -232,16 +261,18 @@ def monitor(
     settings = MonitorSettings(
         command=tuple(command),
         mode="monitor",
-        log_dir=log_dir,
-        output=output,
-        min_duration_s=min_duration_seconds,
-        sample_interval_s=sample_interval_seconds,
-        startup_timeout_s=startup_timeout_seconds,
-        stale_progress_s=stale_progress_seconds,
-        post_shutdown_grace_s=post_shutdown_grace_seconds,
-        termination_grace_s=termination_grace_seconds,
-        shm_attribution=shm_attribution.value,
-        live=live.value,
+        **_monitor_fields(
+            log_dir,
+            output,
+            min_duration_seconds,
+            sample_interval_seconds,
+            startup_timeout_seconds,
+            stale_progress_seconds,
+            post_shutdown_grace_seconds,
+            termination_grace_seconds,
+            live,
+            shm_attribution,
+        ),
     )
     _execute(settings)
 

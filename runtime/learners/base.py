@@ -39,6 +39,20 @@ def cfg_get(
     return value
 
 
+def shared_hyperparameters(algo_cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The scalar hyperparameters every learner's ``*Hyper`` dataclass has, validated by ``cfg_get``."""
+    max_grad = algo_cfg.get("max_grad_norm")
+    return {
+        "gamma": cfg_get(algo_cfg, "gamma", float, low=0.0),
+        "tau": cfg_get(algo_cfg, "tau", float, low=0.0),
+        "actor_lr": cfg_get(algo_cfg, "actor_lr", float, low=0.0),
+        "critic_lr": cfg_get(algo_cfg, "critic_lr", float, low=0.0),
+        "alpha_lr": cfg_get(algo_cfg, "alpha_lr", float, low=0.0),
+        "max_grad_norm": None if max_grad is None else float(max_grad),
+        "actor_update_period": cfg_get(algo_cfg, "actor_update_period", int, low=1),
+    }
+
+
 @dataclass(frozen=True)
 class RuntimeOptions:
     """Learner execution options from ``training.*`` with the decision recorded per optimisation."""
@@ -93,7 +107,9 @@ class Learner(ABC):
         seed: int,
         options: RuntimeOptions,
     ) -> None:
+        torch.manual_seed(seed)  # network initialisation in the subclasses draws from the global RNG
         self.obs_dim, self.action_dim, self.device, self.options = obs_dim, action_dim, device, options
+        self.shared_hyper = shared_hyperparameters(algo_cfg)
         self.batch_size = cfg_get(algo_cfg, "batch_size", int, low=2)
         self.learning_starts = cfg_get(algo_cfg, "learning_starts", int, low=0)
         self.updates_per_iteration = cfg_get(algo_cfg, "updates_per_iteration", int, low=1)

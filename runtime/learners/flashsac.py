@@ -25,6 +25,7 @@ from runtime.learners.functional import (
     Params,
     ProjectionGroup,
     adam_init,
+    adam_state_from,
     adam_update,
     clip_grad_norm,
     polyak,
@@ -256,14 +257,6 @@ def _project_module(module: torch.nn.Module) -> None:
         params[name].copy_(value)
 
 
-def _adam_from(d: Mapping[str, Any], dev: torch.device) -> AdamState:
-    return AdamState(
-        step=int(d["step"]),
-        m={k: v.to(dev) for k, v in d["m"].items()},
-        v={k: v.to(dev) for k, v in d["v"].items()},
-    )
-
-
 class FlashSACLearner(Learner):
     algo = "flashsac"
 
@@ -277,19 +270,11 @@ class FlashSACLearner(Learner):
         options: RuntimeOptions,
     ) -> None:
         super().__init__(algo_cfg, obs_dim, action_dim, device, seed, options)
-        torch.manual_seed(seed)
-        max_grad = algo_cfg.get("max_grad_norm")
         self.hp = FlashHyper(
-            gamma=cfg_get(algo_cfg, "gamma", float, low=0.0),
-            tau=cfg_get(algo_cfg, "tau", float, low=0.0),
-            actor_lr=cfg_get(algo_cfg, "actor_lr", float, low=0.0),
-            critic_lr=cfg_get(algo_cfg, "critic_lr", float, low=0.0),
-            alpha_lr=cfg_get(algo_cfg, "alpha_lr", float, low=0.0),
+            **self.shared_hyper,
             target_entropy=gaussian_target_entropy(
                 action_dim, cfg_get(algo_cfg, "target_sigma", float, low=1e-6)
             ),
-            max_grad_norm=None if max_grad is None else float(max_grad),
-            actor_update_period=cfg_get(algo_cfg, "actor_update_period", int, low=1),
             bn_momentum=cfg_get(algo_cfg, "bn_momentum", float, low=0.0),
             v_max=cfg_get(algo_cfg, "v_max", float, low=1e-3),
         )
@@ -361,9 +346,9 @@ class FlashSACLearner(Learner):
             target_critic=move(s["target_critic"]),
             target_buffers=move(s["target_buffers"]),
             log_alpha=s["log_alpha"].to(dev),
-            actor_opt=_adam_from(s["actor_opt"], dev),
-            critic_opt=_adam_from(s["critic_opt"], dev),
-            alpha_opt=_adam_from(s["alpha_opt"], dev),
+            actor_opt=adam_state_from(s["actor_opt"], dev),
+            critic_opt=adam_state_from(s["critic_opt"], dev),
+            alpha_opt=adam_state_from(s["alpha_opt"], dev),
             reward_stats=s["reward_stats"].to(dev),
             step=int(s["step"]),
         )

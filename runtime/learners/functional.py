@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -31,6 +32,15 @@ def adam_init(params: Mapping[str, torch.Tensor]) -> AdamState:
         step=0,
         m={k: torch.zeros_like(p) for k, p in params.items()},
         v={k: torch.zeros_like(p) for k, p in params.items()},
+    )
+
+
+def adam_state_from(saved: Mapping[str, Any], device: torch.device) -> AdamState:
+    """Rebuild an AdamState from its checkpoint dict (``state_to_dict`` output) on ``device``."""
+    return AdamState(
+        step=int(saved["step"]),
+        m={k: t.to(device) for k, t in saved["m"].items()},
+        v={k: t.to(device) for k, t in saved["v"].items()},
     )
 
 

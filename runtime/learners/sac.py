@@ -17,7 +17,15 @@ from omegaconf import DictConfig
 from torch.func import functional_call
 
 from runtime.learners.base import Learner, RuntimeOptions, cfg_get
-from runtime.learners.functional import AdamState, Params, adam_init, adam_update, clip_grad_norm, polyak
+from runtime.learners.functional import (
+    AdamState,
+    Params,
+    adam_init,
+    adam_state_from,
+    adam_update,
+    clip_grad_norm,
+    polyak,
+)
 from runtime.learners.networks import SACActor, SACCritic, normalizer_update, squashed_gaussian
 from runtime.learners.replay import Batch
 
@@ -175,14 +183,6 @@ def sac_step(
     return state, metrics
 
 
-def _adam_from(d: Mapping[str, Any], dev: torch.device) -> AdamState:
-    return AdamState(
-        step=int(d["step"]),
-        m={k: v.to(dev) for k, v in d["m"].items()},
-        v={k: v.to(dev) for k, v in d["v"].items()},
-    )
-
-
 class SACLearner(Learner):
     """SAC with an observation normaliser in the actor's buffers (``algo.obs_normalization``)."""
 
@@ -198,18 +198,10 @@ class SACLearner(Learner):
         options: RuntimeOptions,
     ) -> None:
         super().__init__(algo_cfg, obs_dim, action_dim, device, seed, options)
-        torch.manual_seed(seed)
         target_entropy = algo_cfg.get("target_entropy")
-        max_grad = algo_cfg.get("max_grad_norm")
         self.hp = SACHyper(
-            gamma=cfg_get(algo_cfg, "gamma", float, low=0.0),
-            tau=cfg_get(algo_cfg, "tau", float, low=0.0),
-            actor_lr=cfg_get(algo_cfg, "actor_lr", float, low=0.0),
-            critic_lr=cfg_get(algo_cfg, "critic_lr", float, low=0.0),
-            alpha_lr=cfg_get(algo_cfg, "alpha_lr", float, low=0.0),
+            **self.shared_hyper,
             target_entropy=-float(action_dim) if target_entropy is None else float(target_entropy),
-            max_grad_norm=None if max_grad is None else float(max_grad),
-            actor_update_period=cfg_get(algo_cfg, "actor_update_period", int, low=1),
         )
         self.obs_normalization = cfg_get(algo_cfg, "obs_normalization", bool)
         self.actor = build_sac_actor(algo_cfg, obs_dim, action_dim).to(device)
@@ -267,9 +259,9 @@ class SACLearner(Learner):
             critic={k: v.to(dev) for k, v in s["critic"].items()},
             target_critic={k: v.to(dev) for k, v in s["target_critic"].items()},
             log_alpha=s["log_alpha"].to(dev),
-            actor_opt=_adam_from(s["actor_opt"], dev),
-            critic_opt=_adam_from(s["critic_opt"], dev),
-            alpha_opt=_adam_from(s["alpha_opt"], dev),
+            actor_opt=adam_state_from(s["actor_opt"], dev),
+            critic_opt=adam_state_from(s["critic_opt"], dev),
+            alpha_opt=adam_state_from(s["alpha_opt"], dev),
             step=int(s["step"]),
         )
 

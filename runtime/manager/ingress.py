@@ -20,7 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.manager.shm import CountersSpec, SharedCounters, SharedTensor, TensorSpec
+from runtime.manager.shm import (
+    CountersSpec,
+    SharedCounters,
+    SharedTensor,
+    TensorSpec,
+    attach_header_and_data,
+    create_header_and_data,
+)
 from runtime.manager.signals import WakeSignal
 
 INGRESS_INT_FIELDS: tuple[str, ...] = (
@@ -114,22 +121,15 @@ class ReplayIngress:
     def create(
         cls, layout: IngressLayout, device: Any, to_learner: WakeSignal, to_collector: WakeSignal
     ) -> ReplayIngress:
-        counters = SharedCounters.create("ingress_hdr", INGRESS_INT_FIELDS, INGRESS_FLOAT_FIELDS)
-        try:
-            data = SharedTensor.create("ingress_data", (layout.depth, layout.slot_rows, layout.width), device)
-        except BaseException:
-            counters.close()
-            raise
+        shape = (layout.depth, layout.slot_rows, layout.width)
+        counters, data = create_header_and_data(
+            "ingress", INGRESS_INT_FIELDS, INGRESS_FLOAT_FIELDS, shape, device
+        )
         return cls(layout, counters, data, to_learner, to_collector)
 
     @classmethod
     def attach(cls, spec: IngressSpec, to_learner: WakeSignal, to_collector: WakeSignal) -> ReplayIngress:
-        counters = SharedCounters.attach(spec.counters)
-        try:
-            data = SharedTensor.attach(spec.data)
-        except BaseException:
-            counters.close()
-            raise
+        counters, data = attach_header_and_data(spec.counters, spec.data)
         return cls(spec.layout, counters, data, to_learner, to_collector)
 
     @property

@@ -18,7 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.manager.shm import CountersSpec, SharedCounters, SharedTensor, TensorSpec
+from runtime.manager.shm import (
+    CountersSpec,
+    SharedCounters,
+    SharedTensor,
+    TensorSpec,
+    attach_header_and_data,
+    create_header_and_data,
+)
 from runtime.manager.signals import WakeSignal
 
 _BASE_FIELDS: tuple[str, ...] = (
@@ -72,22 +79,14 @@ class InferenceRing:
             raise ValueError(f"training.inference_slot_capacity must be in 1..16, got {capacity}")
         if state_size < 1:
             raise ValueError(f"actor state size must be >= 1, got {state_size}")
-        counters = SharedCounters.create("ring_hdr", ring_int_fields(capacity), ())
-        try:
-            data = SharedTensor.create("ring_data", (capacity, state_size), device)
-        except BaseException:
-            counters.close()
-            raise
+        counters, data = create_header_and_data(
+            "ring", ring_int_fields(capacity), (), (capacity, state_size), device
+        )
         return cls(capacity, state_size, counters, data, doorbell)
 
     @classmethod
     def attach(cls, spec: RingSpec, doorbell: WakeSignal) -> InferenceRing:
-        counters = SharedCounters.attach(spec.counters)
-        try:
-            data = SharedTensor.attach(spec.data)
-        except BaseException:
-            counters.close()
-            raise
+        counters, data = attach_header_and_data(spec.counters, spec.data)
         return cls(spec.capacity, spec.state_size, counters, data, doorbell)
 
     @property

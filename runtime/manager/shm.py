@@ -219,6 +219,28 @@ class SharedTensor:
                 self.segment.unlink()
 
 
+def create_header_and_data(
+    role: str, int_fields: Sequence[str], float_fields: Sequence[str], shape: Sequence[int], device: Any
+) -> tuple[SharedCounters, SharedTensor]:
+    """A counters header ``<role>_hdr`` plus a data tensor ``<role>_data``; no segment survives a failure."""
+    counters = SharedCounters.create(f"{role}_hdr", int_fields, float_fields)
+    try:
+        return counters, SharedTensor.create(f"{role}_data", shape, device)
+    except BaseException:
+        counters.close()
+        raise
+
+
+def attach_header_and_data(counters: CountersSpec, data: TensorSpec) -> tuple[SharedCounters, SharedTensor]:
+    """The attaching side of :func:`create_header_and_data`; closes the header if the data fails."""
+    header = SharedCounters.attach(counters)
+    try:
+        return header, SharedTensor.attach(data)
+    except BaseException:
+        header.close()
+        raise
+
+
 def list_segments(prefix: str = SHM_PREFIX) -> list[str]:
     """Names in /dev/shm starting with ``prefix`` (empty where /dev/shm does not exist)."""
     try:

@@ -14,6 +14,7 @@ the owner identity under ``owner``; neither can be overridden.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import platform as platform_module
 from collections.abc import Sequence
@@ -88,6 +89,11 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "training.test_fault": (None, "learner_exception"),
 }
 BOOL_KEYS: tuple[str, ...] = ("training.no_play", "training.torch_compile", "training.cuda_graphs")
+# Learner keys checked where the algorithm declares them: MLP widths, nullable floats (exclusive low
+# bound or None for any finite value), switches.
+OPTIONAL_WIDTH_LISTS: tuple[str, ...] = ("algo.actor_hidden", "algo.critic_hidden")
+OPTIONAL_NULLABLE_FLOATS: dict[str, float | None] = {"algo.max_grad_norm": 0.0, "algo.target_entropy": None}
+OPTIONAL_BOOL_KEYS: tuple[str, ...] = ("algo.obs_normalization",)
 
 
 class ConfigError(Exception):
@@ -213,8 +219,12 @@ def parse_override(item: str) -> tuple[str, Any]:
         raise ConfigError(f"override {item!r} is not of the form dotted.key=value")
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
+    except yaml.YAMLError as exc:
+        reason = str(getattr(exc, "problem", None) or "unparsable")
+        raise ConfigError(
+            f"override {item!r}: the value is not valid YAML ({reason}); quote a literal string, "
+            f"e.g. {key}='\"...\"'"
+        ) from None
     return key, value
 
 
@@ -344,9 +354,27 @@ def _validate_values(data: dict[str, Any]) -> None:
         if value not in choices:
             allowed = ", ".join("null" if c is None else str(c) for c in choices)
             raise ConfigError(f"{key}={value!r} is not allowed; allowed: {allowed}")
-    for key in BOOL_KEYS:
+    for key in BOOL_KEYS + tuple(k for k in OPTIONAL_BOOL_KEYS if _has(data, k)):
         if not isinstance(_get(data, key), bool):
             raise ConfigError(f"{key} must be true or false, got {_get(data, key)!r}")
+    for key in (k for k in OPTIONAL_WIDTH_LISTS if _has(data, k)):
+        widths = _get(data, key)
+        if (
+            not isinstance(widths, list)
+            or not widths
+            or not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in widths)
+        ):
+            raise ConfigError(
+                f"{key} must be a non-empty list of integers >= 1, e.g. [256, 256]; got {widths!r}"
+            )
+    for key, nullable_low in ((k, v) for k, v in OPTIONAL_NULLABLE_FLOATS.items() if _has(data, k)):
+        value = _get(data, key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"{key} must be null or a finite number, got {value!r}")
+        if nullable_low is not None and value <= nullable_low:
+            raise ConfigError(f"{key}={value} is out of range; allowed: null or > {nullable_low}")
     num_envs = data["algo"]["num_envs"]
     rows = data["training"]["replay_ingress_slot_rows"]
     if rows is not None:

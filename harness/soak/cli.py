@@ -60,6 +60,20 @@ def check_extra_overrides(overrides: list[str]) -> None:
             )
 
 
+def check_train_config(
+    algo: str, task: str, sim: str, num_envs: int, iterations: int, extra: list[str]
+) -> None:
+    """Compose the trainer's configuration as `train` will (no torch import): a bad value in
+    ``--extra-override`` or the budget fails here, before anything is spawned or written."""
+    from runtime.config import ConfigError, compose
+
+    overrides = [f"algo.num_envs={num_envs}", f"algo.max_iterations={iterations}", "training.no_play=true"]
+    try:
+        compose(algo, task, sim, [*overrides, *extra])
+    except ConfigError as exc:
+        raise SettingsError(f"the trainer's configuration is invalid: {exc}") from None
+
+
 def train_command(
     algo: str, task: str, sim: str, num_envs: int, iterations: int, log_dir: Path, extra: list[str]
 ) -> list[str]:
@@ -213,6 +227,7 @@ def run(
     extra = list(extra_override or [])
     try:
         check_extra_overrides(extra)
+        check_train_config(algo.value, task.value, sim.value, num_envs, iterations, extra)
         settings = run_settings(
             algo=algo.value,
             task=task.value,

@@ -290,8 +290,36 @@ def test_unconfigured_sharing_is_recorded_as_null(tmp_path: Path) -> None:
         ("flashsac", "algo.num_bins=2", r"allowed: 3\.\.10001"),
         ("flashsac", "algo.actor_update_period=0", r"allowed: 1\.\.1000"),
         ("flashsac", "task.action_scale=abc", "must be a number"),
+        ("sac", "algo.actor_hidden=[0]", r"algo.actor_hidden must be a non-empty list of integers >= 1"),
+        ("sac", "algo.critic_hidden=[]", r"algo.critic_hidden must be a non-empty list"),
+        ("sac", "algo.critic_hidden=256", r"algo.critic_hidden must be a non-empty list"),
+        ("sac", "algo.actor_hidden=[true]", r"algo.actor_hidden must be a non-empty list"),
+        ("sac", "algo.max_grad_norm=0", r"allowed: null or > 0.0"),
+        ("flashsac", "algo.max_grad_norm=.inf", "must be null or a finite number"),
+        ("sac", "algo.target_entropy=low", "must be null or a finite number"),
+        ("sac", "algo.obs_normalization=1", "must be true or false"),
+        (
+            "sac",
+            "algo.actor_hidden=[256,",
+            r"override 'algo.actor_hidden=\[256,': the value is not valid YAML",
+        ),
     ],
 )
 def test_learner_and_task_ranges(algo: str, override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         compose(algo, "g1_walk_flat", "mujoco", [override])
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("algo.max_grad_norm=10", 10),
+        ("algo.target_entropy=-5.5", -5.5),
+        ("algo.actor_hidden=[64, 32]", [64, 32]),
+    ],
+)
+def test_valid_learner_values_compose(override: str, expected: object) -> None:
+    key = override.partition("=")[0]
+    cfg = OmegaConf.to_container(compose("sac", "g1_walk_flat", "mujoco", [override]))
+    assert isinstance(cfg, dict)
+    assert cfg["algo"][key.split(".")[1]] == expected

@@ -82,6 +82,13 @@ def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
         (["--extra-override", "algo.num_envs=8"], "owned"),
         (["--extra-override", "training.no_play=false"], "play mode"),
         (["--extra-override", "log_dir=/tmp/x"], "owned"),
+        (
+            ["--extra-override", "algo.gamma=2"],
+            "trainer's configuration is invalid: algo.gamma=2 is out of range",
+        ),
+        (["--extra-override", "algo.batch_sise=64"], "algo.batch_size"),  # unknown key: closest one named
+        (["--extra-override", "algo.actor_hidden=[256,"], "not valid YAML"),
+        (["--num-envs", "70000"], "algo.num_envs=70000 is out of range"),
     ],
 )
 def test_soak_run_rejects_before_spawning(

@@ -17,6 +17,7 @@ import difflib
 import math
 import os
 import platform as platform_module
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,7 @@ INT_RANGES: dict[str, tuple[int, int | None]] = {
 }
 # Learner keys are validated only where the algorithm declares them.
 OPTIONAL_INT_RANGES: dict[str, tuple[int, int | None]] = {
-    "algo.batch_size": (1, None),
+    "algo.batch_size": (2, None),
     "algo.updates_per_iteration": (1, 1024),
     "algo.replay_capacity": (1, None),
     "algo.learning_starts": (0, None),
@@ -67,21 +68,25 @@ OPTIONAL_INT_RANGES: dict[str, tuple[int, int | None]] = {
     "algo.expansion": (1, 64),
     "algo.num_bins": (3, 10001),
 }
-# (exclusive low, inclusive high) for float settings.
+# (exclusive low, inclusive high) for float settings; FLOAT_EXCLUSIVE_HIGH keys exclude the high end too.
+# Lows are never looser than the learners' own checks, so a value that passes here never fails later.
 FLOAT_RANGES: dict[str, tuple[float, float | None]] = {
     "algo.gamma": (0.0, 1.0),
     "algo.tau": (0.0, 1.0),
     "algo.actor_lr": (0.0, None),
     "algo.critic_lr": (0.0, None),
     "algo.alpha_lr": (0.0, None),
-    "algo.init_alpha": (0.0, None),
-    "algo.target_sigma": (0.0, None),
-    "algo.v_max": (0.0, None),
+    "algo.init_alpha": (1e-8, None),
+    "algo.target_sigma": (1e-6, None),
+    "algo.v_max": (1e-3, None),
     "algo.bn_momentum": (0.0, 1.0),
     "task.episode_length_s": (0.0, None),
     "task.action_scale": (0.0, None),
     "task.min_base_height": (0.0, None),
 }
+FLOAT_EXCLUSIVE_HIGH: frozenset[str] = frozenset(
+    {"algo.gamma"}
+)  # gamma = 1: no discounting, unbounded returns
 CHOICES: dict[str, tuple[Any, ...]] = {
     "training.cuda_process_sharing": (None, "mps"),
     "training.learner_device": ("auto", "cpu", "cuda", "mps"),
@@ -211,21 +216,48 @@ def _owner_chain(algo: str, task: str, sim: str) -> list[Path]:
     return chain
 
 
-def parse_override(item: str) -> tuple[str, Any]:
-    """Split ``dotted.key=value``; the value is parsed as YAML (``null``, numbers, booleans)."""
+def split_override(item: str) -> tuple[str, str]:
+    """``dotted.key=value`` -> (key, raw value text)."""
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"override {item!r} is not of the form dotted.key=value")
+    return key, raw
+
+
+def _plain(value: Any) -> bool:
+    """True for what a setting can hold: null, bool, int, float, str and lists/maps of those."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def parse_override_value(item: str, raw: str) -> Any:
+    """The override's value parsed as YAML (``null``, numbers, booleans, ``[64, 64]`` lists).
+
+    Fails closed: text that is not valid YAML, or that YAML reads as another type (a timestamp, a
+    binary blob), is rejected rather than kept as a string."""
+    hint = "to pass text that YAML would read otherwise, quote it: key='\"text\"'"
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         reason = str(getattr(exc, "problem", None) or "unparsable")
+        raise ConfigError(f"override {item!r}: the value is not valid YAML ({reason}); {hint}") from None
+    if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(raw.strip()):
+        value = float(value)  # YAML 1.1 reads "1e-3" (no dot) as a string; on a command line it means 0.001
+    if not _plain(value):
         raise ConfigError(
-            f"override {item!r}: the value is not valid YAML ({reason}); quote a literal string, "
-            f"e.g. {key}='\"...\"'"
-        ) from None
-    return key, value
+            f"override {item!r}: YAML reads the value as {type(value).__name__}; settings hold null, "
+            f"booleans, numbers, strings and lists; {hint}"
+        )
+    return value
 
 
 def compose(algo: str, task: str, sim: str, overrides: Sequence[str] = ()) -> DictConfig:
@@ -252,7 +284,7 @@ def compose(algo: str, task: str, sim: str, overrides: Sequence[str] = ()) -> Di
 
     declared = set(_flat_keys(data))
     for item in overrides:
-        key, value = parse_override(item)
+        key, raw = split_override(item)
         if key in REMOVED_KEYS or any(key.startswith(k + ".") for k in REMOVED_KEYS):
             raise ConfigError(
                 f"{key} was removed ({REMOVED_KEYS.get(key, 'removed setting')}); delete it from your "
@@ -268,7 +300,7 @@ def compose(algo: str, task: str, sim: str, overrides: Sequence[str] = ()) -> Di
         if key not in declared:
             raise ConfigError(f"unknown setting {key!r}{_suggest(key, declared)}")
         node = OmegaConf.create(data)
-        OmegaConf.update(node, key, value, merge=False)
+        OmegaConf.update(node, key, parse_override_value(item, raw), merge=False)
         data = OmegaConf.to_container(node)  # type: ignore[assignment]
 
     _validate_values(data)
@@ -346,8 +378,9 @@ def _validate_values(data: dict[str, Any]) -> None:
         value = _get(data, key)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{key} must be a number, got {value!r}")
-        if value <= lo or (hi is not None and value > hi):
-            allowed = f"({lo}, {hi}]" if hi is not None else f"> {lo}"
+        open_high = key in FLOAT_EXCLUSIVE_HIGH
+        if value <= lo or (hi is not None and (value >= hi if open_high else value > hi)):
+            allowed = f"({lo}, {hi}{')' if open_high else ']'}" if hi is not None else f"> {lo}"
             raise ConfigError(f"{key}={value} is out of range; allowed: {allowed}")
     for key, choices in CHOICES.items():
         value = _get(data, key)

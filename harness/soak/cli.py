@@ -6,6 +6,7 @@ spawned or written), the work is ``harness.soak.driver.run_monitor``. Never impo
 
 from __future__ import annotations
 
+import json
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from harness.soak.outcome import run_monitor
@@ -60,18 +62,32 @@ def check_extra_overrides(overrides: list[str]) -> None:
             )
 
 
+def train_overrides(num_envs: int, iterations: int, log_dir: Path, extra: list[str]) -> list[str]:
+    """The ``dotted.key=value`` overrides `soak run` passes to `train`. ``log_dir`` goes as a YAML
+    double-quoted string (JSON escaping), so a path holding ``: `` or `` #`` stays exactly that path."""
+    return [
+        f"algo.num_envs={num_envs}",
+        f"algo.max_iterations={iterations}",
+        "training.no_play=true",
+        f"log_dir={json.dumps(str(log_dir))}",
+        *extra,
+    ]
+
+
 def check_train_config(
-    algo: str, task: str, sim: str, num_envs: int, iterations: int, extra: list[str]
+    algo: str, task: str, sim: str, num_envs: int, iterations: int, log_dir: Path, extra: list[str]
 ) -> None:
-    """Compose the trainer's configuration as `train` will (no torch import): a bad value in
-    ``--extra-override`` or the budget fails here, before anything is spawned or written."""
+    """Compose the trainer's configuration from the very overrides `train` will get (no torch import):
+    a bad value in ``--extra-override``, ``--num-envs`` or ``--iterations`` fails here, before anything
+    is spawned or written. Host prerequisites and the task's files are still the trainer's to check."""
     from runtime.config import ConfigError, compose
 
-    overrides = [f"algo.num_envs={num_envs}", f"algo.max_iterations={iterations}", "training.no_play=true"]
     try:
-        compose(algo, task, sim, [*overrides, *extra])
+        cfg = compose(algo, task, sim, train_overrides(num_envs, iterations, log_dir, extra))
     except ConfigError as exc:
         raise SettingsError(f"the trainer's configuration is invalid: {exc}") from None
+    if cfg.log_dir != str(log_dir):  # the monitor must watch the folder the trainer writes
+        raise SettingsError(f"--log-dir {log_dir} would reach the trainer as {cfg.log_dir!r}")
 
 
 def train_command(
@@ -88,11 +104,7 @@ def train_command(
         task,
         "--sim",
         sim,
-        f"algo.num_envs={num_envs}",
-        f"algo.max_iterations={iterations}",
-        "training.no_play=true",
-        f"log_dir={log_dir}",
-        *extra,
+        *train_overrides(num_envs, iterations, log_dir, extra),
     ]
 
 
@@ -137,7 +149,8 @@ def cuda_blocker(extra: list[str]) -> str | None:
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]soak: error:[/] {message}", soft_wrap=True)
+    # the message quotes user input verbatim: escape it so "[...]" is never read as Rich markup
+    Console(stderr=True).print(f"[bold red]soak: error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -227,7 +240,7 @@ def run(
     extra = list(extra_override or [])
     try:
         check_extra_overrides(extra)
-        check_train_config(algo.value, task.value, sim.value, num_envs, iterations, extra)
+        check_train_config(algo.value, task.value, sim.value, num_envs, iterations, log_dir, extra)
         settings = run_settings(
             algo=algo.value,
             task=task.value,

@@ -40,7 +40,8 @@ def cfg_get(
 
 
 def shared_hyperparameters(algo_cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """The scalar hyperparameters every learner's ``*Hyper`` dataclass has, validated by ``cfg_get``."""
+    """The scalar hyperparameters every learner's ``*Hyper`` dataclass has (``cfg_get`` checks; the
+    nullable ``max_grad_norm`` is range-checked by ``runtime.config`` at compose time)."""
     max_grad = algo_cfg.get("max_grad_norm")
     return {
         "gamma": cfg_get(algo_cfg, "gamma", float, low=0.0),

@@ -283,10 +283,17 @@ def test_unconfigured_sharing_is_recorded_as_null(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("algo", "override", "message"),
     [
-        ("sac", "algo.gamma=1.5", r"allowed: \(0.0, 1.0\]"),
+        ("sac", "algo.gamma=1.5", r"allowed: \(0.0, 1.0\)"),
+        ("sac", "algo.gamma=1.0", r"algo.gamma=1.0 is out of range; allowed: \(0.0, 1.0\)"),
+        ("sac", "algo.batch_size=1", "allowed: >= 2"),
+        ("flashsac", "algo.v_max=0.0005", "allowed: > 0.001"),
+        ("flashsac", "algo.target_sigma=1e-7", "allowed: > 1e-06"),
+        ("sac", "algo.init_alpha=1e-9", "allowed: > 1e-08"),
+        ("sac", "algo.gamma=2024-01-01", "YAML reads the value as date"),
+        ("sac", "algo.no_such_key=[1,", "unknown setting 'algo.no_such_key'"),  # the key is checked first
         ("sac", "algo.tau=0", r"allowed: \(0.0, 1.0\]"),
         ("sac", "algo.actor_lr=-1", "allowed: > 0.0"),
-        ("sac", "algo.batch_size=0", "allowed: >= 1"),
+        ("sac", "algo.batch_size=0", "allowed: >= 2"),
         ("flashsac", "algo.num_bins=2", r"allowed: 3\.\.10001"),
         ("flashsac", "algo.actor_update_period=0", r"allowed: 1\.\.1000"),
         ("flashsac", "task.action_scale=abc", "must be a number"),
@@ -316,6 +323,9 @@ def test_learner_and_task_ranges(algo: str, override: str, message: str) -> None
         ("algo.max_grad_norm=10", 10),
         ("algo.target_entropy=-5.5", -5.5),
         ("algo.actor_hidden=[64, 32]", [64, 32]),
+        ("algo.actor_lr=1e-3", 0.001),  # YAML 1.1 alone would read this as the string "1e-3"
+        ("algo.critic_lr=2.5E-4", 0.00025),
+        ("algo.target_entropy=-1e1", -10.0),
     ],
 )
 def test_valid_learner_values_compose(override: str, expected: object) -> None:
@@ -323,3 +333,35 @@ def test_valid_learner_values_compose(override: str, expected: object) -> None:
     cfg = OmegaConf.to_container(compose("sac", "g1_walk_flat", "mujoco", [override]))
     assert isinstance(cfg, dict)
     assert cfg["algo"][key.split(".")[1]] == expected
+
+
+@pytest.mark.parametrize(
+    ("algo", "overrides"),
+    [
+        (
+            "sac",
+            ["algo.batch_size=2", "algo.gamma=0.9999", "algo.init_alpha=2e-8", "algo.max_grad_norm=1e-6"],
+        ),
+        (
+            "flashsac",
+            [
+                "algo.batch_size=2",
+                "algo.v_max=0.0011",
+                "algo.target_sigma=2e-6",
+                "algo.init_alpha=2e-8",
+                "algo.num_bins=3",
+                "algo.actor_blocks=1",
+                "algo.bn_momentum=1.0",
+            ],
+        ),
+    ],
+)
+def test_values_at_the_config_bounds_build_a_learner(algo: str, overrides: list[str]) -> None:
+    """The composer is never looser than the learner: what composes also constructs."""
+    import torch
+
+    from runtime.learners import build_learner
+
+    cfg = compose(algo, "g1_walk_flat", "mujoco", overrides)
+    learner = build_learner(cfg.algo, obs_dim=5, action_dim=3, device=torch.device("cpu"))
+    assert learner.batch_size == 2

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.soak.cli import OWNED_KEYS, check_extra_overrides, main, train_command
+from harness.soak.cli import OWNED_KEYS, check_extra_overrides, check_train_config, main, train_command
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from tests.harness.soak._soakrun import FAULTS, REPO
 
@@ -65,9 +65,19 @@ def test_train_command_is_owner_routed(tmp_path: Path) -> None:
     cmd = train_command("sac", "g1_walk_flat", "mujoco", 16, 50, tmp_path, ["algo.save_interval=10"])
     assert cmd[1:3] == ["-m", "runtime.cli"]
     assert cmd[3:9] == ["--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco"]
-    assert (
-        "training.no_play=true" in cmd and f"log_dir={tmp_path}" in cmd and cmd[-1] == "algo.save_interval=10"
-    )
+    assert "training.no_play=true" in cmd and cmd[-1] == "algo.save_interval=10"
+    assert f"log_dir={json.dumps(str(tmp_path))}" in cmd
+
+
+@pytest.mark.parametrize("name", ["a: b", "run #1", "[x]", 'quote"d', "ünï"])
+def test_awkward_log_dirs_reach_the_trainer_unchanged(tmp_path: Path, name: str) -> None:
+    """The log dir travels as a quoted YAML string: what `train` composes is the folder the monitor watches."""
+    from runtime.config import compose
+
+    log_dir = tmp_path / name / "run"
+    check_train_config("sac", "g1_walk_flat", "mujoco", 16, 50, log_dir, [])  # raises on a mismatch
+    cmd = train_command("sac", "g1_walk_flat", "mujoco", 16, 50, log_dir, [])
+    assert compose("sac", "g1_walk_flat", "mujoco", cmd[9:]).log_dir == str(log_dir)
 
 
 def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -87,7 +97,11 @@ def _run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
             "trainer's configuration is invalid: algo.gamma=2 is out of range",
         ),
         (["--extra-override", "algo.batch_sise=64"], "algo.batch_size"),  # unknown key: closest one named
-        (["--extra-override", "algo.actor_hidden=[256,"], "not valid YAML"),
+        (["--extra-override", "algo.critic_hidden_dim=[256,"], "not valid YAML"),
+        (
+            ["--extra-override", "algo.gamma=[/x]"],
+            "algo.gamma must be a number, got ['/x']",
+        ),  # not Rich markup
         (["--num-envs", "70000"], "algo.num_envs=70000 is out of range"),
     ],
 )
@@ -144,6 +158,10 @@ import harness.soak
 for mod in pkgutil.iter_modules(harness.soak.__path__):
     importlib.import_module("harness.soak." + mod.name)
 assert "torch" not in sys.modules, "import"
+from pathlib import Path
+from harness.soak.cli import check_train_config
+check_train_config("flashsac", "g1_motion_tracking", "mjwarp", 8, 5, Path({str(log_dir)!r}), [])
+assert "torch" not in sys.modules, "check_train_config"
 from pathlib import Path
 from harness.soak.driver import MonitorSettings
 from harness.soak.outcome import run_monitor

@@ -7,7 +7,13 @@ import os
 import pytest
 import torch
 
-from runtime.manager.shm import TensorSpec, attach_header_and_data, create_header_and_data, list_segments
+from runtime.manager.shm import (
+    SharedCounters,
+    TensorSpec,
+    attach_header_and_data,
+    create_header_and_data,
+    list_segments,
+)
 
 OURS = f"soakbench_{os.getpid()}_"  # other test processes run in parallel
 
@@ -35,12 +41,22 @@ def test_failed_data_creation_unlinks_the_header() -> None:
     assert list_segments(OURS) == []
 
 
-def test_failed_data_attach_closes_the_header() -> None:
+def test_failed_data_attach_closes_the_header(monkeypatch: pytest.MonkeyPatch) -> None:
     header, data = create_header_and_data("pair", ("a",), (), (4,), "cpu")
+    peers_closed: list[SharedCounters] = []
+    real_close = SharedCounters.close
+
+    def recording_close(self: SharedCounters) -> None:
+        if self is not header:
+            peers_closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(SharedCounters, "close", recording_close)
     try:
         gone = TensorSpec((4,), name=f"{OURS}does_not_exist")
         with pytest.raises(FileNotFoundError):
             attach_header_and_data(header.spec, gone)
+        assert len(peers_closed) == 1  # the header the failed attach had mapped was closed
         header.add("a")  # the creator's header is untouched by the failed attach
         assert header.get("a") == 1
     finally:

@@ -17,7 +17,6 @@ import difflib
 import math
 import os
 import platform as platform_module
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,39 +224,20 @@ def split_override(item: str) -> tuple[str, str]:
     return key, raw
 
 
-def _plain(value: Any) -> bool:
-    """True for what a setting can hold: null, bool, int, float, str and lists/maps of those."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return True
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
-
-
-_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-
 def parse_override_value(item: str, raw: str) -> Any:
-    """The override's value parsed as YAML (``null``, numbers, booleans, ``[64, 64]`` lists).
+    """The override's value parsed by OmegaConf's YAML grammar, as its own dotlists are: ``null``,
+    booleans, numbers (``1e-3`` too, unlike plain YAML 1.1), ``[64, 64]`` lists; dates stay text.
 
-    Fails closed: text that is not valid YAML, or that YAML reads as another type (a timestamp, a
-    binary blob), is rejected rather than kept as a string."""
-    hint = "to pass text that YAML would read otherwise, quote it: key='\"text\"'"
+    Fails closed: text that is not valid YAML is rejected rather than kept as a string."""
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        parsed = OmegaConf.from_dotlist([f"value={raw}"])
     except yaml.YAMLError as exc:
         reason = str(getattr(exc, "problem", None) or "unparsable")
-        raise ConfigError(f"override {item!r}: the value is not valid YAML ({reason}); {hint}") from None
-    if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(raw.strip()):
-        value = float(value)  # YAML 1.1 reads "1e-3" (no dot) as a string; on a command line it means 0.001
-    if not _plain(value):
         raise ConfigError(
-            f"override {item!r}: YAML reads the value as {type(value).__name__}; settings hold null, "
-            f"booleans, numbers, strings and lists; {hint}"
-        )
-    return value
+            f"override {item!r}: the value is not valid YAML ({reason}); to pass it as text, quote it: "
+            "key='\"text\"'"
+        ) from None
+    return OmegaConf.to_container(parsed)["value"]  # type: ignore[call-overload,index]
 
 
 def compose(algo: str, task: str, sim: str, overrides: Sequence[str] = ()) -> DictConfig:

@@ -289,7 +289,7 @@ def test_unconfigured_sharing_is_recorded_as_null(tmp_path: Path) -> None:
         ("flashsac", "algo.v_max=0.0005", "allowed: > 0.001"),
         ("flashsac", "algo.target_sigma=1e-7", "allowed: > 1e-06"),
         ("sac", "algo.init_alpha=1e-9", "allowed: > 1e-08"),
-        ("sac", "algo.gamma=2024-01-01", "YAML reads the value as date"),
+        ("sac", "algo.gamma=2024-01-01", "algo.gamma must be a number, got '2024-01-01'"),  # text, not a date
         ("sac", "algo.no_such_key=[1,", "unknown setting 'algo.no_such_key'"),  # the key is checked first
         ("sac", "algo.tau=0", r"allowed: \(0.0, 1.0\]"),
         ("sac", "algo.actor_lr=-1", "allowed: > 0.0"),

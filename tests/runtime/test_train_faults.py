@@ -72,8 +72,15 @@ def _finish(
     return summary
 
 
+def _is_collector(p: psutil.Process) -> bool:
+    """A multiprocessing spawn child. Matched positively: between fork and exec any child (the resource
+    tracker too) still shows the trainer's own command line, so excluding "resource_tracker" once picked
+    the tracker, killed it and left the real collector running."""
+    return "spawn_main" in " ".join(p.cmdline())
+
+
 def _collector(trainer_pid: int) -> psutil.Process:
-    procs = [p for p in _descendants(trainer_pid) if "resource_tracker" not in " ".join(p.cmdline())]
+    procs = [p for p in _descendants(trainer_pid) if _is_collector(p)]
     assert len(procs) == 1, [p.cmdline() for p in procs]
     return procs[0]
 
@@ -103,7 +110,7 @@ def test_collector_killed_during_startup_is_collector_failure(tmp_path: Path) ->
     deadline = time.monotonic() + 120
     collector = None
     while collector is None and time.monotonic() < deadline and proc.poll() is None:
-        kids = [p for p in _descendants(proc.pid) if "resource_tracker" not in " ".join(p.cmdline())]
+        kids = [p for p in _descendants(proc.pid) if _is_collector(p)]
         collector = kids[0] if kids else None
         time.sleep(0.05)
     assert collector is not None, "no collector process appeared"

@@ -16,8 +16,8 @@ demo: setup
 	$(RUN) soak demo
 
 lint: setup
-	$(RUN) ruff check runtime harness matrix tests scripts benchmarks
-	$(RUN) ruff format --check runtime harness matrix tests scripts benchmarks
+	$(RUN) ruff check foundation runtime harness matrix tests scripts benchmarks
+	$(RUN) ruff format --check foundation runtime harness matrix tests scripts benchmarks
 	$(RUN) mypy
 
 test: setup

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness.nvml import device_summary, gpu_snapshot
+from foundation.nvml import device_summary, gpu_snapshot
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SOFTWARE_DISTRIBUTIONS: tuple[str, ...] = ("torch", "mujoco", "warp-lang", "mujoco-warp", "soakbench")

@@ -19,8 +19,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from harness import mps
-from harness.nvml import NvmlReader
+from foundation import mps
+from foundation.nvml import NvmlReader
 
 EXIT_UNMET = 1
 EXIT_REFUSED = 2

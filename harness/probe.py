@@ -26,8 +26,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foundation.atomic import write_atomic
+from foundation.nvml import NvmlReader
+from foundation.schema import sorted_errors
 from harness.context import REPO_ROOT, collect_context
-from harness.nvml import NvmlReader
 from harness.probe_stats import (
     PROFILER_ENV_EXACT,
     PROFILER_ENV_PREFIXES,
@@ -36,7 +38,7 @@ from harness.probe_stats import (
 )
 
 SCHEMA_VERSION = "0.3.0"
-SCHEMA_PATH = REPO_ROOT / "schemas" / f"probe-{SCHEMA_VERSION}.schema.json"
+SCHEMA_NAME = f"probe-{SCHEMA_VERSION}.schema.json"
 ALGO = "flashsac"
 # The trainer's collector steps the env with torch single-threaded (runtime/manager/trainer.py,
 # TrainerHooks.collector_torch_threads): intra-op workers fight the physics threads for the cores
@@ -356,29 +358,17 @@ def build_artifact(
 
 def validate_artifact(artifact: Mapping[str, Any]) -> None:
     """Raise ValueError naming the first schema violation (Draft 2020-12)."""
-    import jsonschema
-
-    schema = json.loads(SCHEMA_PATH.read_text())
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(artifact), key=lambda e: list(e.absolute_path))
+    errors = sorted_errors(artifact, SCHEMA_NAME)
     if errors:
         first = errors[0]
         where = "/".join(str(p) for p in first.absolute_path) or "<root>"
-        raise ValueError(f"probe artifact violates {SCHEMA_PATH.name} at {where}: {first.message}")
+        raise ValueError(f"probe artifact violates {SCHEMA_NAME} at {where}: {first.message}")
 
 
 def write_artifact(path: Path, artifact: Mapping[str, Any]) -> None:
-    """Validate, then write atomically (temp file in the same directory + os.replace)."""
+    """Validate, then write it with ``foundation.atomic.write_atomic``."""
     validate_artifact(artifact)
-    text = json.dumps(artifact, indent=2, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(artifact, indent=2, allow_nan=False) + "\n")
 
 
 def print_summary(artifact: Mapping[str, Any]) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from foundation.atomic import write_atomic
 from harness.probe_stats import (
     PROBE_PHASES,
     counter_delta,
@@ -243,9 +244,7 @@ def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(payload, indent=2, allow_nan=False))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(payload, indent=2, allow_nan=False))
 
 
 def main(

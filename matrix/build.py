@@ -10,21 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from matrix.evidence import (
-    ARTIFACT_SCHEMAS,
     INDEX_REL,
-    INDEX_SCHEMA_REL,
+    INDEX_SCHEMA,
     INDEX_VERSION,
-    JUNIT_SCHEMA_REL,
-    VERSION_FIELD,
     normalize_artifact,
     normalize_junit,
 )
 from matrix.gitfacts import head_commit, resolve_commit, runtime_fingerprint
 from matrix.grading import CellResult, grade_cell
-from matrix.inventory import INVENTORY_SCHEMA_REL, load_inventory
+from matrix.inventory import load_inventory
 from matrix.model import EvidenceFacts, Inventory, MatrixInputError
 from matrix.runtime_facts import ConfiguredCheck, Registry
-from matrix.schema_check import load_schema_text, validate_or_raise
+from matrix.schema_check import validate_or_raise
 
 
 @dataclass(frozen=True)
@@ -60,7 +57,7 @@ def load_index(repo: Path) -> list[dict[str, Any]]:
             "schema_version",
             f"future schema version {version}; this generator reads {INDEX_VERSION}",
         )
-    validate_or_raise(doc, load_schema_text(repo / INDEX_SCHEMA_REL, INDEX_SCHEMA_REL), INDEX_REL)
+    validate_or_raise(doc, INDEX_SCHEMA, INDEX_REL)
     entries: list[dict[str, Any]] = doc["entries"]
     seen: set[str] = set()
     for position, entry in enumerate(entries):
@@ -72,8 +69,8 @@ def load_index(repo: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def normalize_entry(repo: Path, entry: dict[str, Any], raw: bytes) -> EvidenceFacts:
-    """Facts of one filed evidence file given its bytes (schema read from ``repo``; no git)."""
+def normalize_entry(entry: dict[str, Any], raw: bytes) -> EvidenceFacts:
+    """Facts of one filed evidence file given its bytes (pure: no git, no files)."""
     doc: Any = None
     parse_problem: str | None = None
     try:
@@ -81,22 +78,15 @@ def normalize_entry(repo: Path, entry: dict[str, Any], raw: bytes) -> EvidenceFa
     except (UnicodeDecodeError, ValueError) as exc:
         parse_problem = f"malformed JSON: {exc}"
     if entry["kind"] == "junit":
-        facts = normalize_junit(entry, doc if isinstance(doc, dict) else {}, _schema(repo, JUNIT_SCHEMA_REL))
+        facts = normalize_junit(entry, doc if isinstance(doc, dict) else {})
     else:
-        version = doc.get(VERSION_FIELD[entry["kind"]]) if isinstance(doc, dict) else None
-        rel = ARTIFACT_SCHEMAS[entry["kind"]].get(version) if isinstance(version, str) else None
-        text = _schema(repo, rel) if rel and (repo / rel).exists() else None
-        facts = normalize_artifact(entry, doc if isinstance(doc, dict) else {}, text)
+        facts = normalize_artifact(entry, doc if isinstance(doc, dict) else {})
     problems = list(facts.problems)
     if parse_problem:
         problems.insert(0, parse_problem)
     if hashlib.sha256(raw).hexdigest() != entry["sha256"]:
         problems.insert(0, "file content differs from the sha256 recorded at ingest (edited by hand?)")
     return replace(facts, problems=tuple(problems))
-
-
-def _schema(repo: Path, rel: str) -> str:
-    return load_schema_text(repo / rel, rel)
 
 
 def commit_field(kind: str) -> str:
@@ -130,7 +120,7 @@ def load_evidence(repo: Path, head_fp: str) -> tuple[EvidenceFacts, ...]:
             raise MatrixInputError(
                 INDEX_REL, f"entries[{position}].file", f"cannot read {entry['file']}: {exc}"
             ) from None
-        out.append(attach_freshness(repo, normalize_entry(repo, entry, raw), head_fp))
+        out.append(attach_freshness(repo, normalize_entry(entry, raw), head_fp))
     return tuple(sorted(out, key=lambda ev: ev.id))
 
 
@@ -150,7 +140,7 @@ def registered_reason(registry: Registry, algo: str, task: str, backend: str) ->
 
 def compute(repo: Path, registry: Registry, configured: ConfiguredCheck) -> MatrixState:
     """Read all inputs of ``repo`` and grade every inventory cell."""
-    inventory = load_inventory(repo, registry, _schema(repo, INVENTORY_SCHEMA_REL))
+    inventory = load_inventory(repo, registry)
     head_fp = runtime_fingerprint(repo, head_commit(repo))
     evidence = load_evidence(repo, head_fp)
     results = []

@@ -16,13 +16,13 @@ from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, Boun
 from matrix.schema_check import schema_errors
 
 INDEX_REL = "matrix/evidence/index.json"
-INDEX_SCHEMA_REL = "schemas/evidence-index.schema.json"
+INDEX_SCHEMA = "evidence-index.schema.json"
 INDEX_VERSION = 1
-JUNIT_SCHEMA_REL = "schemas/junit-summary-1.schema.json"
+JUNIT_SCHEMA = "junit-summary-1.schema.json"
 # Artifact schema versions this generator reads, and the schema file that defines each.
 ARTIFACT_SCHEMAS: dict[str, dict[str, str]] = {
-    "soak": {"0.3.0": "schemas/soak-artifact-0.3.0.schema.json"},
-    "probe": {"0.3.0": "schemas/probe-0.3.0.schema.json"},
+    "soak": {"0.3.0": "soak-artifact-0.3.0.schema.json"},
+    "probe": {"0.3.0": "probe-0.3.0.schema.json"},
 }
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
@@ -119,9 +119,9 @@ def _as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def normalize_junit(entry: Mapping[str, Any], doc: Any, schema_text: str) -> EvidenceFacts:
+def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
     """Facts of a filed JUnit summary (see matrix.junit)."""
-    problems = list(schema_errors(doc, schema_text))
+    problems = list(schema_errors(doc, JUNIT_SCHEMA))
     tests: dict[tuple[str, str, str], BoundTally] = {}
     for cell in _dig(doc, "cells") or []:
         if isinstance(cell, Mapping):
@@ -248,8 +248,8 @@ def _probe_outcome(
     return not failures, detail, problems, devices
 
 
-def normalize_artifact(entry: Mapping[str, Any], doc: Any, schema_text: str | None) -> EvidenceFacts:
-    """Facts of a filed soak or probe artifact; ``schema_text`` None means its schema is unavailable.
+def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
+    """Facts of a filed soak or probe artifact, checked against the shipped schema of its version.
 
     A probe measures environment stepping for a task and its backends, independent of the learner, so
     it covers every entrypoint (algo) of that task and backend.
@@ -263,10 +263,8 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any, schema_text: str | No
     version_problem = artifact_version_problem(kind, version)
     if version_problem:
         problems.append(version_problem)
-    elif schema_text is None:
-        problems.append(f"schema {ARTIFACT_SCHEMAS[kind][version]} is missing")
     else:
-        problems += schema_errors(doc, schema_text)
+        problems += schema_errors(doc, ARTIFACT_SCHEMAS[kind][version])
     if kind == "soak":
         passed, detail, own, devices = _soak_outcome(doc, facts)
         algo = facts["algo"] if isinstance(facts["algo"], str) else None

@@ -13,7 +13,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-FINGERPRINT_PATHS: tuple[str, ...] = ("runtime", "harness", "schemas", "pyproject.toml", "uv.lock")
+FINGERPRINT_PATHS: tuple[str, ...] = ("runtime", "harness", "foundation", "pyproject.toml", "uv.lock")
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
 
 

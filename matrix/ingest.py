@@ -19,7 +19,7 @@ from matrix.evidence import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
     INDEX_VERSION,
-    JUNIT_SCHEMA_REL,
+    JUNIT_SCHEMA,
     VERSION_FIELD,
     artifact_version_problem,
     detect_kind,
@@ -28,7 +28,7 @@ from matrix.fileio import write_all_atomic
 from matrix.gitfacts import head_commit, runtime_fingerprint
 from matrix.junit import summarize_junit
 from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError
-from matrix.schema_check import load_schema_text, validate_or_raise
+from matrix.schema_check import validate_or_raise
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,8 @@ def ingest(
     """Validate ``source`` and file it with an index entry; raises MatrixInputError, writing nothing."""
     display = str(source)
     kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
-    schema_rel = JUNIT_SCHEMA_REL if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc[VERSION_FIELD[kind]]]
-    validate_or_raise(doc, load_schema_text(repo / schema_rel, schema_rel), display)
+    schema_name = JUNIT_SCHEMA if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc[VERSION_FIELD[kind]]]
+    validate_or_raise(doc, schema_name, display)
     sha = hashlib.sha256(filed).hexdigest()
     draft = {
         "id": "pending",
@@ -125,7 +125,7 @@ def ingest(
         "platform": platform,
         "lane": lane,
     }
-    facts = normalize_entry(repo, draft, filed)
+    facts = normalize_entry(draft, filed)
     if facts.problems:
         raise MatrixInputError(
             display,

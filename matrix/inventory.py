@@ -22,7 +22,7 @@ from matrix.schema_check import validate_or_raise
 
 INVENTORY_SCHEMA_VERSION = 1
 INVENTORY_REL = "matrix/inventory.yaml"
-INVENTORY_SCHEMA_REL = "schemas/inventory.schema.json"
+INVENTORY_SCHEMA = "inventory.schema.json"
 
 
 def read_yaml(path: Path, display: str) -> Any:
@@ -47,7 +47,7 @@ def _budget(raw: dict[str, Any]) -> SoakBudget:
     )
 
 
-def parse_inventory(document: Any, schema_text: str, registry: Registry, display: str) -> Inventory:
+def parse_inventory(document: Any, registry: Registry, display: str) -> Inventory:
     """Validate an inventory document and expand it into unique cells (pure; raises MatrixInputError)."""
     if isinstance(document, dict) and isinstance(document.get("schema_version"), int):
         version = document["schema_version"]
@@ -57,7 +57,7 @@ def parse_inventory(document: Any, schema_text: str, registry: Registry, display
                 "schema_version",
                 f"future schema version {version}; this generator reads version {INVENTORY_SCHEMA_VERSION}",
             )
-    validate_or_raise(document, schema_text, display)
+    validate_or_raise(document, INVENTORY_SCHEMA, display)
     known = {"algo": registry.algos, "task": registry.tasks, "backend": registry.backends}
     seen: dict[CellKey, int] = {}
     cells: list[CellPolicy] = []
@@ -111,8 +111,6 @@ def parse_inventory(document: Any, schema_text: str, registry: Registry, display
     )
 
 
-def load_inventory(repo: Path, registry: Registry, schema_text: str) -> Inventory:
+def load_inventory(repo: Path, registry: Registry) -> Inventory:
     """Read ``matrix/inventory.yaml`` of ``repo`` and validate it (see parse_inventory)."""
-    return parse_inventory(
-        read_yaml(repo / INVENTORY_REL, INVENTORY_REL), schema_text, registry, INVENTORY_REL
-    )
+    return parse_inventory(read_yaml(repo / INVENTORY_REL, INVENTORY_REL), registry, INVENTORY_REL)

@@ -50,8 +50,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     xml = session.config.stash.get(xml_key, None)
     if xml is None:
         return
+    from foundation.nvml import gpu_snapshot
     from harness.context import source_context
-    from harness.nvml import gpu_snapshot
 
     source = source_context(Path(str(session.config.rootpath)))
     facts = {

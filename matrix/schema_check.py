@@ -1,16 +1,17 @@
-"""JSON Schema validation (Draft 2020-12) with errors that name the file and the field path."""
+"""JSON Schema validation of matrix inputs, with errors that name the file and the field path.
+
+The schemas are the shipped ones (``foundation.schema``), named by file name; a checkout's copy is never
+read separately, so the matrix validates with exactly the definitions the code was built with.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
+from foundation.schema import sorted_errors
 from matrix.model import MatrixInputError
 
 
@@ -22,31 +23,13 @@ def field_path(parts: Any) -> str:
     return out or "$"
 
 
-@cache
-def _validator(schema_text: str) -> Draft202012Validator:
-    schema = json.loads(schema_text)
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
-
-
-def load_schema_text(schema_path: Path, display: str) -> str:
-    """The schema file's text; a missing or unreadable schema is an input error naming it."""
-    try:
-        text = schema_path.read_text(encoding="utf-8")
-        json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise MatrixInputError(display, "$", f"schema cannot be read: {exc}") from None
-    return text
-
-
-def schema_errors(document: Any, schema_text: str) -> list[str]:
-    """All violations as ``field: message``, most relevant first (empty when valid)."""
-    validator = _validator(schema_text)
-    errors = list(validator.iter_errors(document))
+def schema_errors(document: Any, schema_name: str) -> list[str]:
+    """All violations of shipped schema ``schema_name`` as ``field: message``, most relevant first."""
+    errors = sorted_errors(document, schema_name)
     if not errors:
         return []
     first = best_match(errors)
-    ordered = [first, *sorted((e for e in errors if e is not first), key=lambda e: list(map(str, e.path)))]
+    ordered = [first, *(e for e in errors if e is not first)]
     return [_describe(e) for e in ordered]
 
 
@@ -57,9 +40,9 @@ def _describe(error: ValidationError) -> str:
     return f"{field_path(error.absolute_path)}: {message}"
 
 
-def validate_or_raise(document: Mapping[str, Any] | Any, schema_text: str, display: str) -> None:
+def validate_or_raise(document: Mapping[str, Any] | Any, schema_name: str, display: str) -> None:
     """Raise MatrixInputError naming ``display`` and the first failing field."""
-    problems = schema_errors(document, schema_text)
+    problems = schema_errors(document, schema_name)
     if problems:
         field, _, message = problems[0].partition(": ")
         raise MatrixInputError(display, field, f"schema violation: {message}")

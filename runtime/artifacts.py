@@ -1,23 +1,22 @@
 """Run artifacts in ``log_dir``: run_config.json, progress.jsonl, run_summary.json, checkpoints.
 
-Every JSON document is validated against its schema in ``schemas/`` before it is written, and written
-atomically (temp file in the same directory + ``os.replace``), so a reader never sees half a file.
+Every JSON document is validated against its shipped schema (``foundation/schemas/``) before it is
+written, and written with ``foundation.atomic.write_atomic``, so a reader never sees half a file.
 progress.jsonl is append-only: each record is one complete line written with a single ``write``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+from foundation.atomic import write_atomic
+from foundation.schema import sorted_errors
+
 RUN_CONFIG_SCHEMA = "run-config-1.schema.json"
 RUN_SUMMARY_SCHEMA = "run-summary-1.schema.json"
 RUNTIME_MANIFEST_SCHEMA = "runtime-manifest-1.schema.json"
@@ -29,54 +28,18 @@ class ArtifactError(ValueError):
     """An artifact failed its schema; the message names the file, the JSON path and the problem."""
 
 
-@functools.cache
-def _registry() -> Any:
-    from referencing import Registry, Resource
-
-    resources = []
-    for name in (RUN_CONFIG_SCHEMA, RUN_SUMMARY_SCHEMA, RUNTIME_MANIFEST_SCHEMA):
-        schema = json.loads((SCHEMA_DIR / name).read_text())
-        resources.append((schema["$id"], Resource.from_contents(schema)))
-    return Registry().with_resources(resources)
-
-
-@functools.cache
-def _validator(schema_name: str) -> Any:
-    from jsonschema import Draft202012Validator
-
-    schema = json.loads((SCHEMA_DIR / schema_name).read_text())
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, registry=_registry())
-
-
 def validate(document: Mapping[str, Any], schema_name: str, label: str = "document") -> None:
     """Raise :class:`ArtifactError` listing every violation of ``schema_name`` (path: message)."""
-    errors = sorted(_validator(schema_name).iter_errors(document), key=lambda e: list(e.absolute_path))
+    errors = sorted_errors(document, schema_name)
     if errors:
         lines = [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in errors[:10]]
         raise ArtifactError(f"{label} violates {schema_name}:\n  " + "\n  ".join(lines))
 
 
-def atomic_write_bytes(path: Path, payload: bytes) -> None:
-    """Write ``payload`` to ``path`` through a temp file in the same directory + ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def atomic_write_json(path: Path, document: Mapping[str, Any]) -> None:
     """Serialize ``document`` (sorted keys, indented, no NaN) and write it atomically."""
     text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    atomic_write_bytes(path, text.encode())
+    write_atomic(path, text)
 
 
 def prepare_log_dir(log_dir: str | os.PathLike[str] | None) -> Path:
@@ -162,5 +125,5 @@ def save_checkpoint(
     buffer = io.BytesIO()
     torch.save(dict(payload), buffer)
     path = directory / (name or f"ckpt_{iteration:08d}.pt")
-    atomic_write_bytes(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue())
     return path

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from foundation.vocab import Algo
 
-class Algo(StrEnum):
-    sac = "sac"
-    flashsac = "flashsac"
+__all__ = ["Algo", "Sim", "Task"]
 
 
 class Task(StrEnum):

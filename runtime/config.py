@@ -25,11 +25,11 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from foundation.vocab import ALGOS
 from runtime.backends import BACKENDS
 from runtime.tasks import TASKS
 
 CONF_ROOT = Path(__file__).parent / "conf"
-ALGOS: tuple[str, ...] = ("sac", "flashsac")
 
 # Removed without an alias: the tensor runtime is an invariant of the manager, not a setting.
 REMOVED_KEYS: dict[str, str] = {
@@ -151,8 +151,8 @@ _NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 
 def _visible_gpu_uuid() -> str | None:
     """UUID of the single visible GPU through NVML (honouring CUDA_VISIBLE_DEVICES), else None."""
-    from harness.mps import visible_gpus
-    from harness.nvml import NvmlReader
+    from foundation.mps import visible_gpus
+    from foundation.nvml import NvmlReader
 
     with NvmlReader() as reader:
         snapshot = reader.snapshot()
@@ -472,7 +472,7 @@ def validate_for_run(cfg: DictConfig, facts: PlatformFacts) -> DictConfig:
         "validation": None,
     }
     if cfg.training.cuda_process_sharing == "mps":
-        from harness.mps import CumpsError, resolve_for_training
+        from foundation.mps import CumpsError, resolve_for_training
 
         try:
             sharing["validation"] = resolve_for_training(facts.gpu_uuid, os.environ)

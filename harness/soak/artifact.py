@@ -1,4 +1,4 @@
-"""Soak artifact 0.3.0: assemble, validate, write atomically, load (schemas/soak-artifact-0.3.0.schema.json).
+"""Soak artifact 0.3.0: assemble, validate, write atomically, load (foundation/schemas/soak-artifact-0.3.0.schema.json).
 
 The schema file is the only definition of the format; this module assembles a dict from the monitor's
 observation + evaluation and refuses to write anything that does not validate. Field reference:
@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.soak.evaluation import SHUTDOWN_FAILURES, Evaluation, MonitorObservation, lookup_or_none
+from foundation import schema
+from foundation.atomic import write_atomic
+from foundation.vocab import SHUTDOWN_CLASSIFICATIONS
+from harness.soak.evaluation import Evaluation, MonitorObservation, lookup_or_none
 
 ARTIFACT_SCHEMA_VERSION = "0.3.0"
-SCHEMA_PATH = (
-    Path(__file__).resolve().parents[2] / "schemas" / f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"
-)
+SCHEMA_NAME = f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"
 
 #: sample ``totals`` fields whose maxima are reported as peaks (same names in ``resource_summary.peaks``)
 _PEAK_TOTALS = (
@@ -61,30 +60,14 @@ class ArtifactError(ValueError):
     """The artifact is invalid or unreadable; the message names the file and the JSON path (exit code 2)."""
 
 
-@cache
 def load_schema() -> dict[str, Any]:
-    """The 0.3.0 JSON schema (Draft 2020-12)."""
-    try:
-        schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"cannot read the artifact schema {SCHEMA_PATH}: {exc}") from exc
-    return schema
-
-
-def _json_path(parts: Iterable[Any]) -> str:
-    path = "$"
-    for part in parts:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
+    """The 0.3.0 JSON schema (Draft 2020-12), as shipped in ``foundation/schemas/``."""
+    return schema.load_schema(SCHEMA_NAME)
 
 
 def validation_errors(artifact: Mapping[str, Any]) -> list[str]:
     """Every schema violation as ``"$.json.path: message"``, sorted by path (empty when valid)."""
-    from jsonschema import Draft202012Validator  # jsonschema is only needed when validating
-
-    validator = Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(artifact), key=lambda e: [str(p) for p in e.absolute_path])
-    return [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors]
+    return schema.validation_errors(artifact, SCHEMA_NAME, limit=10**6)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -216,9 +199,7 @@ def build_artifact(
         "inference": {key: _int_or_none(inflight.get(key)) for key in _INFERENCE_FIELDS},
         "replay": replay,
         "shutdown": {
-            "classification": _enum_or_none(
-                shutdown.get("classification"), ("normal_completion", *SHUTDOWN_FAILURES)
-            ),
+            "classification": _enum_or_none(shutdown.get("classification"), SHUTDOWN_CLASSIFICATIONS),
             "cleanup_errors": list(cleanup_errors) if isinstance(cleanup_errors, list) else None,
             "owner": shutdown.get("owner") if isinstance(shutdown.get("owner"), str) else None,
             "phase": shutdown.get("phase") if isinstance(shutdown.get("phase"), str) else None,
@@ -257,7 +238,7 @@ def _dumps(artifact: Mapping[str, Any]) -> str:
 
 
 def write_artifact(path: str | os.PathLike[str], artifact: Mapping[str, Any]) -> Path:
-    """Validate against the 0.3.0 schema, then write atomically (temp file in the same dir + os.replace).
+    """Validate against the 0.3.0 schema, then write it with ``foundation.atomic.write_atomic``.
 
     Raises ArtifactError naming every failing JSON path; on error nothing is written.
     """
@@ -271,23 +252,8 @@ def write_artifact(path: str | os.PathLike[str], artifact: Mapping[str, Any]) ->
             f"refusing to write {target}: not a valid soak artifact {ARTIFACT_SCHEMA_VERSION}:\n  {listed}"
         )
     text = _dumps(artifact)
-    atomic_write_text(target, text)
+    write_atomic(target, text)
     return target
-
-
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` via a temp file in the same directory, fsync, then os.replace."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; evidence is meant to be read by others
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _version_tuple(text: str) -> tuple[int, ...] | None:

@@ -136,7 +136,7 @@ def cuda_blocker(extra: list[str]) -> str | None:
     """
     if any(item.replace(" ", "") == "training.mjwarp_device=cpu" for item in extra):
         return None
-    from harness.nvml import gpu_snapshot
+    from foundation.nvml import gpu_snapshot
 
     snap = gpu_snapshot()
     if snap["available"]:

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from foundation.vocab import MonitorFailure
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
 from harness.soak.sampler import LivenessState, ProgressTail, Sampler
 from harness.soak.shm import Attribution, attribute_orphans, held_by_processes, snapshot_shm
 
 Mode = Literal["run", "monitor"]
-MonitorFailure = Literal["timeout/startup", "timeout/stale_tick", "external_cancellation", "monitor_error"]
 
 
 class SettingsError(ValueError):

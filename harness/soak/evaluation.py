@@ -1,4 +1,4 @@
-"""The soak pass table (docs/soak-artifact.md, /work/shared/DESIGN.md) as pure logic: observation in, verdict out.
+"""The soak pass table (docs/soak-artifact.md, docs/soak.md) as pure logic: observation in, verdict out.
 
 Every row is a ``Criterion`` ``{name, expected, value, result}`` with result ``pass | fail |
 not_applicable``; the run passes iff no row fails. Rows, in order (the peer's seed rows first, ours last):
@@ -28,7 +28,7 @@ min_duration                        the run lasted at least the minimum duration
 
 In ``monitor`` mode the ``run_contract`` rows are ``not_applicable`` (they need a run_summary).
 
-``failure_classification`` is one of the closed vocabulary ``FAILURE_CLASSIFICATIONS``; the first failed
+``failure_classification`` is one of the closed vocabulary ``foundation.vocab.SOAK_FAILURE_CLASSIFICATIONS``; the first failed
 row decides it (rows are ordered by precedence):
 
 - ``monitor_status`` fails -> the monitor failure itself: ``timeout/startup``, ``timeout/stale_tick``,
@@ -50,35 +50,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
+
 Result = Literal["pass", "fail", "not_applicable"]
 
-MONITOR_FAILURES: tuple[str, ...] = (
-    "timeout/startup",
-    "timeout/stale_tick",
-    "external_cancellation",
-    "monitor_error",
-)
-SHUTDOWN_FAILURES: tuple[str, ...] = (
-    "learner_failure",
-    "collector_failure",
-    "backend_worker_failure",
-    "timeout/stale_tick",
-    "external_cancellation",
-    "unknown_failure",
-)
-FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
-    dict.fromkeys(
-        (
-            *MONITOR_FAILURES,
-            *SHUTDOWN_FAILURES,
-            "trainer_failure",
-            "run_summary_missing",
-            "run_contract_violation",
-            "resource_leak",
-            "too_short",
-        )
-    )
-)
 CRITERIA: tuple[str, ...] = (
     "monitor_status",
     "trainer_returncode",

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.soak.artifact import ArtifactError, atomic_write_text, load_artifact
+from foundation.atomic import write_atomic
+from harness.soak.artifact import ArtifactError, load_artifact
 from harness.soak.trends import RESOURCE_CLASSES
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -352,7 +353,7 @@ def render_report(artifact_path: str | Path, artifact: Mapping[str, Any] | None 
     path = Path(artifact_path)
     data = load_artifact(path) if artifact is None else artifact
     target = path.with_name(path.stem + ".html")
-    atomic_write_text(target, build_page(data, path))
+    write_atomic(target, build_page(data, path))
     return target
 
 

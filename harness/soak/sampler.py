@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.nvml import NvmlReader, memory_by_pid
+from foundation.nvml import NvmlReader, memory_by_pid
 from harness.soak.procs import ProcReader, TreeTracker, totals_of
 
 

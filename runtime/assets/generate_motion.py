@@ -16,14 +16,14 @@ consistent with the model by construction. Every joint offset from the stand pos
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Annotated
 
 import numpy as np
 import typer
+
+from foundation.atomic import write_atomic
 
 SCENE = "robots/g1/scene_flat.xml"
 MOTION = "motions/g1/dance_wave.npz"
@@ -186,17 +186,9 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 
 
 def write_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write ``arrays`` as an npz at ``path`` via a temp file in the same folder + ``os.replace``."""
+    """Write ``arrays`` as an npz at ``path`` (world-readable: the clip is a shared, committed asset)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".npz.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(npz_bytes(arrays))
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the clip is a shared, committed asset
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, npz_bytes(arrays), mode=0o644)
 
 
 def compare_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray], atol: float = 1e-6) -> list[str]:

@@ -1,6 +1,6 @@
 """Learners for the training runtime: SAC and FlashSAC behind one ``Learner`` interface.
 
-Contract (docs/learners.md, notes/interfaces.md):
+Contract (docs/learners.md):
     build_learner(algo_cfg, obs_dim, action_dim, device) -> Learner
     build_actor(algo_cfg, obs_dim, action_dim) -> Actor      (collector copy; ``act(obs [N, O], deterministic)``)
     actor_state_vector(actor) -> Tensor[P] float32           (all parameters AND buffers, state_dict order)
@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from foundation.vocab import ALGOS
+
 if TYPE_CHECKING:
     import torch
     from omegaconf import DictConfig
@@ -22,10 +24,7 @@ if TYPE_CHECKING:
     from runtime.learners.base import Learner
     from runtime.learners.networks import Actor
 
-ALGOS: tuple[str, ...] = ("sac", "flashsac")
-
 __all__ = [
-    "ALGOS",
     "actor_state_size",
     "actor_state_vector",
     "build_actor",

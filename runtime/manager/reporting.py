@@ -219,7 +219,7 @@ def cuda_process_sharing(s: TrainingSession) -> dict[str, Any]:
         if block["effective"] is None:
             block["effective"] = "none"
         try:
-            from harness.mps import ambient_facts
+            from foundation.mps import ambient_facts
 
             block["ambient"] = ambient_facts(os.environ)
         except Exception as exc:  # ambient observation never fails the run

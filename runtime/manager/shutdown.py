@@ -12,19 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-Classification = Literal[
-    "normal_completion",
-    "learner_failure",
-    "collector_failure",
-    "backend_worker_failure",
-    "timeout/stale_tick",
-    "external_cancellation",
-    "unknown_failure",
-]
-Owner = Literal["manager", "learner", "collector", "backend_worker", "external"]
-Phase = Literal["startup", "prefill", "train", "finalize", "playback", "cleanup"]
+from foundation.vocab import RunPhase as Phase
+from foundation.vocab import ShutdownClassification as Classification
+from foundation.vocab import ShutdownOwner as Owner
 
 OWNER_OF: dict[str, Owner] = {
     "normal_completion": "manager",

@@ -24,7 +24,6 @@ import functools
 import json
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +37,7 @@ from mujoco import rollout
 from rich.console import Console
 from rich.table import Table
 
+from foundation.atomic import write_atomic
 from runtime.assets import load_model
 from runtime.backends.mujoco import MujocoBackend, available_cpus
 
@@ -193,14 +193,7 @@ def bench_task(
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(payload, indent=2))
 
 
 @app.command()

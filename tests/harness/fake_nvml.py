@@ -1,4 +1,4 @@
-"""A fake ``pynvml`` module object for harness.nvml tests (test double: lives only under tests/)."""
+"""A fake ``pynvml`` module object for foundation.nvml tests (test double: lives only under tests/)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class FakeDevice:
 
 
 class FakeNvml:
-    """Mimics the pynvml functions harness.nvml calls; failures are injected by name."""
+    """Mimics the pynvml functions foundation.nvml calls; failures are injected by name."""
 
     NVMLError = NVMLError
 

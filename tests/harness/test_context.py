@@ -106,7 +106,7 @@ def test_collect_context_without_gpu_is_explicit(repo: Path) -> None:
 
 def test_importing_context_does_not_import_torch() -> None:
     code = (
-        "import sys, harness.context, harness.nvml; harness.context.collect_context();"
+        "import sys, harness.context, foundation.nvml; harness.context.collect_context();"
         " print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness import cumps, mps
+from foundation import mps
+from harness import cumps
 from tests.harness.fake_nvml import FakeDevice, FakeNvml
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness import cumps, mps
+from foundation import mps
+from harness import cumps
 
 pytestmark = pytest.mark.cuda
 runner = CliRunner()

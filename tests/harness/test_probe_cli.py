@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.nvml import gpu_snapshot
+from foundation.nvml import gpu_snapshot
 from harness.probe import (
     ProbeInputError,
     check_preconditions,

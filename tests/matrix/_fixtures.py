@@ -1,13 +1,12 @@
 """Test builders for the matrix: temporary git repos, schema-valid soak/probe artifacts, JUnit XML.
 
-Artifacts are built to the real schemas (copied from this checkout into each temporary repo), so a
-schema change upstream shows up here as a failing test.
+Artifacts are built to the real shipped schemas (the matrix validates with ``foundation.schema``), so
+a schema change upstream shows up here as a failing test.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,13 +18,6 @@ from matrix.render import BEGIN_MARKER, END_MARKER
 from matrix.runtime_facts import Registry
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMAS = (
-    "inventory.schema.json",
-    "evidence-index.schema.json",
-    "junit-summary-1.schema.json",
-    "soak-artifact-0.3.0.schema.json",
-    "probe-0.3.0.schema.json",
-)
 REGISTRY = Registry(
     algos=frozenset({"sac", "flashsac"}),
     tasks=frozenset({"g1_walk_flat", "g1_motion_tracking"}),
@@ -89,15 +81,14 @@ PAGE = f"# Support matrix\n\nHand-written intro.\n\n{BEGIN_MARKER}\n{END_MARKER}
 
 
 def make_repo(root: Path, inventory: str = INVENTORY) -> Path:
-    """A committed temporary repository with the runtime-relevant paths, schemas, inventory and page."""
+    """A committed temporary repository with the runtime-relevant paths, inventory and page."""
     repo = root / "repo"
     (repo / "runtime").mkdir(parents=True)
     (repo / "runtime" / "core.py").write_text("VALUE = 1\n")
     (repo / "harness").mkdir()
     (repo / "harness" / "tool.py").write_text("TOOL = 1\n")
-    (repo / "schemas").mkdir()
-    for name in SCHEMAS:
-        shutil.copy(REPO / "schemas" / name, repo / "schemas" / name)
+    (repo / "foundation").mkdir()
+    (repo / "foundation" / "base.py").write_text("BASE = 1\n")
     (repo / "pyproject.toml").write_text("[project]\nname = 'fixture'\n")
     (repo / "uv.lock").write_text("version = 1\n")
     (repo / "matrix").mkdir()

@@ -220,7 +220,7 @@ def test_mps_record_is_exported_for_the_run(tmp_path: Path, monkeypatch: pytest.
     import os
     import socket
 
-    from harness import mps
+    from foundation import mps
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
 from harness.soak.artifact import (
-    SCHEMA_PATH,
+    SCHEMA_NAME,
     ArtifactError,
     build_artifact,
     load_artifact,
@@ -19,7 +20,7 @@ from harness.soak.artifact import (
     validation_errors,
     write_artifact,
 )
-from harness.soak.evaluation import FAILURE_CLASSIFICATIONS, MonitorObservation, evaluate
+from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.trends import leak_verdicts
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -75,7 +76,7 @@ def test_schema_is_a_valid_draft_2020_12_schema_with_the_closed_vocabulary() -> 
     schema = load_schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert set(schema["$defs"]["failure_classification"]["enum"]) == {*FAILURE_CLASSIFICATIONS, None}
+    assert set(schema["$defs"]["failure_classification"]["enum"]) == {*SOAK_FAILURE_CLASSIFICATIONS, None}
 
 
 def test_issue_required_fields_are_required() -> None:
@@ -189,7 +190,7 @@ def test_nan_is_refused(tmp_path: Path) -> None:
     artifact["monitor_overhead"] = {"cpu_share": float("nan")}
     with pytest.raises(ArtifactError, match="not plain JSON"):
         write_artifact(tmp_path / "x.json", artifact)
-    assert SCHEMA_PATH.name == "soak-artifact-0.3.0.schema.json"
+    assert SCHEMA_NAME == "soak-artifact-0.3.0.schema.json"
 
 
 def test_monitor_object_is_validated() -> None:

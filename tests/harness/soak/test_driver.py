@@ -139,7 +139,7 @@ def test_soak_run_rejects_relative_and_dirty_paths(
 
 
 def test_mjwarp_without_cuda_fails_closed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from harness.nvml import gpu_snapshot
+    from foundation.nvml import gpu_snapshot
 
     if gpu_snapshot()["available"]:
         pytest.skip("a GPU is visible here; the no-CUDA refusal cannot be observed")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
 from harness.soak.evaluation import (
     CRITERIA,
-    FAILURE_CLASSIFICATIONS,
     MonitorObservation,
     evaluate,
 )
@@ -199,4 +199,4 @@ def test_every_classification_produced_is_in_the_closed_vocabulary() -> None:
         observe(duration_s=0.0),
     ]
     for obs in observations:
-        assert evaluate(obs).failure_classification in FAILURE_CLASSIFICATIONS
+        assert evaluate(obs).failure_classification in SOAK_FAILURE_CLASSIFICATIONS

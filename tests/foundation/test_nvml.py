@@ -1,4 +1,4 @@
-"""harness.nvml against a fake NVML module: explicit unavailability, device and per-process memory."""
+"""foundation.nvml against a fake NVML module: explicit unavailability, device and per-process memory."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from harness.nvml import NvmlReader, compute_pids, device_summary, gpu_snapshot, memory_by_pid, unavailable
+from foundation.nvml import NvmlReader, compute_pids, device_summary, gpu_snapshot, memory_by_pid, unavailable
 from tests.harness import fake_nvml as fake
 
 GIB = 1 << 30

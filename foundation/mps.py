@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from foundation.atomic import write_atomic
+
 CONTROL_BINARY = "nvidia-cuda-mps-control"
 RECORD_SCHEMA_VERSION = 1
 DEFAULT_ROOT = Path("/tmp/cumps")
@@ -208,10 +210,7 @@ def write_record(record: DaemonRecord, directory: Path | None = None) -> Path:
     directory = directory or records_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = directory / f"{record.name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(asdict(record), indent=2, sort_keys=True))
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps(asdict(record), indent=2, sort_keys=True), mode=0o600)
 
 
 def quarantine(path: Path, reason: str) -> Path:
@@ -220,7 +219,7 @@ def quarantine(path: Path, reason: str) -> Path:
     target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     target = target_dir / f"{path.stem}.{int(time.time() * 1000)}.json"
     os.replace(path, target)
-    target.with_suffix(".reason.txt").write_text(reason + "\n")
+    write_atomic(target.with_suffix(".reason.txt"), reason + "\n", mode=0o600)
     return target
 
 

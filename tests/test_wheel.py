@@ -1,0 +1,133 @@
+"""The installed wheel is self-sufficient: built, installed into a fresh venv outside the checkout, and run
+from an unrelated folder, it composes configs, trains, validates its own artifacts against the schemas it
+ships, soaks a command and reads a checkout's support matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _uv() -> list[str]:
+    found = shutil.which("uv")
+    if found:
+        return [found]
+    probe = subprocess.run([sys.executable, "-m", "uv", "--version"], capture_output=True, check=False)
+    if probe.returncode == 0:
+        return [sys.executable, "-m", "uv"]
+    pytest.skip("uv is not installed (make setup installs it); the wheel cannot be built here")
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 600, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    assert done.returncode == 0, f"{cmd} -> {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel and the locked runtime dependencies (no dev group, no mjwarp extra)."""
+    root = tmp_path_factory.mktemp("wheel")
+    uv = _uv()
+    _run([*uv, "build", "--wheel", "--out-dir", str(root / "dist"), str(REPO)], cwd=root)
+    wheels = sorted((root / "dist").glob("soakbench-*.whl"))
+    assert len(wheels) == 1
+    requirements = root / "requirements.txt"
+    _run(
+        [*uv, "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes", "-o", str(requirements)],
+        cwd=REPO,
+    )
+    _run([*uv, "venv", "--quiet", "--python", sys.executable, str(root / "venv")], cwd=root)
+    python = root / "venv" / "bin" / "python"
+    _run(
+        [*uv, "pip", "install", "--quiet", "--python", str(python), "-r", str(requirements), str(wheels[0])],
+        root,
+    )
+    return root
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without anything that would point imports back at the checkout."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
+def test_the_installed_code_is_not_the_checkout(installed: Path) -> None:
+    python = installed / "venv" / "bin" / "python"
+    code = "import foundation, runtime, harness, matrix; print(runtime.__file__)"
+    where = Path(_run([str(python), "-c", code], cwd=installed, env=_clean_env()).strip())
+    assert REPO not in where.parents
+    assert "site-packages" in where.parts
+
+
+def test_train_composes_and_runs_from_outside_the_checkout(installed: Path) -> None:
+    bin_dir = installed / "venv" / "bin"
+    owner = ["--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco"]
+    env = {**_clean_env(), "COLUMNS": "200"}
+    printed = _run([str(bin_dir / "train"), *owner, "--print-config"], cwd=installed, env=env)
+    assert "Effective settings: sac / g1_walk_flat / mujoco" in printed
+    assert "Platform prerequisites" in printed and "robots/g1/scene_flat.xml" in printed
+    log_dir = installed / "run"
+    overrides = ["algo.num_envs=8", "algo.max_iterations=20", "training.no_play=true", f"log_dir={log_dir}"]
+    _run([str(bin_dir / "train"), *owner, *overrides], cwd=installed, env=_clean_env())
+    summary = json.loads((log_dir / "run_summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["total_env_steps"] == 8 * 20  # max_iterations counts the prefill iterations too
+
+
+def test_soak_monitor_and_matrix_explain(installed: Path) -> None:
+    bin_dir = installed / "venv" / "bin"
+    output = installed / "soak.json"
+    command = [str(bin_dir / "python"), "-c", "import time; time.sleep(2)"]
+    soak = [
+        str(bin_dir / "soak"),
+        "monitor",
+        "--log-dir",
+        str(installed / "soak-run"),
+        "--output",
+        str(output),
+    ]
+    subprocess.run(
+        [
+            *soak,
+            "--sample-interval-seconds",
+            "0.5",
+            "--post-shutdown-grace-seconds",
+            "1",
+            "--live",
+            "off",
+            "--",
+            *command,
+        ],
+        cwd=installed,
+        env=_clean_env(),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    artifact = json.loads(output.read_text())
+    assert artifact["artifact_schema_version"] == "0.3.0" and artifact["mode"] == "monitor"
+    assert artifact["status"] == "passed"
+    explained = _run(
+        [
+            str(bin_dir / "matrix"),
+            "explain",
+            "sac",
+            "g1_walk_flat",
+            "mujoco",
+            "linux-cpu",
+            "--repo",
+            str(REPO),
+        ],
+        cwd=installed,
+        env=_clean_env(),
+    )
+    assert "sac" in explained and "linux-cpu" in explained

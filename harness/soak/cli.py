@@ -1,7 +1,7 @@
 """`soak`: `soak run` (the owner-routed trainer), `soak monitor -- CMD` (any command), `soak report`.
 
 Thin typer wrappers: settings are built and validated here (bad input -> exit 2 before anything is
-spawned or written), the work is ``harness.soak.driver.run_monitor``. Never imports torch.
+spawned or written), the work is ``harness.soak.outcome.run_monitor``. Never imports torch.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The soak monitor loop: spawn a command, watch its process tree until it exits, then judge what is left.
 
-Edges live here (processes, signals, clocks, files); the judgement is H5's pure code (trends, evaluation,
-artifact). Never imports torch: the monitor must not become a CUDA owner.
+Edges live here (processes, signals, clocks, files); the judgement is pure code elsewhere (trends,
+evaluation, artifact). Never imports torch: the monitor must not become a CUDA owner.
 
 Life of one monitored run:
 

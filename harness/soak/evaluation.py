@@ -1,7 +1,7 @@
 """The soak pass table (docs/soak-artifact.md, docs/soak.md) as pure logic: observation in, verdict out.
 
 Every row is a ``Criterion`` ``{name, expected, value, result}`` with result ``pass | fail |
-not_applicable``; the run passes iff no row fails. Rows, in order (the peer's seed rows first, ours last):
+not_applicable``; the run passes iff no row fails. Rows, in order of precedence:
 
 ==================================  ====================================================  ===============
 name                                passes when                                           group

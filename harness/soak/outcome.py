@@ -1,7 +1,8 @@
 """From a finished watch to evidence: leak verdicts, pass table, artifact, HTML report, console verdict.
 
-``run_monitor`` is the whole `soak run` / `soak monitor` job. The judgement itself is pure (H5's trends
-and evaluation); this module only gathers the inputs and writes the outputs.
+``run_monitor`` is the whole `soak run` / `soak monitor` job. The judgement itself is pure
+(``harness.soak.trends`` and ``harness.soak.evaluation``); this module only gathers the inputs and writes
+the outputs.
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def test_mjwarp_without_cuda_needs_the_explicit_cpu_flag(tmp_path: Path) -> None
     ("override", "message"),
     [
         ({"output": "relative.json"}, "absolute"),
-        ({"output": "/nonexistent-dir-h3/x.json"}, "does not exist"),
+        ({"output": "/nonexistent-probe-dir/x.json"}, "does not exist"),
         ({"output": "/tmp"}, r"\.json"),
         ({"backends": "mujoco,bullet"}, "unknown"),
         ({"backends": "mujoco,mujoco"}, "twice"),

@@ -1,4 +1,4 @@
-"""Seed-compatible wrapper: ``extract_offpolicy_metrics.py RUN_DIR --last 20 --json [--legacy-unversioned]``.
+"""``extract-metrics`` at its script path: ``extract_offpolicy_metrics.py RUN_DIR --last 20 --json``.
 
 Same behaviour and exit codes as the ``extract-metrics`` console script (harness/metrics.py).
 """

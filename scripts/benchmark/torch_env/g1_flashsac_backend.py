@@ -1,4 +1,4 @@
-"""Seed-compatible wrapper of the phase probe:
+"""The phase probe at its script path, for callers that run it as a file:
 
     uv run scripts/benchmark/torch_env/g1_flashsac_backend.py --backends mjwarp,mujoco --num-envs 2048 \
         --warmup 20 --iters 100 [--acceptance] [--mjwarp-device cpu] --output /abs/path/probe.json

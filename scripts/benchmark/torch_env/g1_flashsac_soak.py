@@ -1,4 +1,4 @@
-"""Seed-compatible wrapper: the canonical owner-routed FlashSAC / g1_motion_tracking / MJWarp long soak.
+"""The canonical owner-routed FlashSAC / g1_motion_tracking / MJWarp long soak at its script path.
 
     uv run --no-sync scripts/benchmark/torch_env/g1_flashsac_soak.py \\
       --num-envs 1024 --iterations 65000 --min-duration-seconds 1800 --sample-interval-seconds 5 \\

@@ -5,7 +5,11 @@ ownership record (uid, host, control PID and its start ticks, GPU UUID, director
 user's cache directory. Every later action trusts only a record whose evidence still matches a live
 process: same uid, same host, same PID *and* same start ticks (so a recycled PID is not mistaken for our
 daemon). A record whose evidence no longer matches is stale and is quarantined (renamed aside), never
-deleted. `quit` is only ever sent to a daemon proven ours this way.
+deleted; the ``control*`` files its dead daemon left in its own pipe directory are removed then.
+`quit` is only ever sent to a daemon proven ours this way.
+
+The control endpoint ``<pipe_dir>/control`` is a Unix socket on current drivers and a FIFO on older
+ones; both are accepted and the kind is recorded.
 
 Pure pieces (selection, validation, liveness) take data; the edges read /proc, NVML and the filesystem.
 """
@@ -21,7 +25,7 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,8 @@ from foundation.atomic import write_atomic
 CONTROL_BINARY = "nvidia-cuda-mps-control"
 RECORD_SCHEMA_VERSION = 1
 DEFAULT_ROOT = Path("/tmp/cumps")
+CONTROL_KINDS = ("socket", "fifo")  # what a serving daemon leaves at <pipe_dir>/control
+SOCKET_PATH_LIMIT = 107  # Linux sun_path holds 108 bytes, the last one the terminating NUL
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 TOPOLOGY_MODES: dict[str, str | None] = {
     "single_gpu": None,  # implemented
@@ -73,6 +79,7 @@ class DaemonRecord:
     log_dir: str
     started_unix: float
     schema_version: int = RECORD_SCHEMA_VERSION
+    control_pipe_kind: str | None = None  # socket | fifo; None in records written before it was kept
 
 
 # ---------------------------------------------------------------- pure validation and selection
@@ -157,7 +164,21 @@ def check_abs_path(value: str, flag: str) -> Path:
     return Path(os.path.normpath(value))
 
 
-def record_is_live(record: DaemonRecord, *, uid: int, host: str, start_ticks_of: Any) -> str | None:
+def check_control_path(pipe_dir: Path, source: str, hint: str) -> Path:
+    """Refuse a pipe directory whose ``control`` socket path would not fit in ``sun_path``."""
+    control = pipe_dir / "control"
+    size = len(os.fsencode(str(control)))
+    if size > SOCKET_PATH_LIMIT:
+        raise CumpsError(
+            f"{source} {pipe_dir} is too long: its control socket path {control} is {size} bytes, over "
+            f"the {SOCKET_PATH_LIMIT}-byte limit of a Unix socket path (108 with the terminating NUL); {hint}"
+        )
+    return pipe_dir
+
+
+def record_is_live(
+    record: DaemonRecord, *, uid: int, host: str, start_ticks_of: Callable[[int], int | None]
+) -> str | None:
     """None when the record's evidence matches a live process, else why it is stale.
 
     ``start_ticks_of(pid)`` returns the process's start ticks, or None when it does not exist."""
@@ -308,11 +329,13 @@ def resolve_binary() -> str:
 
 
 def pipe_kind(pipe_dir: Path) -> str:
-    """What sits at ``<pipe_dir>/control``: fifo, other, or missing."""
+    """What sits at ``<pipe_dir>/control`` (a symlink is not followed): socket, fifo, other, or missing."""
     try:
         mode = (pipe_dir / "control").lstat().st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return "missing"
+    if stat.S_ISSOCK(mode):
+        return "socket"
     return "fifo" if stat.S_ISFIFO(mode) else "other"
 
 
@@ -326,14 +349,16 @@ def resolve_for_training(
     explicit = environ.get("CUDA_MPS_PIPE_DIRECTORY")
     if explicit:
         pipe_dir = Path(explicit)
-        if pipe_kind(pipe_dir) != "fifo":
+        kind = pipe_kind(pipe_dir)
+        if kind not in CONTROL_KINDS:
             raise CumpsError(
-                f"CUDA_MPS_PIPE_DIRECTORY={explicit} has no control pipe; start the daemon with `cumps start` "
-                "or unset the variable"
+                f"CUDA_MPS_PIPE_DIRECTORY={explicit} has no control pipe ({pipe_dir / 'control'} is {kind}, "
+                "expected a socket or a FIFO); start the daemon with `cumps start` or unset the variable"
             )
         return {
             "source": "environment",
             "pipe_dir": str(pipe_dir),
+            "control_pipe_kind": kind,
             "control_pid": find_control_pid(pipe_dir),
             "gpu_uuid": gpu_uuid,
             "name": None,
@@ -354,6 +379,7 @@ def resolve_for_training(
     return {
         "source": "record",
         "pipe_dir": record.pipe_dir,
+        "control_pipe_kind": pipe_kind(Path(record.pipe_dir)),
         "control_pid": record.control_pid,
         "gpu_uuid": record.gpu_uuid,
         "name": record.name,
@@ -366,7 +392,7 @@ def ambient_facts(environ: Mapping[str, str]) -> dict[str, Any]:
     pipe_dir = Path(raw) if raw else Path("/tmp/nvidia-mps")  # the driver's default pipe directory
     kind = pipe_kind(pipe_dir)
     server_pid: int | None = None
-    if kind == "fifo":
+    if kind in CONTROL_KINDS:
         binary = find_binary()
         if binary is not None:
             try:

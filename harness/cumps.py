@@ -1,29 +1,34 @@
 """`cumps start | stop | status | doctor | env`: a user-owned CUDA MPS daemon for one physical GPU.
 
 Exit codes: 0 success / healthy; 1 a prerequisite is unmet (status and doctor report it, e.g. no GPU);
-2 invalid input or a refused action (nothing is changed).
+2 invalid input or a refused action (nothing is changed). `status`, `doctor` and `env` take ``--json``:
+one JSON document on stdout with the same exit code (a refusal still goes to stderr as text).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import platform
 import shlex
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from foundation import mps
-from foundation.nvml import NvmlReader
+from foundation.mps_cleanup import ControlCleanup, clear_dead_control
+from harness.cumps_doctor import Finding, doctor_findings, visible_now
 
 EXIT_UNMET = 1
 EXIT_REFUSED = 2
+JSON_SCHEMA_VERSION = 1  # of the --json documents; keys are only ever added
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True)
 out = Console(soft_wrap=True)
@@ -36,20 +41,21 @@ LogOpt = Annotated[str | None, typer.Option("--log-dir", help="absolute log dire
 TopologyOpt = Annotated[
     str, typer.Option("--topology", help="single_gpu | single_task_multi_gpu | task_per_gpu")
 ]
-
-
-def _visible() -> tuple[list[mps.Gpu], str | None]:
-    """Visible GPUs and, when there are none, the NVML reason."""
-    with NvmlReader() as reader:
-        snapshot = reader.snapshot()
-    if not snapshot["available"]:
-        return [], snapshot["reason"]
-    return mps.visible_gpus(snapshot, os.environ.get("CUDA_VISIBLE_DEVICES")), None
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON document (stable keys, no markup)")]
 
 
 def _refuse(message: str) -> typer.Exit:
-    err.print(f"[bold red]cumps: refused:[/] {message}")
+    err.print(f"[bold red]cumps: refused:[/] {escape(message)}")
     return typer.Exit(EXIT_REFUSED)
+
+
+def _say(message: str) -> None:
+    """Plain text on stdout; paths and reasons may hold brackets that are not Rich markup."""
+    out.print(escape(message))
+
+
+def _emit_json(document: dict[str, Any]) -> None:
+    print(json.dumps({"schema_version": JSON_SCHEMA_VERSION, **document}, indent=2, sort_keys=True))
 
 
 def _pick_record(name: str | None) -> tuple[Path, mps.DaemonRecord]:
@@ -74,6 +80,132 @@ def _pick_record(name: str | None) -> tuple[Path, mps.DaemonRecord]:
     raise mps.CumpsError(f"several live daemons ({names}); pass --name")
 
 
+# ---------------------------------------------------------------- start
+
+
+@dataclass(frozen=True)
+class StartPlan:
+    """Everything `start` validated before it changes anything."""
+
+    gpu: mps.Gpu
+    name: str
+    pipe: Path
+    logs: Path
+    binary: str
+
+
+def _plan_start(
+    gpus: str | None, name: str | None, pipe_dir: str | None, log_dir: str | None, topology: str
+) -> StartPlan:
+    mps.check_topology(topology)
+    pipe = mps.check_abs_path(pipe_dir, "--pipe-dir") if pipe_dir else None
+    if pipe is not None:
+        mps.check_control_path(pipe, "--pipe-dir", "choose a shorter --pipe-dir")
+    logs = mps.check_abs_path(log_dir, "--log-dir") if log_dir else None
+    if name is not None:
+        mps.check_name(name)
+    visible, reason = visible_now()
+    if reason is not None:
+        raise mps.CumpsError(f"no GPU evidence: {reason}")
+    gpu = mps.select_gpu(gpus, visible)[0]
+    name = name or mps.default_name(gpu.uuid)
+    if pipe is None:
+        pipe = mps.check_control_path(
+            mps.DEFAULT_ROOT / name / "pipe",
+            "the default pipe directory",
+            "pass a shorter --name or a short --pipe-dir",
+        )
+    logs = logs or mps.DEFAULT_ROOT / name / "log"
+    return StartPlan(gpu, name, pipe, logs, mps.resolve_binary())
+
+
+def _report_cleanup(record: mps.DaemonRecord, cleanup: ControlCleanup) -> None:
+    for path in cleanup.removed:
+        _say(f"removed leftover {path} of the dead daemon {record.name}")
+    for entry in cleanup.left:
+        _say(f"left {entry} in place")
+    if cleanup.skipped is not None:
+        _say(f"left {record.pipe_dir} untouched: {cleanup.skipped}")
+
+
+def _set_aside_stale(stale: Sequence[mps.StaleRecord], live: Sequence[mps.DaemonRecord]) -> None:
+    """Quarantine every record this host can prove stale, after clearing its dead daemon's control
+    files; other hosts' records are theirs to judge."""
+    for path, record, why in stale:
+        if not mps.ours_here(record):
+            continue
+        cleanup = clear_dead_control(record, live)
+        _report_cleanup(record, cleanup)
+        removed = ", ".join(str(p) for p in cleanup.removed)
+        moved = mps.quarantine(path, why + (f"; removed leftover {removed}" if removed else ""))
+        _say(f"quarantined stale record {path} -> {moved} ({why})")
+
+
+def _prepare(plan: StartPlan) -> None:
+    """Refuse a running or unmanaged daemon, set stale records aside, create the private dirs."""
+    live, stale = mps.live_records()
+    if any(r.name == plan.name for _, r in live):
+        raise mps.CumpsError(f"daemon {plan.name!r} is already running; `cumps status` shows it")
+    # Every provably stale record is set aside, not only this name's, so `status` and `doctor` stop
+    # reporting it.
+    _set_aside_stale(stale, [r for _, r in live])
+    if mps.pipe_kind(plan.pipe) != "missing":
+        raise mps.CumpsError(
+            f"{plan.pipe}/control already exists and is not ours; refusing to reuse an unmanaged pipe"
+        )
+    # The shared default root and the per-daemon folder must be private too, not just the leaves.
+    own_root = mps.DEFAULT_ROOT / plan.name
+    defaults = [mps.DEFAULT_ROOT, own_root] if own_root in (plan.pipe.parent, plan.logs.parent) else []
+    for directory in [*defaults, plan.pipe, plan.logs]:
+        mps.ensure_private_dir(directory)
+
+
+def _wait_for_daemon(pipe: Path, timeout_s: float = 10.0) -> tuple[int, str] | None:
+    """The control PID and control kind (socket | fifo) once a daemon serves ``pipe``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        kind = mps.pipe_kind(pipe)
+        if kind in mps.CONTROL_KINDS:
+            pid = mps.find_control_pid(pipe)
+            if pid is not None:
+                return pid, kind
+        time.sleep(0.1)
+    return None
+
+
+def _launch(plan: StartPlan) -> mps.DaemonRecord:
+    env = {
+        **os.environ,
+        "CUDA_MPS_PIPE_DIRECTORY": str(plan.pipe),
+        "CUDA_MPS_LOG_DIRECTORY": str(plan.logs),
+        "CUDA_VISIBLE_DEVICES": plan.gpu.uuid,
+    }
+    try:
+        launched = subprocess.run([plan.binary, "-d"], env=env, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _refuse(f"{plan.binary} -d: {exc}; see {plan.logs}/control.log") from None
+    if launched.returncode != 0:
+        raise _refuse(f"{plan.binary} -d failed (exit {launched.returncode}): {launched.stderr.strip()}")
+    served = _wait_for_daemon(plan.pipe)
+    ticks = mps.start_ticks(served[0]) if served is not None else None
+    if served is None or ticks is None:
+        raise _refuse(
+            f"the daemon did not stay up serving {plan.pipe}/control within 10 s; see {plan.logs}/control.log"
+        )
+    return mps.DaemonRecord(
+        name=plan.name,
+        uid=os.getuid(),
+        host=socket.gethostname(),
+        control_pid=served[0],
+        control_start_ticks=ticks,
+        gpu_uuid=plan.gpu.uuid,
+        pipe_dir=str(plan.pipe),
+        log_dir=str(plan.logs),
+        started_unix=time.time(),
+        control_pipe_kind=served[1],
+    )
+
+
 @app.command()
 def start(
     gpus: GpusOpt = None,
@@ -84,81 +216,19 @@ def start(
 ) -> None:
     """Start an MPS control daemon for one GPU and record its ownership."""
     try:
-        mps.check_topology(topology)
-        pipe = mps.check_abs_path(pipe_dir, "--pipe-dir") if pipe_dir else None
-        logs = mps.check_abs_path(log_dir, "--log-dir") if log_dir else None
-        if name is not None:
-            mps.check_name(name)
-        visible, reason = _visible()
-        if reason is not None:
-            raise mps.CumpsError(f"no GPU evidence: {reason}")
-        gpu = mps.select_gpu(gpus, visible)[0]
-        name = name or mps.default_name(gpu.uuid)
-        pipe = pipe or mps.DEFAULT_ROOT / name / "pipe"
-        logs = logs or mps.DEFAULT_ROOT / name / "log"
-        binary = mps.resolve_binary()
-        live, stale = mps.live_records()
-        if any(r.name == name for _, r in live):
-            raise mps.CumpsError(f"daemon {name!r} is already running; `cumps status` shows it")
-        # Every record this host can prove stale is set aside (kept, with its reason), not only this
-        # name's, so `status` and `doctor` stop reporting it; other hosts' records are left alone.
-        for path, record, why in stale:
-            if mps.ours_here(record):
-                moved = mps.quarantine(path, why)
-                out.print(f"quarantined stale record {path} -> {moved} ({why})")
-        if mps.pipe_kind(pipe) != "missing":
-            raise mps.CumpsError(
-                f"{pipe}/control already exists and is not ours; refusing to reuse an unmanaged pipe"
-            )
-        # The shared default root and the per-daemon folder must be private too, not just the leaves.
-        uses_default = (mps.DEFAULT_ROOT / name) in (pipe.parent, logs.parent)
-        defaults = [mps.DEFAULT_ROOT, mps.DEFAULT_ROOT / name] if uses_default else []
-        for directory in [*defaults, pipe, logs]:
-            mps.ensure_private_dir(directory)
+        plan = _plan_start(gpus, name, pipe_dir, log_dir, topology)
+        _prepare(plan)
     except mps.CumpsError as exc:
         raise _refuse(str(exc)) from None
-    env = {
-        **os.environ,
-        "CUDA_MPS_PIPE_DIRECTORY": str(pipe),
-        "CUDA_MPS_LOG_DIRECTORY": str(logs),
-        "CUDA_VISIBLE_DEVICES": gpu.uuid,
-    }
-    try:
-        launched = subprocess.run([binary, "-d"], env=env, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _refuse(f"{binary} -d: {exc}; see {logs}/control.log") from None
-    if launched.returncode != 0:
-        raise _refuse(f"{binary} -d failed (exit {launched.returncode}): {launched.stderr.strip()}")
-    pid = _wait_for_daemon(pipe)
-    ticks = mps.start_ticks(pid) if pid is not None else None
-    if pid is None or ticks is None:
-        raise _refuse(
-            f"the daemon did not stay up serving {pipe}/control within 10 s; see {logs}/control.log"
-        )
-    record = mps.DaemonRecord(
-        name=name,
-        uid=os.getuid(),
-        host=socket.gethostname(),
-        control_pid=pid,
-        control_start_ticks=ticks,
-        gpu_uuid=gpu.uuid,
-        pipe_dir=str(pipe),
-        log_dir=str(logs),
-        started_unix=time.time(),
-    )
+    record = _launch(plan)
     path = mps.write_record(record)
-    out.print(f"started MPS daemon {name} (pid {pid}) for {gpu.uuid}; record {path}")
+    _say(
+        f"started MPS daemon {record.name} (pid {record.control_pid}, control {record.control_pipe_kind}) "
+        f"for {record.gpu_uuid}; record {path}"
+    )
 
 
-def _wait_for_daemon(pipe: Path, timeout_s: float = 10.0) -> int | None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if mps.pipe_kind(pipe) == "fifo":
-            pid = mps.find_control_pid(pipe)
-            if pid is not None:
-                return pid
-        time.sleep(0.1)
-    return None
+# ---------------------------------------------------------------- stop, env
 
 
 @app.command()
@@ -176,146 +246,132 @@ def stop(name: NameOpt = None) -> None:
     if mps.start_ticks(record.control_pid) == record.control_start_ticks:
         raise _refuse(f"daemon {record.name} (pid {record.control_pid}) did not exit within 10 s after quit")
     path.unlink()
-    out.print(f"stopped MPS daemon {record.name}; logs kept in {record.log_dir}")
+    _say(f"stopped MPS daemon {record.name}; logs kept in {record.log_dir}")
 
 
 @app.command()
-def env(name: NameOpt = None) -> None:
+def env(name: NameOpt = None, as_json: JsonOpt = False) -> None:
     """Print shell exports for a launcher or `eval "$(cumps env)"`; changes no environment itself."""
     try:
         _path, record = _pick_record(name)
     except mps.CumpsError as exc:
         raise _refuse(str(exc)) from None
-    for key, value in (
-        ("CUDA_MPS_PIPE_DIRECTORY", record.pipe_dir),
-        ("CUDA_MPS_LOG_DIRECTORY", record.log_dir),
-        ("CUDA_VISIBLE_DEVICES", record.gpu_uuid),
-    ):
+    exports = {
+        "CUDA_MPS_PIPE_DIRECTORY": record.pipe_dir,
+        "CUDA_MPS_LOG_DIRECTORY": record.log_dir,
+        "CUDA_VISIBLE_DEVICES": record.gpu_uuid,
+    }
+    if as_json:
+        _emit_json({"name": record.name, "exports": exports})
+        return
+    for key, value in exports.items():
         print(f"export {key}={shlex.quote(value)}")
 
 
+# ---------------------------------------------------------------- status
+
+
+def _daemon_row(record: mps.DaemonRecord, name: str, stale_reason: str | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "state": "stale" if stale_reason else "live",
+        "stale_reason": stale_reason,
+        "quarantined_by_next_start": bool(stale_reason) and mps.ours_here(record),
+        "control_pid": record.control_pid,
+        "gpu_uuid": record.gpu_uuid,
+        "pipe_dir": record.pipe_dir,
+        "log_dir": record.log_dir,
+        "control_pipe_kind": mps.pipe_kind(Path(record.pipe_dir)),
+    }
+
+
+def status_report(gpus: str | None) -> dict[str, Any]:
+    """What `status` shows, as data: the GPUs, every recorded daemon and the ambient pipe directory."""
+    visible, reason = visible_now()
+    chosen = [] if reason is not None else mps.select_gpu(gpus, visible, read_only=True)
+    live, stale = mps.live_records()
+    daemons = [_daemon_row(record, record.name, None) for _, record in live]
+    daemons += [_daemon_row(record, path.stem, why) for path, record, why in stale]
+    return {
+        "gpu": {
+            "available": reason is None,
+            "reason": reason,
+            "devices": [{"index": g.index, "uuid": g.uuid, "name": g.name} for g in chosen],
+        },
+        "daemons": daemons,
+        "cuda_mps_pipe_directory": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
+    }
+
+
+def _print_status(report: dict[str, Any]) -> None:
+    gpu = report["gpu"]
+    if not gpu["available"]:
+        _say(f"GPU: none visible ({gpu['reason']})")
+    for device in gpu["devices"]:
+        _say(f"GPU {device['index']}: {device['uuid']} {device['name']}")
+    for row in report["daemons"]:
+        if row["state"] == "live":
+            _say(
+                f"daemon {row['name']}: live pid {row['control_pid']}, gpu {row['gpu_uuid']}, "
+                f"pipe {row['pipe_dir']}, control {row['control_pipe_kind']}"
+            )
+        else:
+            action = (
+                "the next `cumps start` quarantines it"
+                if row["quarantined_by_next_start"]
+                else "left to its host"
+            )
+            _say(f"daemon {row['name']}: STALE ({row['stale_reason']}); {action}")
+    if not report["daemons"]:
+        _say("daemons: none recorded")
+    _say(f"CUDA_MPS_PIPE_DIRECTORY={report['cuda_mps_pipe_directory'] or '<unset>'}")
+
+
 @app.command()
-def status(gpus: GpusOpt = "all") -> None:
+def status(gpus: GpusOpt = "all", as_json: JsonOpt = False) -> None:
     """Read-only: visible GPUs, recorded daemons and their liveness."""
-    visible, reason = _visible()
-    if reason is not None:
-        out.print(f"GPU: none visible ({reason})")
-    else:
-        try:
-            chosen = mps.select_gpu(gpus, visible, read_only=True)
-        except mps.CumpsError as exc:
-            raise _refuse(str(exc)) from None
-        for gpu in chosen:
-            out.print(f"GPU {gpu.index}: {gpu.uuid} {gpu.name}")
     try:
-        live, stale = mps.live_records()
+        report = status_report(gpus)
     except mps.CumpsError as exc:
         raise _refuse(str(exc)) from None
-    for _, record in live:
-        out.print(
-            f"daemon {record.name}: live pid {record.control_pid}, gpu {record.gpu_uuid}, pipe {record.pipe_dir}"
-        )
-    for path, record, why in stale:
-        action = "the next `cumps start` quarantines it" if mps.ours_here(record) else "left to its host"
-        out.print(f"daemon {path.stem}: STALE ({why}); {action}")
-    if not live and not stale:
-        out.print("daemons: none recorded")
-    out.print(f"CUDA_MPS_PIPE_DIRECTORY={os.environ.get('CUDA_MPS_PIPE_DIRECTORY', '<unset>')}")
-    if reason is not None:
+    if as_json:
+        _emit_json(report)
+    else:
+        _print_status(report)
+    if not report["gpu"]["available"]:
         raise typer.Exit(EXIT_UNMET)
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One doctor check: ``fix`` names the command (or action) that meets it when ``ok`` is False."""
-
-    check: str
-    ok: bool
-    detail: str = ""
-    fix: str = ""
+# ---------------------------------------------------------------- doctor
 
 
-def doctor_findings(gpus: str | None) -> list[Finding]:
-    """Every check in prerequisite order, each failing one with its fix; read-only."""
-    selector = f" --gpus {gpus}" if gpus not in (None, "all") else ""
-    system = platform.system()
-    findings = [
-        Finding(
-            "Linux host",
-            system == "Linux",
-            f"MPS is Linux-only; this host is {system}",
-            "run `uv run cumps doctor` on a Linux host with an NVIDIA GPU; here, train without "
-            "training.cuda_process_sharing=mps",
-        )
-    ]
-    visible, reason = _visible()
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    findings.append(
-        Finding(
-            "NVIDIA GPU visible through NVML",
-            reason is None and bool(visible),
-            reason or f"NVML sees GPUs but CUDA_VISIBLE_DEVICES={cvd!r} hides them all",
-            "`nvidia-smi` must list the GPU: install or load the NVIDIA driver"
-            if reason
-            else "`unset CUDA_VISIBLE_DEVICES` or set it to one listed GPU",
-        )
-    )
-    chosen: list[mps.Gpu] = []
-    if reason is None and visible:
-        try:
-            chosen = mps.select_gpu(gpus, visible, read_only=gpus == "all")
-            findings.append(Finding("one GPU selected", True))
-        except mps.CumpsError as exc:
-            first = visible[0].index
-            findings.append(
-                Finding("one GPU selected", False, str(exc), f"`uv run cumps doctor --gpus {first}`")
-            )
-    findings.append(
-        Finding(
-            f"{mps.CONTROL_BINARY} on PATH",
-            mps.find_binary() is not None,
-            "the driver's MPS control utility is missing",
-            "install the driver's compute utilities, e.g. "
-            "`sudo apt-get install nvidia-compute-utils-<driver-branch>`",
-        )
-    )
-    try:
-        live, stale = mps.live_records()
-    except mps.UnreadableRecord as exc:
-        findings.append(Finding("ownership records readable", False, str(exc), exc.fix))
-        return findings
-    ours = [(path, why) for path, record, why in stale if mps.ours_here(record)]
-    findings.append(
-        Finding(
-            "no stale ownership records",
-            not ours,
-            "; ".join(f"{path.stem}: {why}" for path, why in ours),
-            f"`uv run cumps start{selector}` quarantines them (kept under quarantine/) before it starts",
-        )
-    )
-    uuids = {g.uuid for g in chosen}
-    covering = [r for _, r in live if not uuids or r.gpu_uuid in uuids]
-    findings.append(
-        Finding(
-            "a live cumps daemon" + (" for the selected GPU" if uuids else ""),
-            bool(covering),
-            "none is recorded" + (f" for {', '.join(sorted(uuids))}" if uuids else ""),
-            f"`uv run cumps start{selector}`",
-        )
-    )
-    return findings
+def _print_findings(findings: Sequence[Finding]) -> None:
+    for f in findings:
+        if f.ok:
+            tail = f": {escape(f.detail)}" if f.detail else ""
+            out.print(f"[green]ok  [/] {escape(f.check)}{tail}")
+        else:
+            out.print(f"[red]FAIL[/] {escape(f.check)}: {escape(f.detail)}; fix: {escape(f.fix)}")
 
 
 @app.command()
-def doctor(gpus: GpusOpt = None) -> None:
+def doctor(gpus: GpusOpt = None, as_json: JsonOpt = False) -> None:
     """Read-only: name the first unmet prerequisite and the command that fixes it."""
     findings = doctor_findings(gpus)
-    for f in findings:
-        tail = "" if f.ok else f": {f.detail}; fix: {f.fix}"
-        out.print(f"[{'green' if f.ok else 'red'}]{'ok  ' if f.ok else 'FAIL'}[/] {f.check}{tail}")
     first = next((f for f in findings if not f.ok), None)
+    if as_json:
+        _emit_json(
+            {
+                "ok": first is None,
+                "findings": [asdict(f) for f in findings],
+                "first_unmet": None if first is None else {"check": first.check, "fix": first.fix},
+            }
+        )
+    else:
+        _print_findings(findings)
+        if first is not None:
+            _say(f"first unmet prerequisite: {first.check} -> fix: {first.fix}")
     if first is not None:
-        out.print(f"first unmet prerequisite: {first.check} -> fix: {first.fix}")
         raise typer.Exit(EXIT_UNMET)
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from foundation import mps
-from harness import cumps
+from foundation.mps_cleanup import clear_dead_control
+from harness import cumps, cumps_doctor
 from tests.harness.fake_nvml import FakeDevice, FakeNvml
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"
@@ -32,22 +36,35 @@ def _gpu(uuid: str) -> FakeDevice:
 
 
 @pytest.fixture
-def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A host with the fake control binary on PATH, a private cache and MPS root, and one GPU."""
+def host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A host with the fake control binary on PATH, a private cache and MPS root, and one GPU that
+    torch sees too. Everything lives under one short directory: a control socket path must fit in
+    107 bytes, which pytest's tmp_path does not promise."""
+    root = Path(tempfile.mkdtemp(prefix="cumps-", dir="/tmp"))
     monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root / "cache"))
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(mps, "DEFAULT_ROOT", tmp_path / "cumps")
+    monkeypatch.delenv("FAKE_MPS_CONTROL_KIND", raising=False)
+    monkeypatch.setattr(mps, "DEFAULT_ROOT", root / "cumps")
+    monkeypatch.setattr(cumps_doctor, "torch_cuda_uuids", lambda: [UUID_A])
     set_gpus(monkeypatch, [_gpu(UUID_A)])
-    yield tmp_path
-    for path in (tmp_path / "cache").rglob("*.json"):
+    yield root
+    for path in (root / "cache").rglob("*.json"):
         try:
             pid = json.loads(path.read_text()).get("control_pid")
             if pid and mps.start_ticks(pid) is not None:
                 os.kill(pid, signal.SIGKILL)
         except (ValueError, ProcessLookupError, AttributeError):
             pass
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(params=["socket", "fifo"])
+def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The fake daemon's control endpoint: a Unix socket (current drivers) or a FIFO (older ones)."""
+    monkeypatch.setenv("FAKE_MPS_CONTROL_KIND", request.param)
+    return str(request.param)
 
 
 def set_gpus(monkeypatch: pytest.MonkeyPatch, devices: list[FakeDevice]) -> None:
@@ -66,14 +83,16 @@ def _wait_gone(pid: int) -> bool:
     return mps.start_ticks(pid) is None
 
 
-def test_start_env_status_stop_with_defaults(host: Path) -> None:
+def test_start_env_status_stop_with_defaults(host: Path, kind: str) -> None:
     code, output = invoke("start")
     assert code == 0, output
     name = "gpu-1a2b3c4d-0000-1111-2222-333344445555"
     record = json.loads((host / "cache/soakbench/cumps" / f"{name}.json").read_text())
     assert record["name"] == name and record["gpu_uuid"] == UUID_A and record["uid"] == os.getuid()
     assert record["control_start_ticks"] == mps.start_ticks(record["control_pid"])
+    assert record["control_pipe_kind"] == kind and f"control {kind}" in output
     pipe, log = host / "cumps" / name / "pipe", host / "cumps" / name / "log"
+    assert mps.pipe_kind(pipe) == kind
     for directory in (host / "cumps", host / "cumps" / name, pipe, log):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     assert "started gpu=" + UUID_A in (log / "control.log").read_text()
@@ -86,6 +105,7 @@ def test_start_env_status_stop_with_defaults(host: Path) -> None:
 
     code, output = invoke("status")
     assert code == 0 and f"daemon {name}: live pid {record['control_pid']}" in output
+    assert f"control {kind}" in output
 
     code, output = invoke("stop")
     assert code == 0, output
@@ -188,7 +208,7 @@ def test_stale_record_is_quarantined_not_deleted(host: Path) -> None:
 
 
 def test_every_failing_doctor_check_names_its_fix(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cumps.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
     monkeypatch.setenv("PATH", "/nonexistent")
     set_gpus(monkeypatch, [_gpu(UUID_A), _gpu(UUID_B)])
     _stale_record("older")
@@ -219,7 +239,7 @@ def test_unreadable_record_is_reported_not_a_traceback(host: Path) -> None:
     assert code == 2 and "broken.json" in output
 
 
-def test_stop_never_quits_an_unmanaged_daemon(host: Path) -> None:
+def test_stop_never_quits_an_unmanaged_daemon(host: Path, kind: str) -> None:
     pipe = host / "unmanaged" / "pipe"
     pipe.mkdir(parents=True)
     env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(pipe)}
@@ -244,28 +264,30 @@ def test_stop_never_quits_an_unmanaged_daemon(host: Path) -> None:
         mps.write_record(forged)
         code, output = invoke("stop", "--name", "forged")
         assert code == 2 and "stale" in output
-        assert mps.pipe_kind(pipe) == "fifo" and mps.start_ticks(pid) is not None, (
+        assert mps.pipe_kind(pipe) == kind and mps.start_ticks(pid) is not None, (
             "unmanaged daemon was touched"
         )
     finally:
         os.kill(pid, signal.SIGKILL)
 
 
-def test_training_validation_resolves_or_fails_closed(host: Path) -> None:
+def test_training_validation_resolves_or_fails_closed(host: Path, kind: str) -> None:
     with pytest.raises(mps.CumpsError, match="run `cumps start` first"):
         mps.resolve_for_training(UUID_A, {})
     assert invoke("start")[0] == 0
     resolved = mps.resolve_for_training(UUID_A, {})
     assert resolved["source"] == "record" and resolved["gpu_uuid"] == UUID_A
+    assert resolved["control_pipe_kind"] == kind
     with pytest.raises(mps.CumpsError, match="none is recorded"):
         mps.resolve_for_training(UUID_B, {})
     explicit = mps.resolve_for_training(UUID_A, {"CUDA_MPS_PIPE_DIRECTORY": resolved["pipe_dir"]})
     assert explicit["source"] == "environment" and explicit["control_pid"] == resolved["control_pid"]
+    assert explicit["control_pipe_kind"] == kind
     with pytest.raises(mps.CumpsError, match="has no control pipe"):
         mps.resolve_for_training(UUID_A, {"CUDA_MPS_PIPE_DIRECTORY": str(host / "nowhere")})
     ambient = mps.ambient_facts({"CUDA_MPS_PIPE_DIRECTORY": resolved["pipe_dir"]})
     assert (
-        ambient["control_pipe_kind"] == "fifo"
+        ambient["control_pipe_kind"] == kind
         and ambient["server_pid"] == 424242
         and ambient["ambient_server"]
     )

@@ -5,7 +5,8 @@ ownership record (uid, host, control PID and its start ticks, GPU UUID, director
 user's cache directory. Every later action trusts only a record whose evidence still matches a live
 process: same uid, same host, same PID *and* same start ticks (so a recycled PID is not mistaken for our
 daemon). A record whose evidence no longer matches is stale and is quarantined (renamed aside), never
-deleted; the ``control*`` files its dead daemon left in its own pipe directory are removed then.
+deleted; the ``control*`` files its dead daemon left in its own pipe directory are removed then
+(``foundation.mps_cleanup``).
 `quit` is only ever sent to a daemon proven ours this way.
 
 The control endpoint ``<pipe_dir>/control`` is a Unix socket on current drivers and a FIFO on older

@@ -30,6 +30,7 @@ from foundation.atomic import write_atomic
 from foundation.nvml import NvmlReader
 from foundation.schema import sorted_errors
 from harness.context import REPO_ROOT, collect_context
+from harness.probe_spec import WorkerSpec
 from harness.probe_stats import (
     PROFILER_ENV_EXACT,
     PROFILER_ENV_PREFIXES,
@@ -226,21 +227,21 @@ def config_overrides(settings: ProbeSettings, backend: str) -> list[str]:
 def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> dict[str, Any]:
     """Run one backend in a fresh ``python -m harness.probe_worker`` process; return its result block
     with the PID observed here (``launcher_observed_pid``). Raises ProbeFailure/ProbeInputError."""
-    spec = {
-        "backend": backend,
-        "algo": ALGO,
-        "task": settings.task,
-        "overrides": config_overrides(settings, backend),
-        "warmup": settings.warmup,
-        "iters": settings.iters,
-        "seed": settings.seed,
-        "torch_threads": settings.torch_threads,
-        "rounds": settings.rounds,
-    }
+    spec = WorkerSpec(
+        backend=backend,
+        algo=ALGO,
+        task=settings.task,
+        overrides=tuple(config_overrides(settings, backend)),
+        warmup=settings.warmup,
+        iters=settings.iters,
+        seed=settings.seed,
+        torch_threads=settings.torch_threads,
+        rounds=settings.rounds,
+    )
     spec_path, out_path, log_path = (
         workdir / f"{backend}.{kind}" for kind in ("spec.json", "out.json", "log")
     )
-    spec_path.write_text(json.dumps(spec))
+    spec_path.write_text(json.dumps(spec.to_json()))
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "harness.probe_worker", str(spec_path), str(out_path)],

@@ -19,9 +19,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import mujoco
 
 # Control steps per mujoco.rollout call (at most): long enough to amortise the pool dispatch, short
 # enough that the recorded output trajectory (worlds × steps × nstate doubles) stays small at 8192 worlds.
@@ -33,7 +36,31 @@ MIN_BLOCK_SECONDS = 0.1
 MAX_LIMIT_EXTENSION = 20
 
 
-def hold_controls(model: Any, qpos: np.ndarray) -> np.ndarray:
+class LimitDescription(TypedDict):
+    """How a physics-limit reference steps (the artifact's ``physics_limit`` block before the rates)."""
+
+    method: str
+    worlds: int
+    threads: int | None
+    device: str
+    cuda_graph: bool
+    data_sizes: NotRequired[dict[str, int]]
+
+
+class PhysicsLimit(Protocol):
+    """A reference built once and measured in blocks; a context manager that releases its resources."""
+
+    describe: LimitDescription
+
+    def measure(self, control_steps: int, min_seconds: float = ...) -> tuple[int, float]:
+        """Time at least ``control_steps`` control steps; returns (physics steps over all worlds, seconds)."""
+
+    def __enter__(self) -> PhysicsLimit: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def hold_controls(model: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
     """Controls [N, nu] that hold each joint-driven actuator at its joint's current position (0 for other
     transmissions), clipped to ``actuator_ctrlrange`` where limited. ``qpos`` is [N, nq]."""
     ctrl = np.zeros((qpos.shape[0], model.nu), dtype=np.float64)
@@ -68,7 +95,7 @@ class MujocoRolloutLimit:
 
     def __init__(
         self,
-        model: Any,
+        model: mujoco.MjModel,
         qpos: np.ndarray,
         qvel: np.ndarray,
         threads: int,
@@ -96,9 +123,9 @@ class MujocoRolloutLimit:
         self._state_out = np.empty((n, self._nstep, nstate), dtype=np.float64)
         self._sensor_out = np.empty((n, self._nstep, model.nsensordata), dtype=np.float64)
         self._pool = mujoco.rollout.Rollout(nthread=threads if threads > 1 else 0)
-        self.describe: dict[str, Any] = {
-            "method": "mujoco.rollout", "worlds": n, "threads": threads, "device": "cpu", "cuda_graph": False,
-        }  # fmt: skip
+        self.describe = LimitDescription(
+            method="mujoco.rollout", worlds=n, threads=threads, device="cpu", cuda_graph=False
+        )
         self._once()  # warm-up: pool start, page faults
 
     def _once(self) -> None:
@@ -128,17 +155,12 @@ class MjwarpLimit:
     """Raw MuJoCo Warp physics of ``N = qpos.shape[0]`` worlds on ``device`` ("cuda:K" or "cpu").
 
     On CUDA the ``decimation`` substeps are captured once as a graph and replayed; on CPU they are
-    stepped eagerly. ``data_kwargs`` are the backend's ``make_data`` sizes (nconmax, njmax, ...) so both
-    step identical buffers. The worlds keep stepping across blocks (held controls)."""
+    stepped eagerly. ``mjw.make_data`` gets MJWarp's default contact/constraint capacities for the model
+    and world count, exactly as the backend does, so both step identical buffers. The worlds keep
+    stepping across blocks (held controls)."""
 
     def __init__(
-        self,
-        model: Any,
-        qpos: np.ndarray,
-        qvel: np.ndarray,
-        device: str,
-        decimation: int,
-        data_kwargs: dict[str, int] | None = None,
+        self, model: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, device: str, decimation: int
     ) -> None:
         import mujoco_warp as mjw
         import warp as wp
@@ -148,7 +170,7 @@ class MjwarpLimit:
         self.use_graph = device.startswith("cuda")
         with wp.ScopedDevice(device):
             self._m = mjw.put_model(model)
-            self._d = mjw.make_data(model, nworld=n, **dict(data_kwargs or {}))
+            self._d = mjw.make_data(model, nworld=n)
             self._d.qpos.assign(wp.array(qpos.astype(np.float32), dtype=float))
             self._d.qvel.assign(wp.array(qvel.astype(np.float32), dtype=float))
             self._d.ctrl.assign(wp.array(hold_controls(model, qpos).astype(np.float32), dtype=float))
@@ -162,14 +184,16 @@ class MjwarpLimit:
                 self._graph = capture.graph
                 wp.capture_launch(self._graph)
                 wp.synchronize_device()
-        sizes = {
-            "naconmax": int(getattr(self._d, "naconmax", -1)),
-            "njmax": int(getattr(self._d, "njmax", -1)),
-        }
-        self.describe: dict[str, Any] = {
-            "method": "mujoco_warp.step (CUDA graph replay)" if self.use_graph else "mujoco_warp.step (eager, CPU)",
-            "worlds": n, "threads": None, "device": device, "cuda_graph": self.use_graph, "data_sizes": sizes,
-        }  # fmt: skip
+        self.describe = LimitDescription(
+            method="mujoco_warp.step (CUDA graph replay)"
+            if self.use_graph
+            else "mujoco_warp.step (eager, CPU)",
+            worlds=n,
+            threads=None,
+            device=device,
+            cuda_graph=self.use_graph,
+            data_sizes={"naconmax": int(self._d.naconmax), "njmax": int(self._d.njmax)},
+        )
         self._worlds = n
 
     def _substeps(self) -> None:

@@ -10,13 +10,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-PROBE_PHASES: tuple[str, ...] = (
-    "physics_exchange",
-    "update_state",
-    "reset_selection",
-    "backend_reset",
-    "reset_publication",
-)
+from runtime.backends.contract import TransferCount
+from runtime.timing import PHASES
+
+# The env's timed phases (runtime.timing): the probe reports exactly these and refuses any other name.
+PROBE_PHASES: tuple[str, ...] = PHASES
 
 # Profiler / debug hooks that change what is measured. Exact names and prefixes (case-sensitive).
 PROFILER_ENV_EXACT: tuple[str, ...] = (
@@ -168,19 +166,19 @@ def interleaved_efficiency(
 
 
 def counter_delta(
-    before: Mapping[str, Mapping[str, int]], after: Mapping[str, Mapping[str, int]]
-) -> dict[str, dict[str, int]]:
+    before: Mapping[str, TransferCount], after: Mapping[str, TransferCount]
+) -> dict[str, TransferCount]:
     """``after - before`` of transfer counters ``{"dir/phase": {count, bytes}}`` (keys of either side)."""
-    keys = set(before) | set(after)
-    zero = {"count": 0, "bytes": 0}
-    return {
-        key: {f: int(after.get(key, zero)[f]) - int(before.get(key, zero)[f]) for f in ("count", "bytes")}
-        for key in sorted(keys)
-    }
+    zero = TransferCount(count=0, bytes=0)
+    out: dict[str, TransferCount] = {}
+    for key in sorted(set(before) | set(after)):
+        new, old = after.get(key, zero), before.get(key, zero)
+        out[key] = TransferCount(count=new["count"] - old["count"], bytes=new["bytes"] - old["bytes"])
+    return out
 
 
 def transfer_report(
-    inventory: Sequence[Mapping[str, Any]], per_iteration: Sequence[Mapping[str, Mapping[str, int]]]
+    inventory: Sequence[Mapping[str, Any]], per_iteration: Sequence[Mapping[str, TransferCount]]
 ) -> dict[str, Any]:
     """Compare measured per-control-step copies with the backend's declared inventory.
 
@@ -199,9 +197,10 @@ def transfer_report(
     for step in per_iteration:
         measured_keys |= {k for k, v in step.items() if v["count"] or v["bytes"]}
     entries: list[dict[str, Any]] = []
+    zero = TransferCount(count=0, bytes=0)
     for key, item in declared.items():
-        counts = [int(step.get(key, {}).get("count", 0)) for step in per_iteration]
-        sizes = [int(step.get(key, {}).get("bytes", 0)) for step in per_iteration]
+        counts = [step.get(key, zero)["count"] for step in per_iteration]
+        sizes = [step.get(key, zero)["bytes"] for step in per_iteration]
         worst = max(counts, default=0)
         entries.append(
             {

@@ -13,267 +13,282 @@ Two measured loops of ``iters`` iterations each, sharing one warm env:
    ``rounds`` blocks, each right after a physics-limit block, so load changes on a shared host hit both
    sides of each round's ratio; ``efficiency`` is the median round.
 Action sampling happens before each iteration's clock starts (policy inference is excluded).
+
+The steps are small functions over typed values: :func:`parse_spec` (the request), :func:`_compose_for`
+(the config), :class:`StepDriver` (the env loop), :func:`run_rounds` (limit/env rounds) and the pure
+:func:`harness.probe_report.backend_report` (the artifact block).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import torch
 
 from foundation.atomic import write_atomic
-from harness.probe_stats import (
-    PROBE_PHASES,
-    counter_delta,
-    interleaved_efficiency,
-    per_iteration_phase_ms,
-    phase_report,
-    split_blocks,
-    summarize_ms,
-    throughput,
-    transfer_report,
+from harness.probe_report import (
+    BackendFacts,
+    Measurement,
+    OwnerFacts,
+    StepRecord,
+    ThroughputRound,
+    TorchFacts,
+    backend_report,
 )
+from harness.probe_spec import SpecError, WorkerSpec, parse_spec
+from harness.probe_stats import counter_delta, split_blocks
+from runtime.backends.contract import diagnostics_payload
+from runtime.config import ConfigError, compose
+from runtime.env import make_env
+from runtime.timing import PhaseTimer, device_sync
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from harness.probe_limit import PhysicsLimit
+    from runtime.backends.base import SimBackend
+    from runtime.tasks.base import TaskEnv
+
+USAGE = "usage: python -m harness.probe_worker SPEC_JSON OUT_JSON"
 
 
-def _backend_diagnostics(backend: Any) -> dict[str, Any]:
-    """Manifest-style payload: available with diagnostics, or an explicit unavailable marker."""
-    backend_type = str(getattr(backend, "backend_type", type(backend).__name__))
-    try:
-        diagnostics = backend.get_tensor_runtime_diagnostics()
-    except Exception as exc:
-        return {
-            "available": False,
-            "backend_type": backend_type,
-            "unavailable_reason": f"get_tensor_runtime_diagnostics raised {type(exc).__name__}: {exc}",
-        }
-    return {
-        "available": True,
-        "backend_type": backend_type,
-        "diagnostics": json.loads(json.dumps(diagnostics)),
-    }
+@dataclass(frozen=True)
+class ComposedRun:
+    """The composed owner config of one backend and the values the probe reads from it."""
+
+    cfg: DictConfig
+    owner: OwnerFacts
 
 
-def _inventory(backend: Any) -> tuple[bool, list[dict[str, Any]]]:
-    fn = getattr(backend, "transfer_inventory", None)
-    if fn is None:
-        return False, []
-    return True, [dict(item) for item in fn()]
+def _compose_for(spec: WorkerSpec) -> ComposedRun:
+    """Compose the owner config the launcher's precondition check composed (same overrides)."""
+    cfg = compose(spec.algo, spec.task, spec.backend, list(spec.overrides))
+    owner = OwnerFacts(
+        algo=str(cfg.owner.algo),
+        task=str(cfg.owner.task),
+        sim=str(cfg.owner.sim),
+        chain=[str(x) for x in cfg.owner.chain],
+    )
+    return ComposedRun(cfg=cfg, owner=owner)
 
 
-def run_worker(spec: dict[str, Any]) -> dict[str, Any]:
-    """Measure one backend as described by ``spec`` (keys: backend, algo, task, overrides, warmup, iters,
-    seed, torch_threads, rounds). Returns the per-backend artifact block (plain JSON)."""
-    import torch
+class StepDriver:
+    """Steps one env with seeded uniform actions in [-1, 1], each drawn before its iteration's clock
+    starts, and records every step (wall time, phase sections, counted copies, ended episodes)."""
 
-    # Before any torch work: the collector's intra-op thread count (spec["torch_threads"], recorded).
-    torch.set_num_threads(int(spec["torch_threads"]))
+    def __init__(self, env: TaskEnv, seed: int) -> None:
+        self.env = env
+        self.backend: SimBackend = env.backend
+        self.device = torch.device(env.device)
+        self.sync = device_sync(self.device)
+        self._generator = torch.Generator(device=self.device)
+        self._generator.manual_seed(seed)
 
+    def actions(self) -> torch.Tensor:
+        shape = (self.env.num_envs, self.env.action_dim)
+        return torch.rand(shape, generator=self._generator, device=self.device) * 2.0 - 1.0
+
+    def warm_up(self, steps: int) -> float:
+        """Reset, then ``steps`` unrecorded steps; returns their wall time in seconds."""
+        self.env.reset()
+        start = time.perf_counter()
+        for _ in range(steps):
+            self.env.step(self.actions())
+        self.sync()
+        return time.perf_counter() - start
+
+    def step(self, timer: PhaseTimer | None) -> StepRecord:
+        """One env step, synchronized at both ends (and at every phase boundary with a ``timer``)."""
+        act = self.actions()
+        before = self.backend.transfer_counters()
+        self.sync()
+        start = time.perf_counter()
+        out = self.env.step(act, timer=timer)
+        self.sync()
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        return StepRecord(
+            iteration_ms=elapsed_ms,
+            phase_ms={} if timer is None else timer.take(),
+            transfers=counter_delta(before, self.backend.transfer_counters()),
+            episodes=int(out.episode_lengths.numel()),
+        )
+
+    def loop(self, count: int, timer: PhaseTimer | None = None) -> tuple[StepRecord, ...]:
+        return tuple(self.step(timer) for _ in range(count))
+
+
+def settle_heap() -> None:
+    """Collect the setup's garbage and freeze the survivors (torch, the model, the env) out of later
+    collections: a full collection inside a timed step then scans what the loops allocated, not the
+    whole heap (with torch loaded an unfrozen one takes 0.1-0.3 s, more than many env steps)."""
+    gc.collect()
+    gc.freeze()
+
+
+def run_rounds(driver: StepDriver, limit: PhysicsLimit, blocks: list[int]) -> tuple[ThroughputRound, ...]:
+    """Per block: a physics-limit block, then an untimed env block of that many steps."""
+    rounds = []
+    for block in blocks:
+        steps, seconds = limit.measure(block)
+        rounds.append(ThroughputRound(physics_steps=steps, physics_s=seconds, env_steps=driver.loop(block)))
+    return tuple(rounds)
+
+
+def host_threads(spec: WorkerSpec, backend: SimBackend) -> int:
+    """The backend's own host physics threads, which the mujoco.rollout limit runs with."""
+    info = backend.host_stepping_info()
+    if info is None:
+        raise ValueError(
+            f"backend {spec.backend!r} reports no host_stepping_info; the mujoco.rollout limit needs its "
+            "physics thread count"
+        )
+    return info["num_threads"]
+
+
+def build_limit(spec: WorkerSpec, driver: StepDriver, steps_per_call: int) -> PhysicsLimit:
+    """The physics-limit reference of the backend's model and worlds, from their current states."""
     from harness.probe_limit import MjwarpLimit, MujocoRolloutLimit
-    from runtime.config import compose
-    from runtime.env import make_env
-    from runtime.timing import PhaseTimer
 
-    backend_name = str(spec["backend"])
-    warmup, iters, seed = (int(spec[k]) for k in ("warmup", "iters", "seed"))
-    # the same overrides the launcher's precondition check composed (harness.probe.config_overrides)
-    cfg = compose(str(spec["algo"]), str(spec["task"]), backend_name, [str(o) for o in spec["overrides"]])
+    backend, device = driver.backend, driver.device
+    state = backend.public_state()
+    qpos = state.qpos.detach().to("cpu", torch.float64).numpy().copy()
+    qvel = state.qvel.detach().to("cpu", torch.float64).numpy().copy()
+    if spec.backend == "mjwarp":
+        warp_device = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
+        return MjwarpLimit(backend.model, qpos, qvel, warp_device, backend.decimation)
+    threads = host_threads(spec, backend)
+    return MujocoRolloutLimit(backend.model, qpos, qvel, threads, backend.decimation, steps_per_call)
 
-    t0 = time.perf_counter()
-    env = make_env(cfg, seed=seed)
-    setup_s = time.perf_counter() - t0
+
+def measure(spec: WorkerSpec, driver: StepDriver) -> Measurement:
+    """The phased loop, then the interleaved rounds against the limit (built from the worlds' states
+    after the phased loop). Transfer counters are read between steps, outside the clock."""
+    backend = driver.backend
+    counters_start = backend.transfer_counters()
+    phased = driver.loop(spec.iters, PhaseTimer(driver.device))
+    blocks = split_blocks(spec.iters, spec.rounds)
+    with build_limit(spec, driver, max(blocks)) as limit:
+        rounds = run_rounds(driver, limit, blocks)
+        description = limit.describe
+    counters_total = counter_delta(counters_start, backend.transfer_counters())
+    return Measurement(phased, rounds, description, counters_total)
+
+
+def torch_facts(device: torch.device) -> TorchFacts:
+    return TorchFacts(
+        version=str(torch.__version__),
+        cuda=torch.version.cuda,
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        intra_op_threads=torch.get_num_threads(),
+    )
+
+
+@dataclass(frozen=True)
+class SetupTimes:
+    """Wall time of env construction (Warp module load/compile included) and of the warm-up steps."""
+
+    setup_s: float
+    warmup_s: float
+
+
+def backend_facts(
+    spec: WorkerSpec, composed: ComposedRun, driver: StepDriver, times: SetupTimes, threads: int | None
+) -> BackendFacts:
+    """The backend's and this process's facts for the artifact, read through the SimBackend contract;
+    ``threads`` are the physics-limit's (the backend's own host threads; ``None`` for MJWarp)."""
+    env, backend, device = driver.env, driver.backend, driver.device
+    return BackendFacts(
+        pid=os.getpid(),
+        parent_pid=os.getppid(),
+        owner=composed.owner,
+        device=str(device),
+        data_plane=backend.data_plane,
+        diagnostic_lane=spec.backend == "mjwarp" and device.type == "cpu",
+        num_envs=int(env.num_envs),
+        obs_dim=int(env.obs_dim),
+        action_dim=int(env.action_dim),
+        decimation=int(backend.decimation),
+        physics_threads=threads,
+        host_stepping=backend.host_stepping_info(),
+        setup_s=times.setup_s,
+        warmup_s=times.warmup_s,
+        backend_diagnostics=diagnostics_payload(backend),
+        physics_warnings=backend.physics_warnings(),
+        inventory=backend.transfer_inventory(),
+        torch=torch_facts(device),
+    )
+
+
+def run_worker(spec: WorkerSpec) -> dict[str, Any]:
+    """Measure one backend as ``spec`` describes; returns the per-backend artifact block (plain JSON)."""
+    # before any torch work: the collector's intra-op thread count (recorded in the artifact)
+    torch.set_num_threads(spec.torch_threads)
+    composed = _compose_for(spec)
+    start = time.perf_counter()
+    env = make_env(composed.cfg, seed=spec.seed)
+    setup_s = time.perf_counter() - start
     try:
-        device = torch.device(env.device)
-        backend = env.backend
-
-        def sync() -> None:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-
-        generator = torch.Generator(device=device)
-        generator.manual_seed(seed)
-
-        def actions() -> torch.Tensor:
-            return torch.rand((env.num_envs, env.action_dim), generator=generator, device=device) * 2.0 - 1.0
-
-        env.reset()
-        t0 = time.perf_counter()
-        for _ in range(warmup):
-            env.step(actions())
-        sync()
-        warmup_s = time.perf_counter() - t0
-
-        inventory_declared, inventory = _inventory(backend)
-        episodes = 0
-        per_step_transfers: list[dict[str, dict[str, int]]] = []
-        counters_start = backend.transfer_counters()
-
-        def timed_loop(
-            timer: PhaseTimer | None, count: int
-        ) -> tuple[list[float], list[dict[str, list[float]]]]:
-            nonlocal episodes
-            iteration_ms: list[float] = []
-            phase_samples: list[dict[str, list[float]]] = []
-            for _ in range(count):
-                act = actions()
-                before_counts = backend.transfer_counters()
-                lengths = {} if timer is None else {k: len(v) for k, v in timer.samples_ms.items()}
-                sync()
-                start = time.perf_counter()
-                out = env.step(act, timer=timer)
-                sync()
-                iteration_ms.append((time.perf_counter() - start) * 1e3)
-                if timer is not None:
-                    phase_samples.append({k: v[lengths.get(k, 0) :] for k, v in timer.samples_ms.items()})
-                per_step_transfers.append(counter_delta(before_counts, backend.transfer_counters()))
-                episodes += int(out.episode_lengths.numel())
-            return iteration_ms, phase_samples
-
-        timer = PhaseTimer(device)
-        phased_ms, phase_samples = timed_loop(timer, iters)
-
-        # The physics limit of the same compiled model (the backend's own when it exposes one, env-side
-        # edits included; else the task's scene compiled afresh), worlds and threads, from the worlds'
-        # states after the phased loop.
-        state = backend.public_state()
-        qpos = state.qpos.detach().to("cpu", torch.float64).numpy().copy()
-        qvel = state.qvel.detach().to("cpu", torch.float64).numpy().copy()
-        model = getattr(backend, "model", None)
-        if model is None:
-            from runtime.assets import load_model
-
-            model = load_model(str(cfg.task.scene))
-        decimation = int(backend.decimation)
-        blocks = split_blocks(iters, int(spec["rounds"]))
-        host_info = backend.host_stepping_info() if hasattr(backend, "host_stepping_info") else None
-        threads: int | None = None
-        limit: MujocoRolloutLimit | MjwarpLimit
-        if backend_name == "mjwarp":
-            warp_device = "cpu" if device.type == "cpu" else f"cuda:{device.index or 0}"
-            # Same contact/constraint capacities as the backend when it states them (``None`` otherwise:
-            # both then use mujoco_warp's defaults for this model and world count).
-            sizes = getattr(backend, "make_data_kwargs", None)
-            data_kwargs = sizes() if callable(sizes) else sizes
-            limit = MjwarpLimit(model, qpos, qvel, warp_device, decimation, data_kwargs)
-        else:
-            threads = int((host_info or {}).get("num_threads", cfg.resolved.physics_threads))
-            limit = MujocoRolloutLimit(model, qpos, qvel, threads, decimation, max(blocks))
-
-        # Throughput: rounds of (physics-limit block, env block) back to back, so each round's ratio
-        # compares the two under the same host load; the efficiency is the median round.
-        plain_ms: list[float] = []
-        rounds: list[tuple[list[float], int, float]] = []
-        physics_steps, physics_s = 0, 0.0
-        with limit:
-            for block in blocks:
-                steps, seconds = limit.measure(block)
-                block_ms, _ = timed_loop(None, block)
-                rounds.append((block_ms, steps, seconds))
-                plain_ms.extend(block_ms)
-                physics_steps += steps
-                physics_s += seconds
-        counters_total = counter_delta(counters_start, backend.transfer_counters())
-
-        per_phase = per_iteration_phase_ms(phase_samples, PROBE_PHASES)
-        invocations = {p: len(timer.samples_ms.get(p, [])) for p in PROBE_PHASES}
-        phases = phase_report(phased_ms, per_phase, invocations)
-        env_throughput = throughput(env.num_envs, plain_ms)
-        interleaved = interleaved_efficiency(env.num_envs, decimation, rounds)
-        physics_limit = {
-            **limit.describe,
-            "physics_steps": physics_steps,
-            "elapsed_s": physics_s,
-            "physics_steps_per_s": physics_steps / physics_s,
-            "control_steps_per_s": physics_steps / physics_s / decimation,
-        }
-
-        transfers = transfer_report(inventory, per_step_transfers)
-        transfers["inventory_declared"] = inventory_declared
-        transfers["counters_total"] = counters_total
-        diagnostics = _backend_diagnostics(backend)
-        # MuJoCo CPU only: warnings (and silent auto-resets) per world since construction; MJWarp has none
-        warnings_fn = getattr(backend, "physics_warnings", None)
-        physics_warnings = warnings_fn() if callable(warnings_fn) else None
-        return {
-            "backend": backend_name,
-            "pid": os.getpid(),
-            "parent_pid": os.getppid(),
-            "owner": {
-                "algo": str(cfg.owner.algo),
-                "task": str(cfg.owner.task),
-                "sim": str(cfg.owner.sim),
-                "chain": [str(x) for x in cfg.owner.chain],
-            },
-            "device": str(device),
-            "data_plane": str(backend.data_plane),
-            "diagnostic_lane": backend_name == "mjwarp" and device.type == "cpu",
-            "num_envs": int(env.num_envs),
-            "obs_dim": int(env.obs_dim),
-            "action_dim": int(env.action_dim),
-            "decimation": decimation,
-            "physics_threads": threads,
-            "host_stepping": host_info,
-            "warmup_iterations": warmup,
-            "measured_iterations": iters,
-            "setup_s": setup_s,
-            "warmup_s": warmup_s,
-            "episodes_finished": episodes,
-            "phases": phases,
-            "throughput_env_control_steps_per_s": env_throughput,
-            "throughput_phased_env_control_steps_per_s": throughput(env.num_envs, phased_ms),
-            "throughput_iteration_ms": summarize_ms(plain_ms),
-            "physics_limit": physics_limit,
-            "efficiency": interleaved["efficiency"],
-            "rounds": interleaved["rounds"],
-            "backend_diagnostics": diagnostics,
-            "physics_warnings": physics_warnings,
-            "transfers": transfers,
-            "torch": {
-                "version": torch.__version__,
-                "cuda": torch.version.cuda,
-                "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-                "intra_op_threads": torch.get_num_threads(),
-            },
-        }
+        driver = StepDriver(env, spec.seed)
+        times = SetupTimes(setup_s=setup_s, warmup_s=driver.warm_up(spec.warmup))
+        settle_heap()
+        measured = measure(spec, driver)
+        facts = backend_facts(spec, composed, driver, times, measured.limit["threads"])
+        return backend_report(spec, facts, measured)
     finally:
         env.close()
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    write_atomic(path, json.dumps(payload, indent=2, allow_nan=False))
+def read_spec(path: Path) -> WorkerSpec:
+    """Read and validate the spec file; :class:`SpecError` names what is wrong."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"cannot read the spec {path}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"the spec {path} is not valid JSON: {exc}") from exc
+    return parse_spec(raw)
 
 
-def main(
-    argv: list[str] | None = None, runner: Callable[[dict[str, Any]], dict[str, Any]] = run_worker
-) -> int:
-    """``SPEC_JSON OUT_JSON``: writes ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``."""
+def failure_payload(exc: Exception) -> dict[str, Any]:
+    """The result file of a failed measurement; config errors are the caller's input (launcher exit 2)."""
+    return {
+        "ok": False,
+        "error": {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "config_error": isinstance(exc, ConfigError),
+            "traceback": traceback.format_exc(),
+        },
+    }
+
+
+def main(argv: list[str] | None = None, runner: Callable[[WorkerSpec], dict[str, Any]] = run_worker) -> int:
+    """``SPEC_JSON OUT_JSON``: writes ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": ...}``
+    and exits 0 or 1; a bad command line or spec exits 2 and writes nothing."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m harness.probe_worker SPEC_JSON OUT_JSON", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
-    spec_path, out_path = Path(args[0]), Path(args[1])
-    spec = json.loads(spec_path.read_text())
+    try:
+        spec = read_spec(Path(args[0]))
+    except SpecError as exc:
+        print(f"probe_worker: {exc}", file=sys.stderr)
+        return 2
     try:
         payload: dict[str, Any] = {"ok": True, "result": runner(spec)}
         code = 0
     except Exception as exc:
-        from runtime.config import ConfigError
-
-        payload = {
-            "ok": False,
-            "error": {
-                "type": type(exc).__name__,
-                "message": str(exc),
-                "config_error": isinstance(exc, ConfigError),
-                "traceback": traceback.format_exc(),
-            },
-        }
-        code = 1
-    _write_json(out_path, payload)
+        payload, code = failure_payload(exc), 1
+    write_atomic(Path(args[1]), json.dumps(payload, indent=2, allow_nan=False))
     return code
 
 

@@ -20,5 +20,10 @@ def backend_class(name: str) -> type[SimBackend]:
         target = BACKENDS[name]
     except KeyError:
         raise KeyError(f"unknown backend {name!r}; registered: {sorted(BACKENDS)}") from None
+    from runtime.backends.base import SimBackend
+
     module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+    cls = getattr(importlib.import_module(module_name), attr)
+    if not (isinstance(cls, type) and issubclass(cls, SimBackend)):
+        raise TypeError(f"backend {name!r} is registered as {target}, which is not a SimBackend subclass")
+    return cls

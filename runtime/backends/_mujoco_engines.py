@@ -33,6 +33,9 @@ class HostEngine(Protocol):
 
     num_threads: int
 
+    def pack_all(self, packed: np.ndarray) -> None:
+        """Pack every world's current state into ``packed`` [N, W]."""
+
     def step(self, ctrl: np.ndarray, nstep: int, packed: np.ndarray) -> None:
         """Apply ``ctrl`` [N, nu] float64, run ``nstep`` substeps, pack every row of ``packed`` [N, W]."""
 
@@ -101,7 +104,8 @@ class ThreadsEngine:
             self._pack(i, packed)
 
     def warning_counts(self) -> np.ndarray:
-        return self._retired + np.stack([data.warning.number for data in self.datas])
+        counts: np.ndarray = self._retired + np.stack([data.warning.number for data in self.datas])
+        return counts
 
     def close(self) -> None:
         self.pool.close()
@@ -123,7 +127,7 @@ class BatchEngine:
         self._force = self.batch.bind("actuator_force")
         # live [N, nwarn, 2] int32 (lastinfo, number) since each world's last reset; earlier episodes'
         # counts move to _retired before a reset zeroes them
-        self._warning = self.batch.warning
+        self._warning: np.ndarray = self.batch.warning
         self._retired = np.zeros((num_envs, len(WARNING_NAMES)), dtype=np.int64)
         self.batch.reset()  # defaults + mj_forward for every world
 
@@ -157,7 +161,8 @@ class BatchEngine:
         self._pack(packed, ids)
 
     def warning_counts(self) -> np.ndarray:
-        return self._retired + self._warning[:, :, 1]
+        counts: np.ndarray = self._retired + self._warning[:, :, 1]
+        return counts
 
     def close(self) -> None:
         pass
@@ -165,7 +170,7 @@ class BatchEngine:
 
 def make_engine(
     name: str, model: mujoco.MjModel, num_envs: int, num_threads: int, layout: StateLayout
-) -> ThreadsEngine | BatchEngine:
+) -> HostEngine:
     """Build engine ``name`` (one of :data:`ENGINES`)."""
     if name == "threads":
         return ThreadsEngine(model, num_envs, num_threads, layout)

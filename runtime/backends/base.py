@@ -2,26 +2,27 @@
 
 Tasks talk to physics only through this contract, so the same task code runs on the MuJoCo CPU
 host bridge and on device-resident MuJoCo Warp. Backends never import a task; tasks never import a
-backend module (they receive an instance).
+backend module (they receive an instance). The probe and the trainer's manifest read a backend only
+through what is declared here; the plain-data shapes live in :mod:`runtime.backends.contract`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import ClassVar
 
+import mujoco
 import torch
 
-DataPlane = Literal["host_bridge", "device"]
-
-
-class OptimizationDiagnostic(TypedDict):
-    """State of one runtime optimization. ``disable_reason`` is non-empty iff ``enabled`` is false."""
-
-    requested: bool
-    enabled: bool
-    disable_reason: str | None
+from runtime.backends.contract import (
+    DataPlane,
+    HostSteppingInfo,
+    OptimizationDiagnostic,
+    PhysicsWarnings,
+    TransferCount,
+    TransferDeclaration,
+)
 
 
 @dataclass(frozen=True)
@@ -48,17 +49,23 @@ class SimBackend(ABC):
     """Batched physics for ``num_envs`` independent worlds of one compiled MuJoCo model.
 
     A control step applies ``ctrl`` (actuator targets, shape [N, nu]) and advances ``decimation``
-    physics substeps of ``model.opt.timestep`` seconds each.
+    physics substeps of ``model.opt.timestep`` seconds each. ``model`` is the compiled model every
+    world steps (a physics reference built from it steps the same physics).
     """
 
     backend_type: str
     data_plane: DataPlane
+    # Host<->device copies a control step may make; a device-resident backend declares none.
+    TRANSFER_INVENTORY: ClassVar[tuple[TransferDeclaration, ...]] = ()
 
-    def __init__(self, model: object, num_envs: int, device: torch.device, decimation: int) -> None:
+    def __init__(self, model: mujoco.MjModel, num_envs: int, device: torch.device, decimation: int) -> None:
+        if not isinstance(model, mujoco.MjModel):
+            raise TypeError(f"model must be a compiled mujoco.MjModel, got {type(model).__name__}")
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if decimation < 1:
             raise ValueError(f"decimation must be >= 1, got {decimation}")
+        self.model = model
         self.num_envs = num_envs
         self.device = device
         self.decimation = decimation
@@ -78,18 +85,27 @@ class SimBackend(ABC):
         """The current public state without stepping."""
 
     @abstractmethod
-    def get_public_state_widths(self) -> dict[str, int]:
-        """Row widths of each ``PublicState`` field, e.g. ``{"qpos": 36, "qvel": 35, ...}``."""
-
-    @abstractmethod
     def get_tensor_runtime_diagnostics(self) -> dict[str, OptimizationDiagnostic]:
         """Per optimization ``{requested, enabled, disable_reason}``; plain JSON, cold path."""
 
-    def transfer_counters(self) -> dict[str, dict[str, int]]:
-        """Host<->device copy counters by ``"<direction>/<phase>"`` -> ``{count, bytes}``.
+    @classmethod
+    def transfer_inventory(cls) -> tuple[TransferDeclaration, ...]:
+        """The declared copies (:attr:`TRANSFER_INVENTORY`): the limit the probe checks the counters against."""
+        return cls.TRANSFER_INVENTORY
 
-        Device-resident backends make no per-step copies and return an empty mapping."""
+    def transfer_counters(self) -> dict[str, TransferCount]:
+        """Host<->device copies made so far, by ``"<direction>/<phase>"``.
+
+        A backend that makes no counted copies (device-resident) returns an empty mapping."""
         return {}
+
+    def host_stepping_info(self) -> HostSteppingInfo | None:
+        """How physics is stepped on the host (engine, threads, staging); ``None`` when not on the host."""
+        return None
+
+    def physics_warnings(self) -> PhysicsWarnings | None:
+        """MuJoCo warning counts since construction; ``None`` when the backend keeps no such counters."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook, default is nothing to release
         """Release worker threads and device resources; idempotent."""

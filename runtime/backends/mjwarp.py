@@ -22,6 +22,7 @@ The published :class:`PublicState` tensors are live views, valid until the next 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -29,7 +30,8 @@ import mujoco
 import torch
 
 from runtime.backends._layout import StateLayout
-from runtime.backends.base import OptimizationDiagnostic, PublicState, SimBackend
+from runtime.backends.base import PublicState, SimBackend
+from runtime.backends.contract import OptimizationDiagnostic
 from runtime.backends.validation import check_ctrl, check_reset_args
 
 INSTALL_HINT = "install the MJWarp extra with `uv sync --extra mjwarp`"
@@ -76,8 +78,9 @@ class MjwarpBackend(SimBackend):
         num_envs: N worlds.
         device: ``cuda`` (production) or ``cpu`` (explicit diagnostic lane).
         decimation: physics substeps per control step.
-        nconmax / njmax: optional MJWarp contact / constraint capacities per world (``None``: the
-            MJWarp heuristics); overflow is reported by :meth:`overflow_worlds`.
+
+    ``mjw.make_data`` sizes the contact and constraint buffers with MJWarp's defaults for the model and
+    world count, so the probe's physics-limit reference (built the same way) steps identical buffers.
     """
 
     backend_type = "mjwarp"
@@ -89,16 +92,10 @@ class MjwarpBackend(SimBackend):
         num_envs: int,
         device: torch.device,
         decimation: int,
-        *,
-        nconmax: int | None = None,
-        njmax: int | None = None,
     ) -> None:
         super().__init__(model, num_envs, device, decimation)
-        if not isinstance(model, mujoco.MjModel):
-            raise TypeError(f"model must be a compiled mujoco.MjModel, got {type(model).__name__}")
         self._wp, self._mjw = import_warp()
         wp, mjw = self._wp, self._mjw
-        self.model = model
         self.warp_device = warp_device_name(device)
         self.device = torch.device(self.warp_device)
         self.layout = StateLayout.of(model)
@@ -107,7 +104,7 @@ class MjwarpBackend(SimBackend):
         wp.init()
         with wp.ScopedDevice(self.warp_device):
             self._m = mjw.put_model(model)
-            self._d = mjw.make_data(model, nworld=num_envs, nconmax=nconmax, njmax=njmax)
+            self._d = mjw.make_data(model, nworld=num_envs)
             self._stream = wp.get_stream() if self.device.type == "cuda" else None
         # torch's handle on Warp's stream, so torch and Warp work can be ordered without host syncs
         self._torch_side = wp.stream_to_torch(self._stream) if self._stream is not None else None
@@ -142,7 +139,7 @@ class MjwarpBackend(SimBackend):
         for _ in range(self.decimation):
             self._mjw.step(self._m, self._d)
 
-    def _run(self, fn: Any) -> None:
+    def _run(self, fn: Callable[[], object]) -> None:
         """Run Warp work on this backend's device and stream, ordered after torch's current stream."""
         wp = self._wp
         if self._stream is None or self._torch_side is None:
@@ -196,7 +193,9 @@ class MjwarpBackend(SimBackend):
 
         Shapes/dtypes/devices are checked; row values are not (that would sync the host)."""
         self._check_open()
-        check_reset_args(rows, qpos, qvel, self.num_envs, self.layout.nq, self.layout.nv, check_values=False)
+        check_reset_args(
+            rows, qpos, qvel, self.num_envs, (self.layout.nq, self.layout.nv), check_values=False
+        )
         for name, tensor in (("rows", rows), ("qpos", qpos), ("qvel", qvel)):
             self._check_device(name, tensor)
         if rows.numel() == 0:
@@ -220,9 +219,6 @@ class MjwarpBackend(SimBackend):
         """Zero-copy views of the device state (valid until the next step/reset_rows)."""
         return self._public
 
-    def get_public_state_widths(self) -> dict[str, int]:
-        return self.layout.widths()
-
     def get_tensor_runtime_diagnostics(self) -> dict[str, OptimizationDiagnostic]:
         graph_on = self._graph is not None
         return {
@@ -236,11 +232,6 @@ class MjwarpBackend(SimBackend):
                 requested=False, enabled=False, disable_reason=NO_RESET_RANDOMIZATION
             ),
         }
-
-    def overflow_worlds(self) -> int:
-        """Worlds whose contact/constraint capacity overflowed (cold path: syncs the device)."""
-        overflow = self._d.overflow.numpy() if hasattr(self._d, "overflow") else None
-        return 0 if overflow is None else int((overflow != 0).sum())
 
     def close(self) -> None:
         if not self._closed:

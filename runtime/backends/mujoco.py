@@ -17,7 +17,6 @@ next ``step``/``reset_rows`` (same rule as the zero-copy MJWarp backend): clone 
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -25,7 +24,14 @@ import torch
 
 from runtime.backends._layout import StateLayout
 from runtime.backends._mujoco_engines import ENGINES, WARNING_NAMES, make_engine
-from runtime.backends.base import OptimizationDiagnostic, PublicState, SimBackend
+from runtime.backends.base import PublicState, SimBackend
+from runtime.backends.contract import (
+    HostSteppingInfo,
+    OptimizationDiagnostic,
+    PhysicsWarnings,
+    TransferCount,
+    TransferDeclaration,
+)
 from runtime.backends.validation import check_ctrl, check_reset_args
 
 DEFAULT_ENGINE = "batch"  # measured faster than "threads" on G1 (docs/backends.md)
@@ -61,32 +67,32 @@ class MujocoBackend(SimBackend):
     backend_type = "mujoco"
     data_plane = "host_bridge"
 
-    TRANSFER_INVENTORY: ClassVar[list[dict[str, Any]]] = [
-        {
-            "phase": "physics_exchange",
-            "direction": "d2h",
-            "max_per_control_step": 1,
-            "description": "packed ctrl [N, nu] from the tensor device into the host physics buffer",
-        },
-        {
-            "phase": "physics_exchange",
-            "direction": "h2d",
-            "max_per_control_step": 1,
-            "description": "packed qpos|qvel|sensordata|actuator_force [N, W] float32 to the tensor device",
-        },
-        {
-            "phase": "backend_reset",
-            "direction": "d2h",
-            "max_per_control_step": 1,
-            "description": "packed rows|qpos|qvel [k, 1+nq+nv] float64 of the reset rows to the host",
-        },
-        {
-            "phase": "backend_reset",
-            "direction": "h2d",
-            "max_per_control_step": 1,
-            "description": "packed public state [k, W] of the reset rows back to the tensor device",
-        },
-    ]
+    TRANSFER_INVENTORY = (
+        TransferDeclaration(
+            "physics_exchange",
+            "d2h",
+            1,
+            "packed ctrl [N, nu] from the tensor device into the host physics buffer",
+        ),
+        TransferDeclaration(
+            "physics_exchange",
+            "h2d",
+            1,
+            "packed qpos|qvel|sensordata|actuator_force [N, W] float32 to the tensor device",
+        ),
+        TransferDeclaration(
+            "backend_reset",
+            "d2h",
+            1,
+            "packed rows|qpos|qvel [k, 1+nq+nv] float64 of the reset rows to the host",
+        ),
+        TransferDeclaration(
+            "backend_reset",
+            "h2d",
+            1,
+            "packed public state [k, W] of the reset rows back to the tensor device",
+        ),
+    )
 
     def __init__(
         self,
@@ -99,13 +105,10 @@ class MujocoBackend(SimBackend):
         engine: str = DEFAULT_ENGINE,
     ) -> None:
         super().__init__(model, num_envs, device, decimation)
-        if not isinstance(model, mujoco.MjModel):
-            raise TypeError(f"model must be a compiled mujoco.MjModel, got {type(model).__name__}")
         if num_threads is not None and (isinstance(num_threads, bool) or num_threads < 1):
             raise ValueError(f"num_threads must be null or an integer >= 1, got {num_threads!r}")
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-        self.model = model
         self.engine_name = engine
         self.layout = StateLayout.of(model)
         self.requested_threads = available_cpus() if num_threads is None else int(num_threads)
@@ -117,7 +120,7 @@ class MujocoBackend(SimBackend):
         self._packed_host = self._packed_host_t.numpy()
         self._state = torch.zeros((num_envs, self.layout.width), dtype=torch.float32, device=self.device)
         self._public = self.layout.split(self._state)
-        self._counters: dict[str, dict[str, int]] = {}
+        self._counters: dict[str, TransferCount] = {}
         self._engine = make_engine(engine, model, num_envs, self.requested_threads, self.layout)
         self._closed = False
         self._engine.pack_all(self._packed_host)
@@ -142,7 +145,7 @@ class MujocoBackend(SimBackend):
     def reset_rows(self, rows: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> PublicState:
         """Reset worlds ``rows`` [k] to ``qpos`` [k, nq] / ``qvel`` [k, nv]; other rows untouched."""
         self._check_open()
-        check_reset_args(rows, qpos, qvel, self.num_envs, self.layout.nq, self.layout.nv)
+        check_reset_args(rows, qpos, qvel, self.num_envs, (self.layout.nq, self.layout.nv))
         if rows.numel() == 0:
             return self._public
         payload = torch.cat(
@@ -169,9 +172,6 @@ class MujocoBackend(SimBackend):
         """Live views of the last published state (valid until the next step/reset_rows)."""
         return self._public
 
-    def get_public_state_widths(self) -> dict[str, int]:
-        return self.layout.widths()
-
     def get_tensor_runtime_diagnostics(self) -> dict[str, OptimizationDiagnostic]:
         threads = self._engine.num_threads
         if threads > 1:
@@ -186,7 +186,7 @@ class MujocoBackend(SimBackend):
             )
         return {"parallel_host_stepping": parallel}
 
-    def host_stepping_info(self) -> dict[str, Any]:
+    def host_stepping_info(self) -> HostSteppingInfo:
         """Cold-path facts for artifacts: engine, thread count, decimation, staging pinned or not."""
         return {
             "engine": self.engine_name,
@@ -201,7 +201,7 @@ class MujocoBackend(SimBackend):
         """[N, len(WARNING_NAMES)] int64 MuJoCo warnings per world since construction (cold path)."""
         return self._engine.warning_counts()
 
-    def physics_warnings(self) -> dict[str, Any]:
+    def physics_warnings(self) -> PhysicsWarnings:
         """Cold-path summary of :meth:`warning_counts` for artifacts: per warning ``{total, worlds}``
         (worlds = how many worlds raised it), plus ``auto_resets`` / ``auto_reset_worlds``: warnings on
         which MuJoCo silently reset a world to the model defaults (bad qpos/qvel/qacc)."""
@@ -216,13 +216,11 @@ class MujocoBackend(SimBackend):
             "auto_reset_worlds": int((auto > 0).sum()),
         }
 
-    def transfer_counters(self) -> dict[str, dict[str, int]]:
-        return {key: dict(value) for key, value in self._counters.items()}
-
-    @classmethod
-    def transfer_inventory(cls) -> list[dict[str, Any]]:
-        """Declared host<->device copies per control step (the limit the probe checks against)."""
-        return [dict(item) for item in cls.TRANSFER_INVENTORY]
+    def transfer_counters(self) -> dict[str, TransferCount]:
+        return {
+            key: TransferCount(count=value["count"], bytes=value["bytes"])
+            for key, value in self._counters.items()
+        }
 
     def close(self) -> None:
         if not self._closed:
@@ -231,7 +229,7 @@ class MujocoBackend(SimBackend):
 
     # -- helpers ----------------------------------------------------------------------------------
     def _count(self, key: str, nbytes: int) -> None:
-        entry = self._counters.setdefault(key, {"count": 0, "bytes": 0})
+        entry = self._counters.setdefault(key, TransferCount(count=0, bytes=0))
         entry["count"] += 1
         entry["bytes"] += int(nbytes)
 

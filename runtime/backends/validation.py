@@ -20,16 +20,17 @@ def check_reset_args(
     qpos: torch.Tensor,
     qvel: torch.Tensor,
     num_envs: int,
-    nq: int,
-    nv: int,
+    widths: tuple[int, int],
     *,
     check_values: bool = True,
 ) -> None:
-    """``rows`` int64 [k] unique in [0, num_envs); ``qpos`` [k, nq]; ``qvel`` [k, nv], floating.
+    """``rows`` int64 [k] unique in [0, num_envs); ``qpos`` [k, nq] and ``qvel`` [k, nv] floating, where
+    ``widths = (nq, nv)``.
 
     With ``check_values`` the row values are checked too (range, uniqueness): that reads them on
     the host, so device-resident backends pass ``False`` to keep reset free of host round trips.
     """
+    nq, nv = widths
     if not isinstance(rows, torch.Tensor) or rows.dtype != torch.int64 or rows.ndim != 1:
         got = f"{rows.dtype} {list(rows.shape)}" if isinstance(rows, torch.Tensor) else type(rows).__name__
         raise ValueError(f"reset rows must be an int64 tensor [k], got {got}")

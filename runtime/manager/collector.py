@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from runtime.backends.contract import BackendDiagnostics, diagnostics_payload, unavailable_diagnostics
 from runtime.manager.signals import WakeSignal
 
 CONTROL_INT_FIELDS: tuple[str, ...] = ("finish", "iterations", "episodes", "actor_version")
@@ -81,33 +82,13 @@ def _set_parent_death_signal() -> None:
         pass
 
 
-def backend_diagnostics_payload(env: Any, backend_type: str | None) -> dict[str, Any]:
-    """The manifest payload: ``{available: true, backend_type, diagnostics}`` or an explicit
-    ``{available: false, backend_type, unavailable_reason}``; never null, never raises."""
+def backend_diagnostics_payload(env: Any, backend_type: str | None) -> BackendDiagnostics:
+    """The manifest payload of ``env.backend`` (``runtime.backends.contract.diagnostics_payload``); an env
+    without a readable backend gets the explicit unavailable payload. Never null, never raises."""
     try:
-        backend = env.backend
-        backend_type = getattr(backend, "backend_type", backend_type)
-        getter = getattr(backend, "get_tensor_runtime_diagnostics", None)
-        if getter is None:
-            return _unavailable(backend_type, "backend declares no tensor runtime diagnostics")
-        raw = getter()
-        diagnostics = {
-            str(k): {
-                "requested": bool(v["requested"]),
-                "enabled": bool(v["enabled"]),
-                "disable_reason": None if v["enabled"] else str(v["disable_reason"] or "unspecified"),
-            }
-            for k, v in dict(raw).items()
-        }
-        if not diagnostics:
-            return _unavailable(backend_type, "backend declares no tensor runtime diagnostics")
-        return {"available": True, "backend_type": str(backend_type), "diagnostics": diagnostics}
+        return diagnostics_payload(env.backend)
     except Exception as exc:
-        return _unavailable(backend_type, f"diagnostic probe raised {type(exc).__name__}: {exc}")
-
-
-def _unavailable(backend_type: str | None, reason: str) -> dict[str, Any]:
-    return {"available": False, "backend_type": backend_type, "unavailable_reason": reason}
+        return unavailable_diagnostics(backend_type, f"diagnostic probe raised {type(exc).__name__}: {exc}")
 
 
 def collector_main(args: CollectorArgs, conn: Connection) -> None:

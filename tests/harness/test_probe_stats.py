@@ -20,6 +20,7 @@ from harness.probe_stats import (
     throughput,
     transfer_report,
 )
+from runtime.backends.contract import TransferCount
 
 
 def test_summarize_known_values() -> None:
@@ -117,8 +118,11 @@ INVENTORY = [
 
 
 def test_counter_delta() -> None:
-    before = {"h2d/physics_exchange": {"count": 1, "bytes": 10}}
-    after = {"h2d/physics_exchange": {"count": 3, "bytes": 30}, "d2h/backend_reset": {"count": 1, "bytes": 4}}
+    before: dict[str, TransferCount] = {"h2d/physics_exchange": {"count": 1, "bytes": 10}}
+    after: dict[str, TransferCount] = {
+        "h2d/physics_exchange": {"count": 3, "bytes": 30},
+        "d2h/backend_reset": {"count": 1, "bytes": 4},
+    }
     assert counter_delta(before, after) == {
         "d2h/backend_reset": {"count": 1, "bytes": 4},
         "h2d/physics_exchange": {"count": 2, "bytes": 20},
@@ -126,7 +130,7 @@ def test_counter_delta() -> None:
 
 
 def test_transfers_within_inventory() -> None:
-    step = {
+    step: dict[str, TransferCount] = {
         "d2h/physics_exchange": {"count": 1, "bytes": 8},
         "h2d/physics_exchange": {"count": 1, "bytes": 16},
     }
@@ -136,9 +140,9 @@ def test_transfers_within_inventory() -> None:
 
 
 def test_transfers_over_limit_and_undeclared_fail() -> None:
-    over = {"d2h/physics_exchange": {"count": 2, "bytes": 8}}
+    over: dict[str, TransferCount] = {"d2h/physics_exchange": {"count": 2, "bytes": 8}}
     assert transfer_report(INVENTORY, [over])["within_inventory"] is False
-    stray = {"h2d/update_state": {"count": 1, "bytes": 4}}
+    stray: dict[str, TransferCount] = {"h2d/update_state": {"count": 1, "bytes": 4}}
     report = transfer_report(INVENTORY, [stray])
     assert report["undeclared"] == ["h2d/update_state"] and report["within_inventory"] is False
     # a device-plane backend declares nothing and must copy nothing

@@ -93,7 +93,7 @@ def test_cpu_lane_diagnostics_and_no_transfers(warp_pair: tuple[MjwarpBackend, M
     rand = diag["device_reset_randomization"]
     assert rand["enabled"] is False and "no reset randomization" in (rand["disable_reason"] or "")
     assert backend.data_plane == "device" and backend.transfer_counters() == {}
-    assert backend.get_public_state_widths() == {
+    assert backend.layout.widths() == {
         "qpos": 36,
         "qvel": 35,
         "sensordata": 192,

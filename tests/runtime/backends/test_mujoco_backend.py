@@ -35,7 +35,7 @@ def test_registry_resolves_backend() -> None:
 def test_shapes_widths_and_transfer_counters(tiny_model: mujoco.MjModel, engine: str) -> None:
     backend = MujocoBackend(tiny_model, N, CPU, DECIMATION, num_threads=2, engine=engine)
     try:
-        widths = backend.get_public_state_widths()
+        widths = backend.layout.widths()
         assert widths == {"qpos": 11, "qvel": 10, "sensordata": tiny_model.nsensordata, "actuator_force": 4}
         steps = 5
         _run(backend, tiny_model, range(steps))
@@ -48,7 +48,7 @@ def test_shapes_widths_and_transfer_counters(tiny_model: mujoco.MjModel, engine:
         width = sum(widths.values())
         assert counters["d2h/physics_exchange"] == {"count": steps, "bytes": steps * N * 4 * 4}
         assert counters["h2d/physics_exchange"] == {"count": steps, "bytes": steps * N * width * 4}
-        declared = {(i["phase"], i["direction"]) for i in MujocoBackend.transfer_inventory()}
+        declared = {(i.phase, i.direction) for i in MujocoBackend.transfer_inventory()}
         for key in counters:
             direction, phase = key.split("/")
             assert phase == "backend_init" or (phase, direction) in declared
@@ -101,7 +101,7 @@ def test_reset_rows_touches_only_those_rows(tiny_model: mujoco.MjModel, engine: 
         assert counters["d2h/backend_reset"]["count"] == 1
         assert counters["h2d/backend_reset"] == {
             "count": 1,
-            "bytes": 2 * sum(dut.get_public_state_widths().values()) * 4,
+            "bytes": 2 * dut.layout.width * 4,
         }
     finally:
         ref.close()

@@ -273,7 +273,8 @@ def test_acceptance_checks_after_each_backend(
 
     def leaves_a_process(settings: Any, backend: str, workdir: Path) -> dict[str, Any]:
         device.compute.append((777, 1 << 20))  # something still holds the GPU after the worker exits
-        return json.loads(json.dumps(mujoco_artifact["backends"]["mujoco"]))
+        block: dict[str, Any] = json.loads(json.dumps(mujoco_artifact["backends"]["mujoco"]))
+        return block
 
     monkeypatch.setattr(probe_module, "run_worker_process", leaves_a_process)
     artifact, code = probe_module.run_probe(_settings(tmp_path, acceptance=True), ["probe"], nvml=nvml)

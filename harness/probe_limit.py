@@ -184,10 +184,9 @@ class MjwarpLimit:
                 self._graph = capture.graph
                 wp.capture_launch(self._graph)
                 wp.synchronize_device()
+        method = "mujoco_warp.step (CUDA graph replay)" if self.use_graph else "mujoco_warp.step (eager, CPU)"
         self.describe = LimitDescription(
-            method="mujoco_warp.step (CUDA graph replay)"
-            if self.use_graph
-            else "mujoco_warp.step (eager, CPU)",
+            method=method,
             worlds=n,
             threads=None,
             device=device,

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from foundation.atomic import write_atomic
+from harness.probe_limit import MjwarpLimit, MujocoRolloutLimit, PhysicsLimit
 from harness.probe_report import (
     BackendFacts,
     Measurement,
@@ -54,7 +55,6 @@ from runtime.timing import PhaseTimer, device_sync
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from harness.probe_limit import PhysicsLimit
     from runtime.backends.base import SimBackend
     from runtime.tasks.base import TaskEnv
 
@@ -156,8 +156,6 @@ def host_threads(spec: WorkerSpec, backend: SimBackend) -> int:
 
 def build_limit(spec: WorkerSpec, driver: StepDriver, steps_per_call: int) -> PhysicsLimit:
     """The physics-limit reference of the backend's model and worlds, from their current states."""
-    from harness.probe_limit import MjwarpLimit, MujocoRolloutLimit
-
     backend, device = driver.backend, driver.device
     state = backend.public_state()
     qpos = state.qpos.detach().to("cpu", torch.float64).numpy().copy()
@@ -266,7 +264,7 @@ def failure_payload(exc: Exception) -> dict[str, Any]:
             "type": type(exc).__name__,
             "message": str(exc),
             "config_error": isinstance(exc, ConfigError),
-            "traceback": traceback.format_exc(),
+            "traceback": "".join(traceback.format_exception(exc)),
         },
     }
 

@@ -67,6 +67,7 @@ class MujocoBackend(SimBackend):
     backend_type = "mujoco"
     data_plane = "host_bridge"
 
+    # (phase, direction, at most per control step, what is copied); docs/backends.md "Transfers"
     TRANSFER_INVENTORY = (
         TransferDeclaration(
             "physics_exchange",

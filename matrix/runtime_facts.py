@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from foundation.vocab import ALGOS
 from matrix.model import PLATFORM_SYSTEM, CellKey
 
 if TYPE_CHECKING:  # the runtime is imported lazily at run time (see the module docstring)
@@ -32,7 +33,6 @@ class Registry:
 def load_registry() -> Registry:
     """Read the runtime's registries (``runtime.config.ALGOS``, ``TASKS``, ``BACKENDS``)."""
     from runtime.backends import BACKENDS
-    from runtime.config import ALGOS
     from runtime.tasks import TASKS
 
     return Registry(algos=frozenset(ALGOS), tasks=frozenset(TASKS), backends=frozenset(BACKENDS))

@@ -146,7 +146,8 @@ def generate_arrays() -> dict[str, np.ndarray]:
 
     def sensor(name: str) -> np.ndarray:
         s = model.sensor(name)
-        return data.sensordata[s.adr[0] : s.adr[0] + s.dim[0]]
+        values: np.ndarray = data.sensordata[s.adr[0] : s.adr[0] + s.dim[0]]
+        return values
 
     for f in range(num):
         data.qpos[:] = qpos[f]

@@ -74,54 +74,37 @@ class MotionClip:
             raise KeyError(f"body {name!r} is not tracked by this clip; tracked: {self.body_names}") from None
 
 
+class _Malformed(Exception):
+    """What is wrong with the arrays; :func:`validate_clip_arrays` adds the source and the fix."""
+
+
 def validate_clip_arrays(arrays: dict[str, np.ndarray], where: str) -> MotionClip:
     """Validate raw npz arrays and build a :class:`MotionClip`; raise :class:`MotionClipError`.
 
     Pure: checks presence, dtypes, consistent shapes, finiteness and unit quaternions. ``where``
     names the source in messages."""
+    try:
+        return _checked_clip(arrays)
+    except _Malformed as exc:
+        raise MotionClipError(
+            f"motion clip {where}: {exc}; regenerate it with `{REGENERATE_COMMAND}`"
+        ) from None
 
-    def fail(msg: str) -> MotionClipError:
-        return MotionClipError(f"motion clip {where}: {msg}; regenerate it with `{REGENERATE_COMMAND}`")
 
+def _checked_clip(arrays: dict[str, np.ndarray]) -> MotionClip:
     missing = [f for f in REQUIRED_FIELDS if f not in arrays]
     if missing:
-        raise fail(f"missing field(s) {missing}; required: {list(REQUIRED_FIELDS)}")
-    fps_arr = np.asarray(arrays["fps"])
-    if fps_arr.shape != () or fps_arr.dtype.kind not in "fi":
-        raise fail(f"field 'fps' must be a numeric scalar, got dtype {fps_arr.dtype} shape {fps_arr.shape}")
-    fps = float(fps_arr)
-    if not np.isfinite(fps) or fps <= 0:
-        raise fail(f"field 'fps' must be finite and > 0, got {fps}")
-    names: dict[str, tuple[str, ...]] = {}
-    for field in ("body_names", "joint_names"):
-        arr = np.asarray(arrays[field])
-        if arr.ndim != 1 or arr.dtype.kind != "U" or arr.size == 0:
-            raise fail(f"field {field!r} must be a non-empty 1-D string array, got {arr.dtype} {arr.shape}")
-        values = tuple(str(v) for v in arr)
-        if len(set(values)) != len(values):
-            raise fail(f"field {field!r} has duplicate names")
-        names[field] = values
-    dims = {"B": len(names["body_names"]), "J": len(names["joint_names"]), "3": 3, "4": 4}
-    checked: dict[str, np.ndarray] = {}
-    for field, axes in _ARRAY_FIELDS.items():
-        arr = np.asarray(arrays[field])
-        if arr.dtype != np.float32:
-            raise fail(f"field {field!r} must be float32, got {arr.dtype}")
-        if arr.ndim != len(axes):
-            raise fail(f"field {field!r} must have shape [{', '.join(axes)}], got {arr.shape}")
-        dims.setdefault("T", arr.shape[0])
-        expected = tuple(dims[a] for a in axes)
-        if arr.shape != expected:
-            raise fail(f"field {field!r} must have shape {expected} ([{', '.join(axes)}]), got {arr.shape}")
-        if not np.isfinite(arr).all():
-            bad = int(np.argwhere(~np.isfinite(arr))[0][0])
-            raise fail(f"field {field!r} has non-finite values (first at frame {bad})")
-        checked[field] = arr
+        raise _Malformed(f"missing field(s) {missing}; required: {list(REQUIRED_FIELDS)}")
+    fps = _checked_fps(arrays["fps"])
+    body_names = _checked_names(arrays, "body_names")
+    joint_names = _checked_names(arrays, "joint_names")
+    dims = {"B": len(body_names), "J": len(joint_names), "3": 3, "4": 4}
+    checked = {field: _checked_array(arrays, field, axes, dims) for field, axes in _ARRAY_FIELDS.items()}
     if dims["T"] < 2:
-        raise fail(f"needs at least 2 frames, got {dims['T']}")
+        raise _Malformed(f"needs at least 2 frames, got {dims['T']}")
     norm_err = np.abs(np.linalg.norm(checked["body_quat_w"], axis=-1) - 1.0).max()
     if norm_err > 1e-3:
-        raise fail(f"field 'body_quat_w' is not unit-norm (max |norm-1| = {norm_err:.3g})")
+        raise _Malformed(f"field 'body_quat_w' is not unit-norm (max |norm-1| = {norm_err:.3g})")
     return MotionClip(
         fps=fps,
         joint_pos=checked["joint_pos"],
@@ -130,9 +113,50 @@ def validate_clip_arrays(arrays: dict[str, np.ndarray], where: str) -> MotionCli
         body_quat_w=checked["body_quat_w"],
         body_lin_vel_w=checked["body_lin_vel_w"],
         body_ang_vel_w=checked["body_ang_vel_w"],
-        body_names=names["body_names"],
-        joint_names=names["joint_names"],
+        body_names=body_names,
+        joint_names=joint_names,
     )
+
+
+def _checked_fps(raw: np.ndarray) -> float:
+    fps_arr = np.asarray(raw)
+    if fps_arr.shape != () or fps_arr.dtype.kind not in "fi":
+        raise _Malformed(
+            f"field 'fps' must be a numeric scalar, got dtype {fps_arr.dtype} shape {fps_arr.shape}"
+        )
+    fps = float(fps_arr)
+    if not np.isfinite(fps) or fps <= 0:
+        raise _Malformed(f"field 'fps' must be finite and > 0, got {fps}")
+    return fps
+
+
+def _checked_names(arrays: dict[str, np.ndarray], field: str) -> tuple[str, ...]:
+    arr = np.asarray(arrays[field])
+    if arr.ndim != 1 or arr.dtype.kind != "U" or arr.size == 0:
+        raise _Malformed(f"field {field!r} must be a non-empty 1-D string array, got {arr.dtype} {arr.shape}")
+    values = tuple(str(v) for v in arr)
+    if len(set(values)) != len(values):
+        raise _Malformed(f"field {field!r} has duplicate names")
+    return values
+
+
+def _checked_array(
+    arrays: dict[str, np.ndarray], field: str, axes: tuple[str, ...], dims: dict[str, int]
+) -> np.ndarray:
+    """``arrays[field]`` as float32 of shape ``axes``; the first array checked sets ``dims["T"]``."""
+    arr = np.asarray(arrays[field])
+    if arr.dtype != np.float32:
+        raise _Malformed(f"field {field!r} must be float32, got {arr.dtype}")
+    if arr.ndim != len(axes):
+        raise _Malformed(f"field {field!r} must have shape [{', '.join(axes)}], got {arr.shape}")
+    dims.setdefault("T", arr.shape[0])
+    expected = tuple(dims[a] for a in axes)
+    if arr.shape != expected:
+        raise _Malformed(f"field {field!r} must have shape {expected} ([{', '.join(axes)}]), got {arr.shape}")
+    if not np.isfinite(arr).all():
+        bad = int(np.argwhere(~np.isfinite(arr))[0][0])
+        raise _Malformed(f"field {field!r} has non-finite values (first at frame {bad})")
+    return arr
 
 
 def load_clip_file(path: Path) -> MotionClip:

@@ -17,4 +17,5 @@ def task_class(name: str) -> type:
     except KeyError:
         raise KeyError(f"unknown task {name!r}; registered: {sorted(TASKS)}") from None
     module_name, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+    cls: type = getattr(importlib.import_module(module_name), attr)
+    return cls

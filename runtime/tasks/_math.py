@@ -79,4 +79,5 @@ def quat_to_tan_norm(q: torch.Tensor) -> torch.Tensor:
 
 def normalize(q: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:
     """Unit-normalize along the last axis."""
-    return q / q.norm(dim=-1, keepdim=True).clamp(min=eps)
+    unit: torch.Tensor = q / q.norm(dim=-1, keepdim=True).clamp(min=eps)
+    return unit

@@ -78,6 +78,21 @@ def cfg_range(task_cfg: Mapping[str, Any], key: str) -> tuple[float, float]:
     return low, high
 
 
+def action_terms(
+    action: torch.Tensor,
+    last_action: torch.Tensor,
+    joint_pos: torch.Tensor,
+    soft_lower: torch.Tensor,
+    soft_upper: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """The unweighted penalty terms every task shares, each [N] float32 (pure): ``action_rate``
+    |a_t - a_{t-1}|^2 and ``joint_limits``, rad beyond the soft joint range, summed.
+
+    action/last_action [N, A]; joint_pos [N, J]; soft_lower/soft_upper [J]."""
+    beyond = (soft_lower - joint_pos).clamp(min=0.0) + (joint_pos - soft_upper).clamp(min=0.0)
+    return {"action_rate": (action - last_action).square().sum(-1), "joint_limits": beyond.sum(-1)}
+
+
 class TaskEnv(ABC):
     """Batched environment of ``backend.num_envs`` worlds; see :class:`StepOutput` for step results.
 

@@ -9,9 +9,10 @@ position [3] and orientation (two rotation-matrix columns) [6] in the robot anch
 [3] and angular ×0.25 [3] velocity in the base frame; joint position minus default [29]; joint
 velocity ×0.05 [29]; last action [29].
 
-Reward: :data:`REWARD_WEIGHTS` over :func:`reward_terms` (exp kernels on anchor and body errors, plus
-action-rate and joint-limit penalties). Termination: anchor height or tilt, or an end effector's
-height, deviating beyond :data:`TERMINATION` limits, or the base below ``task.min_base_height``.
+Reward: :data:`REWARD_WEIGHTS` over :func:`tracking_terms` (exp kernels on anchor and body errors) and
+the shared action-rate and joint-limit penalties of :func:`runtime.tasks.base.action_terms`.
+Termination: anchor height or tilt, or an end effector's height, deviating beyond :data:`TERMINATION`
+limits, or the base below ``task.min_base_height``.
 Truncation: the clip runs out or ``task.episode_length_s`` is reached. Reset: a uniformly random clip
 frame whose reference state (root pose/velocity, joints) is written into the selected rows.
 """
@@ -19,7 +20,7 @@ frame whose reference state (root pose/velocity, joints) is written into the sel
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -35,7 +36,7 @@ from runtime.tasks._math import (
     yaw_quat,
 )
 from runtime.tasks._model import TaskModelError
-from runtime.tasks.base import TaskConfigError, TaskEnv, cfg_float
+from runtime.tasks.base import TaskConfigError, TaskEnv, action_terms, cfg_float
 
 if TYPE_CHECKING:
     import mujoco
@@ -65,6 +66,16 @@ ANG_VEL_SCALE = 0.25
 JOINT_VEL_SCALE = 0.05
 
 
+class Bodies(NamedTuple):
+    """Kinematics of the tracked bodies, world frame: pos [n, B, 3], quat [n, B, 4], linear and angular
+    velocity [n, B, 3]."""
+
+    pos: torch.Tensor
+    quat: torch.Tensor
+    lin_vel: torch.Tensor
+    ang_vel: torch.Tensor
+
+
 def relative_reference(
     ref_body_pos: torch.Tensor,
     ref_body_quat: torch.Tensor,
@@ -84,38 +95,25 @@ def relative_reference(
     return pos, quat_mul(delta_b, ref_body_quat)
 
 
-def reward_terms(
+def tracking_terms(
     *,
     ref_anchor_pos: torch.Tensor,
     ref_anchor_quat: torch.Tensor,
     anchor_pos: torch.Tensor,
     anchor_quat: torch.Tensor,
-    ref_body_pos_rel: torch.Tensor,
-    ref_body_quat_rel: torch.Tensor,
-    ref_body_lin_vel: torch.Tensor,
-    ref_body_ang_vel: torch.Tensor,
-    body_pos: torch.Tensor,
-    body_quat: torch.Tensor,
-    body_lin_vel: torch.Tensor,
-    body_ang_vel: torch.Tensor,
-    action: torch.Tensor,
-    last_action: torch.Tensor,
-    joint_pos: torch.Tensor,
-    soft_lower: torch.Tensor,
-    soft_upper: torch.Tensor,
+    reference: Bodies,
+    robot: Bodies,
 ) -> dict[str, torch.Tensor]:
-    """Unweighted reward terms, each [N] float32 (pure). Anchors [N, 3|4]; bodies [N, B, 3|4];
-    actions [N, A]; joint_pos [N, J]; soft limits [J]."""
-    beyond = (soft_lower - joint_pos).clamp(min=0.0) + (joint_pos - soft_upper).clamp(min=0.0)
+    """Unweighted anchor and body tracking terms, each [N] float32 (pure). Anchors [N, 3|4];
+    ``reference`` holds the reference bodies moved by :func:`relative_reference` (velocities as in the
+    clip), ``robot`` the robot's."""
     return {
         "anchor_pos": torch.exp(-(ref_anchor_pos - anchor_pos).square().sum(-1) / 0.3**2),
         "anchor_ori": torch.exp(-quat_angle_error(ref_anchor_quat, anchor_quat).square() / 0.4**2),
-        "body_pos": torch.exp(-(ref_body_pos_rel - body_pos).square().sum(-1).mean(-1) / 0.3**2),
-        "body_ori": torch.exp(-quat_angle_error(ref_body_quat_rel, body_quat).square().mean(-1) / 0.4**2),
-        "body_lin_vel": torch.exp(-(ref_body_lin_vel - body_lin_vel).square().sum(-1).mean(-1) / 1.0**2),
-        "body_ang_vel": torch.exp(-(ref_body_ang_vel - body_ang_vel).square().sum(-1).mean(-1) / 3.14**2),
-        "action_rate": (action - last_action).square().sum(-1),
-        "joint_limits": beyond.sum(-1),
+        "body_pos": torch.exp(-(reference.pos - robot.pos).square().sum(-1).mean(-1) / 0.3**2),
+        "body_ori": torch.exp(-quat_angle_error(reference.quat, robot.quat).square().mean(-1) / 0.4**2),
+        "body_lin_vel": torch.exp(-(reference.lin_vel - robot.lin_vel).square().sum(-1).mean(-1) / 1.0**2),
+        "body_ang_vel": torch.exp(-(reference.ang_vel - robot.ang_vel).square().sum(-1).mean(-1) / 3.14**2),
     }
 
 
@@ -200,13 +198,10 @@ class G1MotionTracking(TaskEnv):
             max=self.num_frames - 1
         )
 
-    def _bodies(
-        self, sensordata: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Robot tracked bodies from ``sensordata`` [n, S]: pos [n, B, 3], quat [n, B, 4], linear and
-        angular velocity [n, B, 3] (world frame)."""
+    def _bodies(self, sensordata: torch.Tensor) -> Bodies:
+        """Robot tracked bodies from ``sensordata`` [n, S]."""
         packed = torch.index_select(sensordata, 1, self.body_cols).view(-1, self.num_bodies, 13)
-        return packed[..., 0:3], packed[..., 3:7], packed[..., 7:10], packed[..., 10:13]
+        return Bodies(packed[..., 0:3], packed[..., 3:7], packed[..., 7:10], packed[..., 10:13])
 
     # -- task hooks -------------------------------------------------------------------------------
     def reference_state(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -263,33 +258,29 @@ class G1MotionTracking(TaskEnv):
         self, state: PublicState, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         frame = self._frame(None)
-        sensors = state.sensordata
-        body_pos, body_quat, body_lin_vel, body_ang_vel = self._bodies(sensors)
+        robot = self._bodies(state.sensordata)
         ref_pos, ref_quat = self.ref_body_pos[frame], self.ref_body_quat[frame]
-        anchor_pos, anchor_quat = body_pos[:, self.anchor], body_quat[:, self.anchor]
+        anchor_pos, anchor_quat = robot.pos[:, self.anchor], robot.quat[:, self.anchor]
         ref_anchor_pos, ref_anchor_quat = ref_pos[:, self.anchor], ref_quat[:, self.anchor]
         ref_pos_rel, ref_quat_rel = relative_reference(
             ref_pos, ref_quat, ref_anchor_pos, ref_anchor_quat, anchor_pos, anchor_quat
         )
-        terms = reward_terms(
-            ref_anchor_pos=ref_anchor_pos,
-            ref_anchor_quat=ref_anchor_quat,
-            anchor_pos=anchor_pos,
-            anchor_quat=anchor_quat,
-            ref_body_pos_rel=ref_pos_rel,
-            ref_body_quat_rel=ref_quat_rel,
-            ref_body_lin_vel=self.ref_body_lin_vel[frame],
-            ref_body_ang_vel=self.ref_body_ang_vel[frame],
-            body_pos=body_pos,
-            body_quat=body_quat,
-            body_lin_vel=body_lin_vel,
-            body_ang_vel=body_ang_vel,
-            action=action,
-            last_action=self.last_action,
-            joint_pos=state.qpos[:, 7:],
-            soft_lower=self.info.soft_lower,
-            soft_upper=self.info.soft_upper,
+        reference = Bodies(
+            ref_pos_rel, ref_quat_rel, self.ref_body_lin_vel[frame], self.ref_body_ang_vel[frame]
         )
+        terms = {
+            **tracking_terms(
+                ref_anchor_pos=ref_anchor_pos,
+                ref_anchor_quat=ref_anchor_quat,
+                anchor_pos=anchor_pos,
+                anchor_quat=anchor_quat,
+                reference=reference,
+                robot=robot,
+            ),
+            **action_terms(
+                action, self.last_action, state.qpos[:, 7:], self.info.soft_lower, self.info.soft_upper
+            ),
+        }
         self.last_terms = terms
         reward = torch.zeros(self.num_envs, device=self.device)
         for name, weight in REWARD_WEIGHTS.items():
@@ -300,7 +291,7 @@ class G1MotionTracking(TaskEnv):
             anchor_pos=anchor_pos,
             anchor_quat=anchor_quat,
             ref_end_effector_pos_rel=ref_pos_rel[:, self.end_effectors],
-            end_effector_pos=body_pos[:, self.end_effectors],
+            end_effector_pos=robot.pos[:, self.end_effectors],
         ) | (state.qpos[:, 2] < self.min_base_height)
         time_up = frame >= self.num_frames - 1
         return reward, terminated, time_up

@@ -4,7 +4,8 @@ Observation (O = 96): base angular velocity in the base frame ×0.25 [3], projec
 command (v_x, v_y in the heading frame m/s, yaw rate rad/s) [3], joint position minus default [29],
 joint velocity ×0.05 [29], last action [29].
 
-Reward per control step: the weighted sum of :data:`REWARD_WEIGHTS` terms (see :func:`reward_terms`).
+Reward per control step: the weighted sum of :data:`REWARD_WEIGHTS` terms (:func:`tracking_terms`, the
+shared :func:`runtime.tasks.base.action_terms` and the actuator torque).
 Termination: base height below ``task.min_base_height`` or base tilted more than 60° (a fall).
 Truncation: ``task.episode_length_s`` reached. Commands are resampled uniformly per episode.
 """
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from runtime.tasks._math import projected_gravity, quat_from_yaw, quat_mul, quat_rotate_inverse, yaw_quat
-from runtime.tasks.base import TaskEnv, cfg_float, cfg_range
+from runtime.tasks.base import TaskEnv, action_terms, cfg_float, cfg_range
 
 if TYPE_CHECKING:
     import mujoco
@@ -39,7 +40,7 @@ MAX_TILT_COS = 0.5  # terminate when the base z axis is tilted more than 60° fr
 RESET_JOINT_NOISE = 0.05  # rad, uniform, about the stand pose
 
 
-def reward_terms(
+def tracking_terms(
     *,
     command: torch.Tensor,
     lin_vel_heading: torch.Tensor,
@@ -47,29 +48,19 @@ def reward_terms(
     projected_gravity: torch.Tensor,
     base_height: torch.Tensor,
     stand_height: float,
-    action: torch.Tensor,
-    last_action: torch.Tensor,
-    joint_pos: torch.Tensor,
-    soft_lower: torch.Tensor,
-    soft_upper: torch.Tensor,
-    actuator_force: torch.Tensor,
 ) -> dict[str, torch.Tensor]:
-    """Unweighted reward terms, each [N] float32 (pure).
+    """Unweighted command-tracking and posture terms, each [N] float32 (pure).
 
     command [N, 3]; lin_vel_heading [N, 3] (m/s); ang_vel_z [N] (rad/s); projected_gravity [N, 3];
-    base_height [N] (m); action/last_action [N, A]; joint_pos [N, J]; soft limits [J]; actuator_force [N, J].
+    base_height [N] (m).
     """
     lin_err = (command[:, :2] - lin_vel_heading[:, :2]).square().sum(-1)
     yaw_err = (command[:, 2] - ang_vel_z).square()
-    beyond = (soft_lower - joint_pos).clamp(min=0.0) + (joint_pos - soft_upper).clamp(min=0.0)
     return {
         "track_lin_vel_xy": torch.exp(-lin_err / 0.25),
         "track_ang_vel_z": torch.exp(-yaw_err / 0.25),
         "upright": torch.exp(-projected_gravity[:, :2].square().sum(-1) / 0.1),
         "base_height": torch.exp(-(base_height - stand_height).square() / 0.01),
-        "action_rate": (action - last_action).square().sum(-1),
-        "joint_limits": beyond.sum(-1),
-        "torque": actuator_force.square().sum(-1),
     }
 
 
@@ -138,20 +129,18 @@ class G1WalkFlat(TaskEnv):
         gravity = projected_gravity(base_quat)
         lin_vel_heading = quat_rotate_inverse(yaw_quat(base_quat), qvel[:, 0:3])  # free-joint v is world
         ang_vel_z = qvel[:, 5]  # base-frame yaw rate; equals world yaw rate when upright
-        terms = reward_terms(
-            command=self.command,
-            lin_vel_heading=lin_vel_heading,
-            ang_vel_z=ang_vel_z,
-            projected_gravity=gravity,
-            base_height=qpos[:, 2],
-            stand_height=self.stand_height,
-            action=action,
-            last_action=self.last_action,
-            joint_pos=qpos[:, 7:],
-            soft_lower=self.info.soft_lower,
-            soft_upper=self.info.soft_upper,
-            actuator_force=state.actuator_force,
-        )
+        terms = {
+            **tracking_terms(
+                command=self.command,
+                lin_vel_heading=lin_vel_heading,
+                ang_vel_z=ang_vel_z,
+                projected_gravity=gravity,
+                base_height=qpos[:, 2],
+                stand_height=self.stand_height,
+            ),
+            **action_terms(action, self.last_action, qpos[:, 7:], self.info.soft_lower, self.info.soft_upper),
+            "torque": state.actuator_force.square().sum(-1),
+        }
         self.last_terms = terms
         reward = torch.zeros(self.num_envs, device=self.device)
         for name, weight in REWARD_WEIGHTS.items():

@@ -92,59 +92,82 @@ def grade_cell(
     canonical: SoakBudget,
 ) -> CellResult:
     """Grade one cell. ``registered``/``configured`` are None when met, else the reason they fail."""
-    key = policy.key
-    relevant = sorted((ev for ev in evidence if ev.covers_cell(key)), key=lambda ev: ev.id)
+    relevant = sorted((ev for ev in evidence if ev.covers_cell(policy.key)), key=lambda ev: ev.id)
     verdicts = tuple(judge(policy, ev) for ev in relevant)
     if policy.unsupported_reason is not None:
-        notes: tuple[str, ...] = ()
-        if registered is None and configured is None:
-            notes = (
-                "declared unsupported, yet the owner composes and validates for this platform: "
-                "the fail-closed declaration is not enforced by configuration",
-            )
-        return CellResult(policy, "Unsupported", (), verdicts, notes)
-
-    own: dict[str, list[str]] = {g: [] for g in GRADES[1:]}
-    if registered is not None:
-        own["Registered"].append(registered)
-    if configured is not None:
-        own["Configured"].append(configured)
-
-    by_kind = {
-        kind: [(ev, v) for ev, v in zip(relevant, verdicts, strict=True) if ev.kind == kind]
-        for kind in ("junit", "probe", "soak")
+        return CellResult(policy, "Unsupported", (), verdicts, _unsupported_notes(registered, configured))
+    judged = list(zip(relevant, verdicts, strict=True))
+    by_kind = {kind: [v for ev, v in judged if ev.kind == kind] for kind in ("junit", "probe", "soak")}
+    counting_soaks = [ev for ev, v in judged if ev.kind == "soak" and v.counts]
+    own = {
+        "Registered": [] if registered is None else [registered],
+        "Configured": [] if configured is None else [configured],
+        "Tested": _tested_shortfalls(policy, by_kind["junit"]),
+        "Benchmarked": _benchmarked_shortfalls(policy, by_kind["probe"], by_kind["soak"]),
+        "Recommended": _recommended_shortfalls(policy, counting_soaks, canonical),
     }
-    junit_ok = [v for _, v in by_kind["junit"] if v.counts]
-    junit_bad = [v for _, v in by_kind["junit"] if v.verdict.startswith("bound tests failed")]
-    if junit_bad:
-        own["Tested"].append("bound tests failed in " + ", ".join(v.id for v in junit_bad))
-    elif not junit_ok:
-        own["Tested"].append(
+    grade, blockers = _reached(own)
+    return CellResult(policy, grade, blockers, verdicts)
+
+
+def _unsupported_notes(registered: str | None, configured: str | None) -> tuple[str, ...]:
+    if registered is None and configured is None:
+        return (
+            "declared unsupported, yet the owner composes and validates for this platform: "
+            "the fail-closed declaration is not enforced by configuration",
+        )
+    return ()
+
+
+def _tested_shortfalls(policy: CellPolicy, junit: Sequence[EvidenceVerdict]) -> list[str]:
+    key = policy.key
+    failed = [v for v in junit if v.verdict.startswith("bound tests failed")]
+    if failed:
+        return ["bound tests failed in " + ", ".join(v.id for v in failed)]
+    if not any(v.counts for v in junit):
+        return [
             f"no fresh, clean, passing {key.platform} JUnit evidence (lane {policy.test_lane!r}) with "
             f">= {policy.min_passed} passing test(s) marked cell({key.algo}, {key.task}, {key.backend})"
-        )
-    if policy.probe_required and not any(v.counts for _, v in by_kind["probe"]):
-        own["Benchmarked"].append(f"no fresh, clean, passing {key.platform} probe artifact for this cell")
-    soaks_ok = [(ev, v) for ev, v in by_kind["soak"] if v.counts]
-    if not soaks_ok:
-        under = [v.id for _, v in by_kind["soak"] if v.verdict.startswith("soak under")]
-        own["Benchmarked"].append(
-            f"no fresh, clean, passing {key.platform} soak artifact meeting the cell budget"
+        ]
+    return []
+
+
+def _benchmarked_shortfalls(
+    policy: CellPolicy, probes: Sequence[EvidenceVerdict], soaks: Sequence[EvidenceVerdict]
+) -> list[str]:
+    platform = policy.key.platform
+    out: list[str] = []
+    if policy.probe_required and not any(v.counts for v in probes):
+        out.append(f"no fresh, clean, passing {platform} probe artifact for this cell")
+    if not any(v.counts for v in soaks):
+        under = [v.id for v in soaks if v.verdict.startswith("soak under")]
+        out.append(
+            f"no fresh, clean, passing {platform} soak artifact meeting the cell budget"
             + (f" (under budget: {', '.join(under)})" if under else "")
         )
+    return out
+
+
+def _recommended_shortfalls(
+    policy: CellPolicy, counting_soaks: Sequence[EvidenceFacts], canonical: SoakBudget
+) -> list[str]:
+    out: list[str] = []
     rec = policy.recommendation
     if rec is None:
-        own["Recommended"].append("no recommendation record in the inventory")
+        out.append("no recommendation record in the inventory")
     elif rec.decision != "recommend":
-        own["Recommended"].append(
-            f"recommendation decision is {rec.decision!r} ({rec.date}): {rec.rationale}"
-        )
-    if not any(not canonical.shortfalls(ev.duration_s, ev.num_envs, ev.iterations) for ev, _ in soaks_ok):
-        own["Recommended"].append(
+        out.append(f"recommendation decision is {rec.decision!r} ({rec.date}): {rec.rationale}")
+    if not any(not canonical.shortfalls(ev.duration_s, ev.num_envs, ev.iterations) for ev in counting_soaks):
+        out.append(
             f"no counting soak at the canonical budget ({canonical.min_duration_s} s, "
             f"{canonical.num_envs} envs, {canonical.iterations} iterations)"
         )
+    return out
 
+
+def _reached(own: dict[str, list[str]]) -> tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]:
+    """The highest grade whose own requirements and every lower grade's hold, and each higher grade's
+    blockers (a grade blocked only by a lower one says so)."""
     grade = "Unsupported"
     for g in GRADES[1:]:
         if own[g]:
@@ -152,8 +175,8 @@ def grade_cell(
         grade = g
     reached = GRADES.index(grade)
     first_failing = GRADES[reached + 1] if reached + 1 < len(GRADES) else None
-    blockers = []
-    for g in GRADES[reached + 1 :]:
-        reasons = own[g] or [f"its own requirements hold, but {first_failing} is not met"]
-        blockers.append((g, tuple(reasons)))
-    return CellResult(policy, grade, tuple(blockers), verdicts)
+    blockers = tuple(
+        (g, tuple(own[g] or [f"its own requirements hold, but {first_failing} is not met"]))
+        for g in GRADES[reached + 1 :]
+    )
+    return grade, blockers

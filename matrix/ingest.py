@@ -51,21 +51,40 @@ def _prepare(
 ) -> tuple[str, bytes, str, str | None, Any]:
     """(kind, filed bytes, platform, lane, parsed document) after version and schema checks."""
     if source.suffix.lower() == ".xml" or kind == "junit":
-        if kind not in (None, "junit"):
-            raise MatrixInputError(display, "--kind", f"a JUnit XML cannot be ingested as {kind!r}")
-        try:
-            data = source.read_bytes()
-        except OSError as exc:
-            raise MatrixInputError(display, "$", f"cannot read: {exc}") from None
-        summary = summarize_junit(data, display, platform=platform, lane=lane)
-        return (
-            "junit",
-            (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode(),
-            summary["platform"],
-            summary["lane"],
-            summary,
-        )
+        return _prepare_junit(source, display, kind, platform, lane)
     doc = read_json(source, display)
+    kind = _artifact_kind(doc, display, kind)
+    if lane is not None:
+        raise MatrixInputError(display, "--lane", "a lane applies to JUnit evidence only")
+    platform = _artifact_platform(doc, display, kind, platform)
+    version = doc.get(VERSION_FIELD[kind]) if isinstance(doc, dict) else None
+    problem = artifact_version_problem(kind, version)
+    if problem:
+        raise MatrixInputError(display, VERSION_FIELD[kind], problem)
+    return kind, source.read_bytes(), platform, None, doc
+
+
+def _prepare_junit(
+    source: Path, display: str, kind: str | None, platform: str | None, lane: str | None
+) -> tuple[str, bytes, str, str | None, Any]:
+    if kind not in (None, "junit"):
+        raise MatrixInputError(display, "--kind", f"a JUnit XML cannot be ingested as {kind!r}")
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise MatrixInputError(display, "$", f"cannot read: {exc}") from None
+    summary = summarize_junit(data, display, platform=platform, lane=lane)
+    return (
+        "junit",
+        (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode(),
+        summary["platform"],
+        summary["lane"],
+        summary,
+    )
+
+
+def _artifact_kind(doc: Any, display: str, kind: str | None) -> str:
+    """``soak`` or ``probe``: ``--kind`` if given (it must agree with what the artifact declares)."""
     found = detect_kind(doc)
     if kind is None:
         kind = found
@@ -75,8 +94,11 @@ def _prepare(
         )
     if found is not None and found != kind:
         raise MatrixInputError(display, "kind", f"the artifact declares itself {found!r}, not {kind!r}")
-    if lane is not None:
-        raise MatrixInputError(display, "--lane", "a lane applies to JUnit evidence only")
+    return kind
+
+
+def _artifact_platform(doc: Any, display: str, kind: str, platform: str | None) -> str:
+    """The platform the artifact records or ``--platform`` gives; both, when given, must agree."""
     declared = doc.get("platform") if isinstance(doc, dict) else None
     if isinstance(declared, str) and platform is not None and declared != platform:
         raise MatrixInputError(
@@ -87,11 +109,7 @@ def _prepare(
         raise MatrixInputError(
             display, "--platform", f"required for {kind} evidence; allowed: {', '.join(PLATFORMS)}"
         )
-    version = doc.get(VERSION_FIELD[kind]) if isinstance(doc, dict) else None
-    problem = artifact_version_problem(kind, version)
-    if problem:
-        raise MatrixInputError(display, VERSION_FIELD[kind], problem)
-    return kind, source.read_bytes(), platform, None, doc
+    return platform
 
 
 def _subject(kind: str, facts: EvidenceFacts) -> str:

@@ -17,6 +17,7 @@ JUNIT_SUMMARY_VERSION = 1
 CELL_PROPERTY = "cell"
 SUITE_PREFIX = "matrix."
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "errors": 3}
+Cell = tuple[str, str, str]  # algo, task, backend
 
 
 def _properties(node: ET.Element) -> list[tuple[str, str]]:
@@ -65,20 +66,8 @@ def summarize_junit(
     data: bytes, display: str, *, platform: str | None = None, lane: str | None = None
 ) -> dict[str, Any]:
     """Parse JUnit XML bytes into the summary document (pure; raises MatrixInputError naming display)."""
-    try:
-        root = ET.fromstring(data)
-    except ET.ParseError as exc:
-        raise MatrixInputError(display, "$", f"not well-formed XML: {exc}") from None
-    suites = (
-        [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
-    )
-    if not suites:
-        raise MatrixInputError(display, "$", f"root element <{root.tag}> is not <testsuites>/<testsuite>")
-    facts: dict[str, str] = {}
-    for suite in suites:
-        for name, value in _properties(suite):
-            if name.startswith(SUITE_PREFIX):
-                facts[name[len(SUITE_PREFIX) :]] = value
+    suites = _suites(data, display)
+    facts = _suite_facts(suites)
     commit = facts.get("commit") or ""
     if not commit:
         raise MatrixInputError(
@@ -86,39 +75,10 @@ def summarize_junit(
             f"property {SUITE_PREFIX}commit",
             "missing; run pytest with -p matrix.pytest_cell in a git checkout",
         )
-    # Worst outcome per test id (a teardown error after a pass makes the test an error).
-    outcomes: dict[str, str] = {}
-    bindings: dict[str, set[tuple[str, str, str]]] = {}
-    for suite in suites:
-        for case in suite.iter("testcase"):
-            test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
-            outcome = _outcome(case)
-            if _RANK[outcome] >= _RANK.get(outcomes.get(test_id, "passed"), 0):
-                outcomes[test_id] = outcome
-            for name, value in _properties(case):
-                if name == CELL_PROPERTY:
-                    parts = value.split("/")
-                    if len(parts) != 3 or not all(parts):
-                        raise MatrixInputError(
-                            display,
-                            f"testcase {test_id} property cell",
-                            f"{value!r} is not algo/task/backend",
-                        )
-                    bindings.setdefault(test_id, set()).add((parts[0], parts[1], parts[2]))
+    outcomes, bindings = _outcomes_and_bindings(suites, display)
     totals = {k: 0 for k in _RANK}
     for outcome in outcomes.values():
         totals[outcome] += 1
-    cells: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for test_id, bound in bindings.items():
-        for cell in bound:
-            entry = cells.setdefault(
-                cell,
-                {"algo": cell[0], "task": cell[1], "backend": cell[2], **{k: 0 for k in _RANK}, "tests": []},
-            )
-            entry[outcomes[test_id]] += 1
-            entry["tests"].append(test_id)
-    for entry in cells.values():
-        entry["tests"].sort()
     return {
         "schema_version": JUNIT_SUMMARY_VERSION,
         "kind": "junit-summary",
@@ -133,6 +93,73 @@ def summarize_junit(
         "gpu_available": _bool(display, "gpu_available", facts.get("gpu_available")),
         "timestamp": suites[0].get("timestamp"),
         "totals": {"tests": len(outcomes), **totals},
-        "cells": [cells[k] for k in sorted(cells)],
+        "cells": _cell_entries(outcomes, bindings),
         "source_sha256": hashlib.sha256(data).hexdigest(),
     }
+
+
+def _suites(data: bytes, display: str) -> list[ET.Element]:
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise MatrixInputError(display, "$", f"not well-formed XML: {exc}") from None
+    suites = (
+        [root] if root.tag == "testsuite" else root.findall("testsuite") if root.tag == "testsuites" else []
+    )
+    if not suites:
+        raise MatrixInputError(display, "$", f"root element <{root.tag}> is not <testsuites>/<testsuite>")
+    return suites
+
+
+def _suite_facts(suites: list[ET.Element]) -> dict[str, str]:
+    """The ``matrix.*`` suite properties, prefix stripped (a later suite wins)."""
+    facts: dict[str, str] = {}
+    for suite in suites:
+        for name, value in _properties(suite):
+            if name.startswith(SUITE_PREFIX):
+                facts[name[len(SUITE_PREFIX) :]] = value
+    return facts
+
+
+def _outcomes_and_bindings(
+    suites: list[ET.Element], display: str
+) -> tuple[dict[str, str], dict[str, set[Cell]]]:
+    """Worst outcome per test id (a teardown error after a pass makes the test an error) and the cells
+    each test is bound to."""
+    outcomes: dict[str, str] = {}
+    bindings: dict[str, set[Cell]] = {}
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+            outcome = _outcome(case)
+            if _RANK[outcome] >= _RANK.get(outcomes.get(test_id, "passed"), 0):
+                outcomes[test_id] = outcome
+            for name, value in _properties(case):
+                if name == CELL_PROPERTY:
+                    bindings.setdefault(test_id, set()).add(_cell(display, test_id, value))
+    return outcomes, bindings
+
+
+def _cell(display: str, test_id: str, value: str) -> Cell:
+    parts = value.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise MatrixInputError(
+            display, f"testcase {test_id} property cell", f"{value!r} is not algo/task/backend"
+        )
+    return parts[0], parts[1], parts[2]
+
+
+def _cell_entries(outcomes: dict[str, str], bindings: dict[str, set[Cell]]) -> list[dict[str, Any]]:
+    """Per bound cell, sorted: its outcome counts and test ids."""
+    cells: dict[Cell, dict[str, Any]] = {}
+    for test_id, bound in bindings.items():
+        for cell in bound:
+            entry = cells.setdefault(
+                cell,
+                {"algo": cell[0], "task": cell[1], "backend": cell[2], **{k: 0 for k in _RANK}, "tests": []},
+            )
+            entry[outcomes[test_id]] += 1
+            entry["tests"].append(test_id)
+    for entry in cells.values():
+        entry["tests"].sort()
+    return [cells[k] for k in sorted(cells)]

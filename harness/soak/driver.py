@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +36,14 @@ from foundation.vocab import MonitorFailure
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
 from harness.soak.sampler import LivenessState, ProgressTail, Sampler
-from harness.soak.shm import Attribution, attribute_orphans, held_by_processes, snapshot_shm
+from harness.soak.shm import (
+    Attribution,
+    ShmSnapshot,
+    TreeEvidence,
+    attribute_orphans,
+    held_by_processes,
+    snapshot_shm,
+)
 
 Mode = Literal["run", "monitor"]
 
@@ -76,38 +83,60 @@ class MonitorSettings:
 
 def validate_settings(s: MonitorSettings) -> None:
     """Fail closed before anything is spawned or written; raises SettingsError."""
+    for check in _SETTINGS_CHECKS:
+        problem = check(s)
+        if problem is not None:
+            raise SettingsError(problem)
+
+
+# Each check returns the first problem it finds or None; they run in this order, so the message is
+# always about the earliest failing field.
+def _command_problem(s: MonitorSettings) -> str | None:
     if not s.command:
-        raise SettingsError("command: empty; give the command after `--`")
+        return "command: empty; give the command after `--`"
     if s.mode not in ("run", "monitor"):
-        raise SettingsError(f"mode: must be 'run' or 'monitor', got {s.mode!r}")
+        return f"mode: must be 'run' or 'monitor', got {s.mode!r}"
+    return None
+
+
+def _path_problem(s: MonitorSettings) -> str | None:
     for name, path in (("--log-dir", s.log_dir), ("--output", s.output)):
         if not path.is_absolute():
-            raise SettingsError(f"{name}: must be an absolute path, got {str(path)!r}")
-    try:
-        s.output.relative_to(s.log_dir)
-    except ValueError:
-        pass
-    else:
-        raise SettingsError("--output: must not be inside --log-dir (it would count as run liveness)")
-    if s.log_dir.exists():
-        if not s.log_dir.is_dir():
-            raise SettingsError(f"--log-dir: {s.log_dir} exists and is not a directory")
-        if any(s.log_dir.iterdir()):
-            raise SettingsError(
-                f"--log-dir: {s.log_dir} exists and is not empty; liveness is read from file changes "
-                "there, so use a new or empty directory"
-            )
+            return f"{name}: must be an absolute path, got {str(path)!r}"
+    if s.output.is_relative_to(s.log_dir):
+        return "--output: must not be inside --log-dir (it would count as run liveness)"
+    return None
+
+
+def _log_dir_problem(s: MonitorSettings) -> str | None:
+    if not s.log_dir.exists():
+        return None
+    if not s.log_dir.is_dir():
+        return f"--log-dir: {s.log_dir} exists and is not a directory"
+    if any(s.log_dir.iterdir()):
+        return (
+            f"--log-dir: {s.log_dir} exists and is not empty; liveness is read from file changes "
+            "there, so use a new or empty directory"
+        )
+    return None
+
+
+def _output_problem(s: MonitorSettings) -> str | None:
     if s.output.suffix != ".json":
-        raise SettingsError(f"--output: must end in .json, got {s.output.name!r}")
+        return f"--output: must end in .json, got {s.output.name!r}"
     for label, path in (
         ("--output", s.output),
         ("samples file", s.samples_path),
         ("console log", s.console_path),
     ):
         if path.exists():
-            raise SettingsError(f"{label}: {path} already exists; choose a new artifact path")
+            return f"{label}: {path} already exists; choose a new artifact path"
     if not s.output.parent.is_dir():
-        raise SettingsError(f"--output: parent directory {s.output.parent} does not exist")
+        return f"--output: parent directory {s.output.parent} does not exist"
+    return None
+
+
+def _timing_problem(s: MonitorSettings) -> str | None:
     positive = {
         "--sample-interval-seconds": s.sample_interval_s,
         "--startup-timeout-seconds": s.startup_timeout_s,
@@ -115,7 +144,7 @@ def validate_settings(s: MonitorSettings) -> None:
     }
     for name, value in positive.items():
         if not value > 0:
-            raise SettingsError(f"{name}: must be > 0, got {value}")
+            return f"{name}: must be > 0, got {value}"
     non_negative = {
         "--min-duration-seconds": s.min_duration_s,
         "--post-shutdown-grace-seconds": s.post_shutdown_grace_s,
@@ -123,9 +152,24 @@ def validate_settings(s: MonitorSettings) -> None:
     }
     for name, value in non_negative.items():
         if not value >= 0:
-            raise SettingsError(f"{name}: must be >= 0, got {value}")
+            return f"{name}: must be >= 0, got {value}"
+    return None
+
+
+def _attribution_problem(s: MonitorSettings) -> str | None:
     if s.shm_attribution not in ("host", "evidence"):
-        raise SettingsError(f"--shm-attribution: must be 'host' or 'evidence', got {s.shm_attribution!r}")
+        return f"--shm-attribution: must be 'host' or 'evidence', got {s.shm_attribution!r}"
+    return None
+
+
+_SETTINGS_CHECKS: tuple[Callable[[MonitorSettings], str | None], ...] = (
+    _command_problem,
+    _path_problem,
+    _log_dir_problem,
+    _output_problem,
+    _timing_problem,
+    _attribution_problem,
+)
 
 
 @dataclass
@@ -298,7 +342,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
             result.loop_cpu_s = -time.process_time()
             try:
-                _loop(settings, result, proc, supervisor, sampler, view, cancelled, t0)
+                _loop(settings, result, supervisor, sampler, view, cancelled)
             except Exception as exc:  # a monitor bug must still stop the run and leave evidence
                 result.monitor_failure = "monitor_error"
                 result.monitor_error = f"{type(exc).__name__}: {exc}"
@@ -321,20 +365,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 view.note(f"{len(result.residual_processes)} residual process(es); killing them")
                 supervisor.kill_all(min(settings.termination_grace_s, 2.0))
             result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
-            shm_after = snapshot_shm()
-            tree_pids = [pid for pid, _ in tracker.known]
-            new_names = [
-                n for n, info in shm_after.items() if shm_before.get(n, {}).get("inode") != info["inode"]
-            ]
-            result.orphaned_shm_segments = attribute_orphans(
-                shm_before,
-                shm_after,
-                sampler.shm_seen,
-                tree_pids,
-                os.getuid(),
-                settings.shm_attribution,
-                held_elsewhere=held_by_processes(new_names, [*tree_pids, os.getpid()]),
-            )
+            result.orphaned_shm_segments = _orphaned_segments(settings, shm_before, sampler)
     except BaseException:
         if supervisor is not None and (supervisor.proc.returncode is None or supervisor.alive()):
             supervisor.terminate(settings.termination_grace_s)
@@ -345,20 +376,34 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     return result
 
 
+def _orphaned_segments(
+    settings: MonitorSettings, before: ShmSnapshot, sampler: Sampler
+) -> list[dict[str, Any]]:
+    """The ``/dev/shm`` entries new since ``before`` that the harness.soak.shm rule attributes to the run."""
+    after = snapshot_shm()
+    tree_pids = [pid for pid, _ in sampler.tracker.known]
+    new_names = [n for n, info in after.items() if before.get(n, {}).get("inode") != info["inode"]]
+    evidence = TreeEvidence(
+        seen_open=frozenset(sampler.shm_seen),
+        tree_pids=frozenset(tree_pids),
+        held_elsewhere=held_by_processes(new_names, [*tree_pids, os.getpid()]),
+    )
+    return attribute_orphans(before, after, evidence, os.getuid(), settings.shm_attribution)
+
+
 def _loop(
     settings: MonitorSettings,
     result: MonitorResult,
-    proc: subprocess.Popen[bytes],
     supervisor: Supervisor,
     sampler: Sampler,
     view: LiveView,
     cancelled: threading.Event,
-    t0: float,
 ) -> None:
     """Sample until the command exits, a limit is hit or the monitor is cancelled (sets
     ``result.monitor_failure`` for the latter two)."""
-    next_sample = t0
-    recent: deque[tuple[float, int]] = deque(maxlen=12)  # (t, iteration) of the last samples, for the ETA
+    proc = supervisor.proc
+    samples = _SampleStep(settings, result, sampler, view)
+    next_sample = sampler.t0
     while True:
         now = time.monotonic()
         if proc.poll() is not None:
@@ -367,32 +412,9 @@ def _loop(
             sample = sampler.sample(wall=time.time(), now=now)
             if not any(p["pid"] == proc.pid for p in sample["processes"]):
                 return  # the root exited while we sampled: a shutdown snapshot, not a run sample
-            result.samples.append(sample)
-            result.sample_ms.append(sample["sample_ms"])
-            _append_jsonl(settings.samples_path, sample)
-            started = _progress_started(settings.mode, sampler.liveness, sampler.progress)
-            if started and result.startup_end_t is None:
-                result.startup_end_t = sample["t"]
-            iteration = (sample["progress"] or {}).get("iteration")
-            if isinstance(iteration, int):
-                recent.append((sample["t"], iteration))
-            rate = None
-            if len(recent) >= 2 and recent[-1][0] > recent[0][0]:
-                rate = (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
-            view.update(
-                summarize(
-                    sample,
-                    phase="running" if started else "startup",
-                    max_iterations=settings.max_iterations,
-                    min_duration_s=settings.min_duration_s,
-                    iterations_per_s=rate,
-                )
-            )
-            if not started and now - t0 > settings.startup_timeout_s:
-                result.monitor_failure = "timeout/startup"
-                return
-            if started and now - sampler.liveness.last_change_mono(t0) > settings.stale_progress_s:
-                result.monitor_failure = "timeout/stale_tick"
+            failure = samples.record(sample, now)
+            if failure is not None:
+                result.monitor_failure = failure
                 return
             next_sample = max(next_sample + settings.sample_interval_s, now + 0.001)
         if proc.poll() is not None:
@@ -402,6 +424,55 @@ def _loop(
             return
         supervisor.reap_adopted()
         time.sleep(min(0.25, max(0.0, next_sample - time.monotonic())))
+
+
+class _SampleStep:
+    """What the loop does with each sample of the live tree: record it, mark the end of start-up,
+    update the view with a recent-rate ETA, and check the start-up and stale-progress limits."""
+
+    def __init__(
+        self, settings: MonitorSettings, result: MonitorResult, sampler: Sampler, view: LiveView
+    ) -> None:
+        self.settings = settings
+        self.result = result
+        self.sampler = sampler
+        self.view = view
+        self.recent: deque[tuple[float, int]] = deque(maxlen=12)  # (t, iteration) of the last samples
+
+    def record(self, sample: dict[str, Any], now: float) -> MonitorFailure | None:
+        """Record ``sample`` (taken at monotonic ``now``); the limit it breaks, or None."""
+        settings, result, sampler = self.settings, self.result, self.sampler
+        result.samples.append(sample)
+        result.sample_ms.append(sample["sample_ms"])
+        _append_jsonl(settings.samples_path, sample)
+        started = _progress_started(settings.mode, sampler.liveness, sampler.progress)
+        if started and result.startup_end_t is None:
+            result.startup_end_t = sample["t"]
+        self.view.update(
+            summarize(
+                sample,
+                phase="running" if started else "startup",
+                max_iterations=settings.max_iterations,
+                min_duration_s=settings.min_duration_s,
+                iterations_per_s=self._iteration_rate(sample),
+            )
+        )
+        t0 = sampler.t0
+        if not started and now - t0 > settings.startup_timeout_s:
+            return "timeout/startup"
+        if started and now - sampler.liveness.last_change_mono(t0) > settings.stale_progress_s:
+            return "timeout/stale_tick"
+        return None
+
+    def _iteration_rate(self, sample: Mapping[str, Any]) -> float | None:
+        """Iterations per second over the last samples that reported one, or None."""
+        iteration = (sample["progress"] or {}).get("iteration")
+        if isinstance(iteration, int):
+            self.recent.append((sample["t"], iteration))
+        recent = self.recent
+        if len(recent) >= 2 and recent[-1][0] > recent[0][0]:
+            return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
+        return None
 
 
 def _append_jsonl(path: Path, record: Mapping[str, Any]) -> None:

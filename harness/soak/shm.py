@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,26 +57,34 @@ def snapshot_shm(root: Path = Path("/dev/shm")) -> ShmSnapshot:
     return snap
 
 
+@dataclass(frozen=True)
+class TreeEvidence:
+    """What the monitor saw of the run's tree: ``seen_open``, the names any tree process had open or
+    mapped in any sample; ``tree_pids``, every PID ever seen in the tree; ``held_elsewhere``, name -> PID
+    of a live process outside the tree holding it at the post-grace scan."""
+
+    seen_open: frozenset[str]
+    tree_pids: frozenset[int]
+    held_elsewhere: Mapping[str, int] = field(default_factory=dict)
+
+
 def attribute_orphans(
     before: Mapping[str, Mapping[str, int]],
     after: Mapping[str, Mapping[str, int]],
-    seen_open: Iterable[str],
-    tree_pids: Iterable[int],
+    tree: TreeEvidence,
     uid: int,
     attribution: Attribution = "host",
-    held_elsewhere: Mapping[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Orphaned segments of the run, sorted by name: ``[{name, path, size_bytes, uid, evidence: [...]}]``.
 
-    ``before``/``after``: pre-spawn and post-grace snapshots; ``seen_open``: names any tree process had
-    open or mapped in any sample; ``tree_pids``: every PID ever seen in the tree; ``uid``: monitor's uid;
-    ``held_elsewhere``: name -> PID of a live process outside the tree holding it at the post-grace scan.
+    ``before``/``after``: pre-spawn and post-grace snapshots; ``tree``: what the monitor saw of the run's
+    tree; ``uid``: monitor's uid.
     """
-    held = held_elsewhere or {}
+    held = tree.held_elsewhere
     if attribution not in ("host", "evidence"):
         raise ValueError(f"attribution must be 'host' or 'evidence', got {attribution!r}")
-    seen = set(seen_open)
-    prefixes = tuple(f"{TRAINER_SHM_PREFIX}{pid}_" for pid in set(tree_pids))
+    seen = tree.seen_open
+    prefixes = tuple(f"{TRAINER_SHM_PREFIX}{pid}_" for pid in tree.tree_pids)
     orphans: list[dict[str, Any]] = []
     for name in sorted(after):
         info = after[name]

@@ -22,7 +22,7 @@ from harness.soak.procs import (
     shm_names_from_maps,
     totals_of,
 )
-from harness.soak.shm import attribute_orphans
+from harness.soak.shm import TreeEvidence, attribute_orphans
 
 
 @pytest.mark.parametrize(
@@ -158,7 +158,8 @@ def test_shm_attribution_rules() -> None:
         "foreign": {"inode": 6, "uid": 1000, "size_bytes": 8, "mtime_ns": 0},
         "soakbench_7_other_run": {"inode": 7, "uid": 1000, "size_bytes": 8, "mtime_ns": 0},
     }
-    host = attribute_orphans(before, after, {"seen"}, [42], uid=0, attribution="host")
+    tree = TreeEvidence(seen_open=frozenset({"seen"}), tree_pids=frozenset({42}))
+    host = attribute_orphans(before, after, tree, uid=0, attribution="host")
     assert {o["name"]: o["evidence"] for o in host} == {
         "replaced": ["new_same_uid"],
         "seen": ["seen_open"],
@@ -167,18 +168,19 @@ def test_shm_attribution_rules() -> None:
     # same uid: a concurrent run's live segment (held by a foreign PID) and another trainer's prefix are
     # not ours; an unheld new segment is (it may have been created and closed between two samples)
     same_uid = {k: {**v, "uid": 1000} for k, v in after.items()}
-    host_same = attribute_orphans(
-        before, same_uid, {"seen"}, [42], uid=1000, attribution="host", held_elsewhere={"foreign": 9}
+    held = TreeEvidence(
+        seen_open=frozenset({"seen"}), tree_pids=frozenset({42}), held_elsewhere={"foreign": 9}
     )
+    host_same = attribute_orphans(before, same_uid, held, uid=1000, attribution="host")
     assert {o["name"]: o["evidence"] for o in host_same} == {
         "replaced": ["new_same_uid"],
         "seen": ["seen_open", "new_same_uid"],
         "soakbench_42_ring_0": ["name_prefix", "new_same_uid"],
     }
-    evidence = attribute_orphans(before, after, {"seen"}, [42], uid=0, attribution="evidence")
+    evidence = attribute_orphans(before, after, tree, uid=0, attribution="evidence")
     assert [o["name"] for o in evidence] == ["seen", "soakbench_42_ring_0"]
     with pytest.raises(ValueError):
-        attribute_orphans(before, after, set(), [], uid=0, attribution="bogus")  # type: ignore[arg-type]
+        attribute_orphans(before, after, tree, uid=0, attribution="bogus")  # type: ignore[arg-type]
 
 
 def test_reader_samples_a_real_child(tmp_path: Path) -> None:

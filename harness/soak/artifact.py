@@ -11,6 +11,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -138,29 +139,12 @@ def resource_peaks(
     return peaks
 
 
-def build_artifact(
-    *,
-    obs: MonitorObservation,
-    evaluation: Evaluation,
-    samples: Sequence[Mapping[str, Any]],
-    samples_path: str | os.PathLike[str],
-    context: Mapping[str, Any],
-    timing: Mapping[str, float],
-    command: Sequence[str],
-    log_dir: str | os.PathLike[str],
-    startup_end_t: float | None,
-    run_settings: Mapping[str, Any] | None = None,
-    monitor_overhead: Mapping[str, Any] | None = None,
-    monitor: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Assemble the 0.3.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
+@dataclass(frozen=True)
+class MonitorRecord:
+    """What the monitor recorded of one watched command, beside the observation it judged.
 
-    Args:
-        obs: the observation that was evaluated; ``obs.leak_verdicts`` must be the full result of
-            ``trends.leak_verdicts`` (verdicts and trends).
-        evaluation: ``evaluate(obs)``.
+    Attributes:
         samples: the samples as streamed to ``samples_path`` (for the peaks).
-        context: ``harness.context.collect_context()``.
         timing: sample_interval_s, startup_timeout_s, stale_progress_s, post_shutdown_grace_s,
             min_duration_s, duration_s, started_at, finished_at (unix s) [, termination_grace_s].
         command: the monitored argv; log_dir: the run directory (absolute).
@@ -170,64 +154,106 @@ def build_artifact(
         monitor: what the monitor did: root_pid, console_log_path, shm_attribution, monitor_error,
             progress_parse_errors, known_processes, killed_by_monitor (schema ``monitor``).
     """
+
+    samples: Sequence[Mapping[str, Any]]
+    samples_path: str | os.PathLike[str]
+    timing: Mapping[str, float]
+    command: Sequence[str]
+    log_dir: str | os.PathLike[str]
+    startup_end_t: float | None
+    run_settings: Mapping[str, Any] | None = None
+    monitor_overhead: Mapping[str, Any] | None = None
+    monitor: Mapping[str, Any] | None = None
+
+
+def build_artifact(
+    *,
+    obs: MonitorObservation,
+    evaluation: Evaluation,
+    record: MonitorRecord,
+    context: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Assemble the 0.3.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
+
+    Args:
+        obs: the observation that was evaluated; ``obs.leak_verdicts`` must be the full result of
+            ``trends.leak_verdicts`` (verdicts and trends).
+        evaluation: ``evaluate(obs)``.
+        record: what the monitor recorded of the run.
+        context: ``harness.context.collect_context()``.
+    """
     leak = obs.leak_verdicts
     if not isinstance(leak.get("trends"), Mapping) or not isinstance(leak.get("leak_verdicts"), Mapping):
         raise ArtifactError(
             "obs.leak_verdicts: expected the full trends.leak_verdicts() result {leak_verdicts, trends}"
         )
     summary = obs.run_summary if obs.mode == "run" else None
-    inflight = lookup_or_none(summary, "runtime_manifest.inference_flight")
-    ingress = lookup_or_none(summary, "runtime_manifest.replay_ingress")
-    shutdown = lookup_or_none(summary, "runtime_manifest.shutdown")
-    inflight = inflight if isinstance(inflight, Mapping) else {}
-    ingress = ingress if isinstance(ingress, Mapping) else {}
-    shutdown = shutdown if isinstance(shutdown, Mapping) else {}
-    replay: dict[str, Any] = {out: _int_or_none(ingress.get(src)) for out, src in _REPLAY_FIELDS.items()}
-    replay["backpressure_wait_s"] = _number_or_none(ingress.get("backpressure_wait_s"))
-    replay["total_env_steps"] = _int_or_none(lookup_or_none(summary, "total_env_steps"))
-    run_status = _enum_or_none(lookup_or_none(summary, "status"), ("completed", "failed", "cancelled"))
-    cleanup_errors = lookup_or_none(shutdown, "cleanup.errors")
     artifact: dict[str, Any] = {
         "artifact_schema_version": ARTIFACT_SCHEMA_VERSION,
         "mode": obs.mode,
         "status": evaluation.status,
         "trainer_returncode": obs.trainer_returncode,
-        "run_status": run_status,
+        "run_status": _enum_or_none(lookup_or_none(summary, "status"), ("completed", "failed", "cancelled")),
         "failure_reason": evaluation.failure_reason,
         "failure_classification": evaluation.failure_classification,
         "monitor_failure": obs.monitor_failure,
-        "inference": {key: _int_or_none(inflight.get(key)) for key in _INFERENCE_FIELDS},
-        "replay": replay,
-        "shutdown": {
-            "classification": _enum_or_none(shutdown.get("classification"), SHUTDOWN_CLASSIFICATIONS),
-            "cleanup_errors": list(cleanup_errors) if isinstance(cleanup_errors, list) else None,
-            "owner": shutdown.get("owner") if isinstance(shutdown.get("owner"), str) else None,
-            "phase": shutdown.get("phase") if isinstance(shutdown.get("phase"), str) else None,
-            "exception": _exception_or_none(shutdown.get("exception")),
-        },
+        "inference": _inference_section(summary),
+        "replay": _replay_section(summary),
+        "shutdown": _shutdown_section(summary),
         "post_shutdown_residual_processes": [dict(p) for p in obs.residual_processes],
         "orphaned_shm_segments": [dict(s) for s in obs.orphaned_shm_segments],
         "resource_summary": {
-            "peaks": resource_peaks(samples, summary),
+            "peaks": resource_peaks(record.samples, summary),
             "leak_verdicts": dict(leak["leak_verdicts"]),
             "trends": dict(leak["trends"]),
-            "sample_count": len(samples),
-            "startup_end_t": startup_end_t,
+            "sample_count": len(record.samples),
+            "startup_end_t": record.startup_end_t,
         },
-        "samples_path": os.fspath(samples_path),
+        "samples_path": os.fspath(record.samples_path),
         "context": dict(context),
         "criteria": evaluation.criteria_dicts(),
-        "timing": dict(timing),
-        "command": list(command),
-        "log_dir": os.fspath(log_dir),
+        "timing": dict(record.timing),
+        "command": list(record.command),
+        "log_dir": os.fspath(record.log_dir),
     }
-    if run_settings is not None:
-        artifact["run_settings"] = dict(run_settings)
-    if monitor_overhead is not None:
-        artifact["monitor_overhead"] = dict(monitor_overhead)
-    if monitor is not None:
-        artifact["monitor"] = dict(monitor)
+    optional = {
+        "run_settings": record.run_settings,
+        "monitor_overhead": record.monitor_overhead,
+        "monitor": record.monitor,
+    }
+    artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     return artifact
+
+
+def _manifest_section(summary: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:
+    """``runtime_manifest.<name>`` of the run_summary, or {} when it is missing or not an object."""
+    section = lookup_or_none(summary, f"runtime_manifest.{name}")
+    return section if isinstance(section, Mapping) else {}
+
+
+def _inference_section(summary: Mapping[str, Any] | None) -> dict[str, int | None]:
+    inflight = _manifest_section(summary, "inference_flight")
+    return {key: _int_or_none(inflight.get(key)) for key in _INFERENCE_FIELDS}
+
+
+def _replay_section(summary: Mapping[str, Any] | None) -> dict[str, Any]:
+    ingress = _manifest_section(summary, "replay_ingress")
+    replay: dict[str, Any] = {out: _int_or_none(ingress.get(src)) for out, src in _REPLAY_FIELDS.items()}
+    replay["backpressure_wait_s"] = _number_or_none(ingress.get("backpressure_wait_s"))
+    replay["total_env_steps"] = _int_or_none(lookup_or_none(summary, "total_env_steps"))
+    return replay
+
+
+def _shutdown_section(summary: Mapping[str, Any] | None) -> dict[str, Any]:
+    shutdown = _manifest_section(summary, "shutdown")
+    cleanup_errors = lookup_or_none(shutdown, "cleanup.errors")
+    return {
+        "classification": _enum_or_none(shutdown.get("classification"), SHUTDOWN_CLASSIFICATIONS),
+        "cleanup_errors": list(cleanup_errors) if isinstance(cleanup_errors, list) else None,
+        "owner": shutdown.get("owner") if isinstance(shutdown.get("owner"), str) else None,
+        "phase": shutdown.get("phase") if isinstance(shutdown.get("phase"), str) else None,
+        "exception": _exception_or_none(shutdown.get("exception")),
+    }
 
 
 def _dumps(artifact: Mapping[str, Any]) -> str:

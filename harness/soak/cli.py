@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -62,68 +63,77 @@ def check_extra_overrides(overrides: list[str]) -> None:
             )
 
 
-def train_overrides(num_envs: int, iterations: int, log_dir: Path, extra: list[str]) -> list[str]:
+@dataclass(frozen=True)
+class TrainRoute:
+    """The owner-routed trainer `soak run` spawns: its route, its budget, its run directory and the free
+    ``--extra-override`` values."""
+
+    algo: str
+    task: str
+    sim: str
+    num_envs: int
+    iterations: int
+    log_dir: Path
+    extra: tuple[str, ...] = ()
+
+
+def train_overrides(route: TrainRoute) -> list[str]:
     """The ``dotted.key=value`` overrides `soak run` passes to `train`. ``log_dir`` goes as a YAML
     double-quoted string (JSON escaping), so a path holding ``: `` or `` #`` stays exactly that path."""
     return [
-        f"algo.num_envs={num_envs}",
-        f"algo.max_iterations={iterations}",
+        f"algo.num_envs={route.num_envs}",
+        f"algo.max_iterations={route.iterations}",
         "training.no_play=true",
-        f"log_dir={json.dumps(str(log_dir))}",
-        *extra,
+        f"log_dir={json.dumps(str(route.log_dir))}",
+        *route.extra,
     ]
 
 
-def check_train_config(
-    algo: str, task: str, sim: str, num_envs: int, iterations: int, log_dir: Path, extra: list[str]
-) -> None:
+def check_train_config(route: TrainRoute) -> None:
     """Compose the trainer's configuration from the very overrides `train` will get (no torch import):
     a bad value in ``--extra-override``, ``--num-envs`` or ``--iterations`` fails here, before anything
     is spawned or written. Host prerequisites and the task's files are still the trainer's to check."""
     from runtime.config import ConfigError, compose
 
     try:
-        cfg = compose(algo, task, sim, train_overrides(num_envs, iterations, log_dir, extra))
+        cfg = compose(route.algo, route.task, route.sim, train_overrides(route))
     except ConfigError as exc:
         raise SettingsError(f"the trainer's configuration is invalid: {exc}") from None
-    if cfg.log_dir != str(log_dir):  # the monitor must watch the folder the trainer writes
-        raise SettingsError(f"--log-dir {log_dir} would reach the trainer as {cfg.log_dir!r}")
+    if cfg.log_dir != str(route.log_dir):  # the monitor must watch the folder the trainer writes
+        raise SettingsError(f"--log-dir {route.log_dir} would reach the trainer as {cfg.log_dir!r}")
 
 
-def train_command(
-    algo: str, task: str, sim: str, num_envs: int, iterations: int, log_dir: Path, extra: list[str]
-) -> list[str]:
+def train_command(route: TrainRoute) -> list[str]:
     """The owner-routed `train` command `soak run` spawns."""
     return [
         sys.executable,
         "-m",
         "runtime.cli",
         "--algo",
-        algo,
+        route.algo,
         "--task",
-        task,
+        route.task,
         "--sim",
-        sim,
-        *train_overrides(num_envs, iterations, log_dir, extra),
+        route.sim,
+        *train_overrides(route),
     ]
 
 
-def run_settings(
-    *, algo: str, task: str, sim: str, num_envs: int, iterations: int, extra: list[str], **monitor: Any
-) -> MonitorSettings:
+def run_settings(route: TrainRoute, **monitor: Any) -> MonitorSettings:
     """Monitor settings of a `soak run` of the owner-routed trainer (``monitor``: the remaining
-    MonitorSettings fields: log_dir, output, timing, live, shm_attribution)."""
+    MonitorSettings fields: output, timing, live, shm_attribution)."""
     return MonitorSettings(
-        command=tuple(train_command(algo, task, sim, num_envs, iterations, monitor["log_dir"], extra)),
+        command=tuple(train_command(route)),
         mode="run",
-        max_iterations=iterations,
+        log_dir=route.log_dir,
+        max_iterations=route.iterations,
         run_settings={
-            "algo": algo,
-            "task": task,
-            "sim": sim,
-            "num_envs": num_envs,
-            "iterations": iterations,
-            "extra_overrides": extra,
+            "algo": route.algo,
+            "task": route.task,
+            "sim": route.sim,
+            "num_envs": route.num_envs,
+            "iterations": route.iterations,
+            "extra_overrides": list(route.extra),
         },
         **monitor,
     )
@@ -188,8 +198,7 @@ ShmOpt = Annotated[
 ]
 
 
-def _monitor_fields(
-    log_dir: Path,
+def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monitor` share, one each
     output: Path,
     min_duration_s: float,
     sample_interval_s: float,
@@ -202,7 +211,6 @@ def _monitor_fields(
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
-        "log_dir": log_dir,
         "output": output,
         "min_duration_s": min_duration_s,
         "sample_interval_s": sample_interval_s,
@@ -215,7 +223,7 @@ def _monitor_fields(
     }
 
 
-def run(
+def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     log_dir: LogDir,
     output: Output,
     num_envs: Annotated[int, typer.Option("--num-envs", min=1)] = 1024,
@@ -240,16 +248,11 @@ def run(
     extra = list(extra_override or [])
     try:
         check_extra_overrides(extra)
-        check_train_config(algo.value, task.value, sim.value, num_envs, iterations, log_dir, extra)
+        route = TrainRoute(algo.value, task.value, sim.value, num_envs, iterations, log_dir, tuple(extra))
+        check_train_config(route)
         settings = run_settings(
-            algo=algo.value,
-            task=task.value,
-            sim=sim.value,
-            num_envs=num_envs,
-            iterations=iterations,
-            extra=extra,
+            route,
             **_monitor_fields(
-                log_dir,
                 output,
                 min_duration_seconds,
                 sample_interval_seconds,
@@ -271,7 +274,7 @@ def run(
     _execute(settings)
 
 
-def monitor(
+def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     command: Annotated[list[str], typer.Argument(help="the command to run and watch, after `--`")],
     log_dir: LogDir,
     output: Output,
@@ -289,8 +292,8 @@ def monitor(
     settings = MonitorSettings(
         command=tuple(command),
         mode="monitor",
+        log_dir=log_dir,
         **_monitor_fields(
-            log_dir,
             output,
             min_duration_seconds,
             sample_interval_seconds,
@@ -333,10 +336,9 @@ def demo(
     except FileExistsError:
         raise _fail(f"--reports-dir: {folder} already exists; retry in a second") from None
     settings = run_settings(
-        algo="sac", task="g1_walk_flat", sim="mujoco", num_envs=16, iterations=iterations, extra=[],
-        log_dir=folder / "run", output=folder / "soak.json", min_duration_s=min_duration_seconds,
-        sample_interval_s=2.0, startup_timeout_s=300.0, stale_progress_s=120.0, post_shutdown_grace_s=5.0,
-        live=live.value,
+        TrainRoute("sac", "g1_walk_flat", "mujoco", num_envs=16, iterations=iterations, log_dir=folder / "run"),
+        output=folder / "soak.json", min_duration_s=min_duration_seconds, sample_interval_s=2.0,
+        startup_timeout_s=300.0, stale_progress_s=120.0, post_shutdown_grace_s=5.0, live=live.value,
     )  # fmt: skip
     try:
         validate_settings(settings)

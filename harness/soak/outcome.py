@@ -67,7 +67,7 @@ def _short_json(value: Any, limit: int = 60) -> str:
 def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
-    from harness.soak.artifact import build_artifact, write_artifact
+    from harness.soak.artifact import MonitorRecord, build_artifact, write_artifact
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.report import render_report
     from harness.soak.trends import leak_verdicts
@@ -89,12 +89,9 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         run_summary_error=summary_error,
     )
     evaluation = evaluate(observation)
-    artifact = build_artifact(
-        obs=observation,
-        evaluation=evaluation,
+    record = MonitorRecord(
         samples=result.samples,
         samples_path=settings.samples_path,
-        context=collect_context(),
         timing={
             "sample_interval_s": settings.sample_interval_s,
             "startup_timeout_s": settings.startup_timeout_s,
@@ -112,6 +109,9 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),
+    )
+    artifact = build_artifact(
+        obs=observation, evaluation=evaluation, record=record, context=collect_context()
     )
     write_artifact(settings.output, artifact)
     render_report(settings.output, artifact)  # validated by write_artifact just now

@@ -14,6 +14,7 @@ from foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
 from harness.soak.artifact import (
     SCHEMA_NAME,
     ArtifactError,
+    MonitorRecord,
     build_artifact,
     load_artifact,
     load_schema,
@@ -59,17 +60,15 @@ def build(**obs_changes: Any) -> dict[str, Any]:
     }
     fields.update(obs_changes)
     obs = MonitorObservation(**fields)
-    return build_artifact(
-        obs=obs,
-        evaluation=evaluate(obs),
+    record = MonitorRecord(
         samples=samples,
         samples_path="/abs/run.samples.jsonl",
-        context=_json("context.json"),
         timing=TIMING,
         command=["train", "--algo", "flashsac"],
         log_dir="/abs/run",
         startup_end_t=40.0,
     )
+    return build_artifact(obs=obs, evaluation=evaluate(obs), record=record, context=_json("context.json"))
 
 
 def test_schema_is_a_valid_draft_2020_12_schema_with_the_closed_vocabulary() -> None:

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from harness.soak.cli import OWNED_KEYS, check_extra_overrides, check_train_config, main, train_command
+from harness.soak.cli import (
+    OWNED_KEYS,
+    TrainRoute,
+    check_extra_overrides,
+    check_train_config,
+    main,
+    train_command,
+)
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from tests.harness.soak._soakrun import FAULTS, REPO
 
@@ -62,7 +69,9 @@ def test_free_overrides_pass_and_malformed_fail() -> None:
 
 
 def test_train_command_is_owner_routed(tmp_path: Path) -> None:
-    cmd = train_command("sac", "g1_walk_flat", "mujoco", 16, 50, tmp_path, ["algo.save_interval=10"])
+    cmd = train_command(
+        TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 50, tmp_path, ("algo.save_interval=10",))
+    )
     assert cmd[1:3] == ["-m", "runtime.cli"]
     assert cmd[3:9] == ["--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco"]
     assert "training.no_play=true" in cmd and cmd[-1] == "algo.save_interval=10"
@@ -75,8 +84,9 @@ def test_awkward_log_dirs_reach_the_trainer_unchanged(tmp_path: Path, name: str)
     from runtime.config import compose
 
     log_dir = tmp_path / name / "run"
-    check_train_config("sac", "g1_walk_flat", "mujoco", 16, 50, log_dir, [])  # raises on a mismatch
-    cmd = train_command("sac", "g1_walk_flat", "mujoco", 16, 50, log_dir, [])
+    route = TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 50, log_dir)
+    check_train_config(route)  # raises on a mismatch
+    cmd = train_command(route)
     assert compose("sac", "g1_walk_flat", "mujoco", cmd[9:]).log_dir == str(log_dir)
 
 
@@ -159,8 +169,8 @@ for mod in pkgutil.iter_modules(harness.soak.__path__):
     importlib.import_module("harness.soak." + mod.name)
 assert "torch" not in sys.modules, "import"
 from pathlib import Path
-from harness.soak.cli import check_train_config
-check_train_config("flashsac", "g1_motion_tracking", "mjwarp", 8, 5, Path({str(log_dir)!r}), [])
+from harness.soak.cli import TrainRoute, check_train_config
+check_train_config(TrainRoute("flashsac", "g1_motion_tracking", "mjwarp", 8, 5, Path({str(log_dir)!r})))
 assert "torch" not in sys.modules, "check_train_config"
 from pathlib import Path
 from harness.soak.driver import MonitorSettings
@@ -229,15 +239,14 @@ def test_soak_demo_bad_input_leaves_no_folder(tmp_path: Path, capsys: pytest.Cap
 def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) -> None:
     from harness.soak.cli import run_settings
 
+    route = TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 800, tmp_path / "run", ("a.b=1",))
     settings = run_settings(
-        algo="sac", task="g1_walk_flat", sim="mujoco", num_envs=16, iterations=800, extra=["a.b=1"],
-        log_dir=tmp_path / "run", output=tmp_path / "soak.json", min_duration_s=30, sample_interval_s=2,
+        route, output=tmp_path / "soak.json", min_duration_s=30, sample_interval_s=2,
         startup_timeout_s=300, stale_progress_s=120, post_shutdown_grace_s=5,
     )  # fmt: skip
     assert settings.mode == "run" and settings.max_iterations == 800
-    assert list(settings.command) == train_command(
-        "sac", "g1_walk_flat", "mujoco", 16, 800, tmp_path / "run", ["a.b=1"]
-    )
+    assert settings.log_dir == tmp_path / "run"
+    assert list(settings.command) == train_command(route)
     assert settings.run_settings == {
         "algo": "sac", "task": "g1_walk_flat", "sim": "mujoco", "num_envs": 16, "iterations": 800,
         "extra_overrides": ["a.b=1"],

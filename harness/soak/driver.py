@@ -44,6 +44,7 @@ from harness.soak.shm import (
     held_by_processes,
     snapshot_shm,
 )
+from harness.soak.supervisor import Supervisor
 
 Mode = Literal["run", "monitor"]
 
@@ -211,90 +212,6 @@ def _cancellation_flag() -> Iterator[threading.Event]:
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
-
-
-def _signal(pid: int, sig: int, group: bool = False) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if group:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-
-
-class Supervisor:
-    """Owns the spawned command: reaping, termination and the residual check (the process edge)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], tracker: TreeTracker, reader: ProcReader) -> None:
-        self.proc = proc
-        self.tracker = tracker
-        self.reader = reader
-
-    def reap_adopted(self) -> None:
-        """Reap zombies re-parented to the monitor (we are their subreaper); the root is reaped by Popen."""
-        me = os.getpid()
-        for pid, _ticks in list(self.tracker.known):
-            if pid == self.proc.pid:
-                continue
-            st = self.reader.stat(pid)
-            if st is not None and st.ppid == me and st.state in ("Z", "X"):
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-
-    def refresh(self) -> None:
-        """Record any tree member not seen yet (cheap stat-only scan)."""
-        self.tracker.members(self.reader.all_stats())
-
-    def alive(self) -> list[dict[str, Any]]:
-        """Tracked identities still alive (PID and start ticks match, not a zombie), root excluded once
-        reaped."""
-        found = []
-        for (pid, ticks), info in sorted(self.tracker.known.items()):
-            if pid == self.proc.pid and self.proc.returncode is not None:
-                continue
-            if self.reader.is_alive(pid, ticks):
-                found.append({**info, "cmdline": self.reader.cmdline(pid)})
-        return found
-
-    def wait_quiet(self, seconds: float, *, until_all_dead: bool) -> None:
-        """Wait up to ``seconds`` reaping; stop early once the root (and, if asked, every tracked
-        process) is gone."""
-        deadline = time.monotonic() + seconds
-        while True:
-            self.proc.poll()
-            self.reap_adopted()
-            self.refresh()
-            if self.proc.returncode is not None and (not until_all_dead or not self.alive()):
-                return
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.05)
-
-    def terminate(self, grace_s: float) -> list[dict[str, Any]]:
-        """SIGTERM the group, SIGKILL it after ``grace_s``, then SIGTERM->SIGKILL any other tracked
-        process still alive. Returns the processes that needed SIGKILL."""
-        _signal(self.proc.pid, signal.SIGTERM, group=True)
-        self.wait_quiet(grace_s, until_all_dead=False)
-        killed = []
-        if self.proc.returncode is None:
-            killed.append(dict(self.tracker.known[(self.proc.pid, self.tracker.root_start_ticks)]))
-        _signal(self.proc.pid, signal.SIGKILL, group=True)
-        self.wait_quiet(min(grace_s, 5.0), until_all_dead=False)
-        killed.extend(self.kill_all(min(grace_s, 2.0)))
-        self.proc.wait()
-        return killed
-
-    def kill_all(self, term_grace_s: float) -> list[dict[str, Any]]:
-        """SIGTERM then SIGKILL every tracked process still alive; returns those found alive."""
-        survivors = self.alive()
-        for info in survivors:
-            _signal(info["pid"], signal.SIGTERM)
-        if survivors:
-            self.wait_quiet(term_grace_s, until_all_dead=True)
-        for info in self.alive():
-            _signal(info["pid"], signal.SIGKILL)
-        if survivors:
-            self.wait_quiet(5.0, until_all_dead=True)
-        return survivors
 
 
 def _progress_started(mode: Mode, liveness: LivenessState, progress: ProgressTail) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -32,9 +33,10 @@ def run_matrix(monkeypatch: pytest.MonkeyPatch, repo: Path) -> Invoke:
     return invoke
 
 
-def cell(repo: Path, algo: str, task: str, backend: str, platform: str) -> dict:
+def cell(repo: Path, algo: str, task: str, backend: str, platform: str) -> dict[str, Any]:
     """One cell of the generated reports/support-matrix.json."""
     doc = json.loads((repo / "reports" / "support-matrix.json").read_text())
+    found: dict[str, Any]
     (found,) = [
         c
         for c in doc["cells"]

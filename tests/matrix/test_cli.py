@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,13 @@ def test_hand_filed_bad_evidence_is_shown_and_not_counted(
     ],
 )  # fmt: skip
 def test_bad_artifacts_exit_2_and_write_nothing(
-    repo: Path, run_matrix: Invoke, tmp_path: Path, name: str, make, flags: list[str], message: str
+    repo: Path,
+    run_matrix: Invoke,
+    tmp_path: Path,
+    name: str,
+    make: Callable[[str], dict[str, Any]],
+    flags: list[str],
+    message: str,
 ) -> None:
     head = git(repo, "rev-parse", "HEAD")
     before = snapshot(repo)
@@ -181,7 +188,13 @@ def test_bad_artifacts_exit_2_and_write_nothing(
     ],
 )
 def test_bad_junit_exits_2_and_writes_nothing(
-    repo: Path, run_matrix: Invoke, tmp_path: Path, cases, kw, flags: list[str], message: str
+    repo: Path,
+    run_matrix: Invoke,
+    tmp_path: Path,
+    cases: list[tuple[str, str | None, str]],
+    kw: dict[str, Any],
+    flags: list[str],
+    message: str,
 ) -> None:
     xml = tmp_path / "j.xml"
     xml.write_text(junit_xml(git(repo, "rev-parse", "HEAD"), cases, **kw))
@@ -227,7 +240,7 @@ BAD_INVENTORIES = [
 
 @pytest.mark.parametrize(("inventory", "message"), BAD_INVENTORIES)
 def test_bad_inventory_exits_2_naming_file_and_field(
-    tmp_path: Path, monkeypatch, inventory: str, message: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inventory: str, message: str
 ) -> None:
     from typer.testing import CliRunner
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
 
-from matrix.grading import grade_cell
+from matrix.grading import CellResult, grade_cell
 from matrix.model import BoundTally, CellKey, CellPolicy, EvidenceFacts, Recommendation, SoakBudget
 
 KEY = CellKey("sac", "g1_walk_flat", "mujoco", "linux-cpu")
@@ -35,7 +36,12 @@ SOAK = EvidenceFacts(
 ALL = (JUNIT, PROBE, SOAK)
 
 
-def grade(policy: CellPolicy = POLICY, evidence=ALL, registered=None, configured=None):
+def grade(
+    policy: CellPolicy = POLICY,
+    evidence: Sequence[EvidenceFacts] = ALL,
+    registered: str | None = None,
+    configured: str | None = None,
+) -> CellResult:
     return grade_cell(policy, registered, configured, evidence, CANON)
 
 
@@ -68,7 +74,7 @@ def test_every_grade_is_reachable() -> None:
          "0 bound tests passed"),
     ],
 )  # fmt: skip
-def test_demotion_paths(evidence, expected_grade: str, verdict_start: str) -> None:
+def test_demotion_paths(evidence: tuple[EvidenceFacts, ...], expected_grade: str, verdict_start: str) -> None:
     result = grade(evidence=evidence)
     assert result.grade == expected_grade
     assert any(v.verdict.startswith(verdict_start) and not v.counts for v in result.evidence), result.evidence

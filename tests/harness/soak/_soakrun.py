@@ -24,7 +24,8 @@ class SoakOutcome:
 
     @property
     def artifact(self) -> dict[str, Any]:
-        return json.loads(self.output.read_text())
+        data: dict[str, Any] = json.loads(self.output.read_text())
+        return data
 
     @property
     def monitor(self) -> dict[str, Any]:

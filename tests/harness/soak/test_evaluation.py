@@ -12,6 +12,7 @@ import pytest
 from foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
 from harness.soak.evaluation import (
     CRITERIA,
+    Evaluation,
     MonitorObservation,
     evaluate,
 )
@@ -47,7 +48,7 @@ def observe(**changes: Any) -> MonitorObservation:
     return MonitorObservation(**base)
 
 
-def result_of(evaluation: Any, name: str) -> str:
+def result_of(evaluation: Evaluation, name: str) -> str:
     return next(c.result for c in evaluation.criteria if c.name == name)
 
 
@@ -67,7 +68,7 @@ def test_monitor_mode_marks_run_summary_rows_not_applicable() -> None:
 
 
 def _mutated(path: str, value: Any) -> dict[str, Any]:
-    summary = copy.deepcopy(_json("run_summary_completed.json"))
+    summary: dict[str, Any] = copy.deepcopy(_json("run_summary_completed.json"))
     node = summary
     *parents, leaf = path.split(".")
     for part in parents:

@@ -45,7 +45,8 @@ def make_samples(
 
 
 def verdicts(samples: Sequence[dict[str, Any]], startup: float = 30.0) -> dict[str, str]:
-    return leak_verdicts(samples, startup)["leak_verdicts"]
+    found: dict[str, str] = leak_verdicts(samples, startup)["leak_verdicts"]
+    return found
 
 
 def test_flat_run_is_bounded_and_gpu_without_nvml_is_insufficient() -> None:

@@ -44,6 +44,7 @@ def test_upright_standing_outscores_fallen_pure() -> None:
 
 def test_zero_action_stands_and_fallen_row_terminates(env_factory: EnvFactory) -> None:
     env = env_factory("g1_walk_flat", 3)
+    assert isinstance(env, G1WalkFlat)
     env.reset()
     # Row 2: lay the robot on its back near the floor (pitch -90 deg about y).
     info = env.info

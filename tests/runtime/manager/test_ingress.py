@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from runtime.manager.ingress import IngressBatch, IngressLayout, IngressSpec, ReplayIngress
+from runtime.manager.ingress import IngressBatch, IngressLayout, IngressSpec, ReplayIngress, ReplayStats
 from runtime.manager.shm import list_segments
 from runtime.manager.signals import WakeSignal
 
@@ -108,6 +108,20 @@ def test_put_after_close_is_early_return(ingress: ReplayIngress) -> None:
     ingress.mark_closed()
     assert ingress.put(_rows(1.0)) is False
     assert ingress.stats()["closed_returns"] == 1
+
+
+def test_closed_is_this_ends_mapping_not_the_shared_flag() -> None:
+    to_l, to_c = WakeSignal(), WakeSignal()
+    ing = ReplayIngress.create(
+        IngressLayout(depth=1, slot_rows=R, obs_dim=OD, action_dim=AD), "cpu", to_l, to_c
+    )
+    ing.mark_closed()  # the consumer is gone for the producer ...
+    assert ing.halted() and not ing.closed  # ... but this end can still be read
+    assert set(ing.stats()) == set(ReplayStats.__annotations__)
+    ing.close()
+    assert ing.closed
+    to_l.close()
+    to_c.close()
 
 
 def test_layout_validation() -> None:

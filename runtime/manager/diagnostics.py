@@ -8,6 +8,7 @@ building one never raises, so a diagnostic probe cannot fail a run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,3 +63,14 @@ def learner_diagnostics_payload(learner: object | None) -> dict[str, Any]:
 
 def _learner_unavailable(name: str | None, reason: str) -> dict[str, Any]:
     return {"available": False, "learner": name, "unavailable_reason": reason}
+
+
+def ambient_mps_facts() -> dict[str, Any]:
+    """The MPS facts a CUDA run observes in its environment, or the error observing them: recorded in
+    the manifest, never allowed to fail the run."""
+    try:
+        from foundation.mps import ambient_facts
+
+        return ambient_facts(os.environ)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}

@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 
 @dataclass(frozen=True)
 class RunPlan:
     """Iteration counts, geometry, intervals and device placement of one run.
 
-    ``fault_at`` is the iteration of an injected learner exception (``training.test_fault``), or None.
+    ``fault_at`` is the iteration of an injected learner exception (``training.test_fault``), or None;
+    ``sharing_resolved`` is ``resolved.cuda_process_sharing`` (set by host validation) as plain data.
     """
 
     num_envs: int
@@ -28,6 +29,8 @@ class RunPlan:
     learner_device: str
     physics_device: str
     sim_backend: str
+    sharing_configured: str | None
+    sharing_resolved: dict[str, Any] | None
 
     @property
     def slots_per_iteration(self) -> int:
@@ -53,6 +56,8 @@ class RunPlan:
             learner_device=learner_device,
             physics_device=physics_device,
             sim_backend=str(training.sim_backend),
+            sharing_configured=training.cuda_process_sharing,
+            sharing_resolved=_sharing_resolved(cfg),
         )
 
 
@@ -76,3 +81,12 @@ def _resolved(cfg: DictConfig, key: str) -> Any:
     # getattr with a default works for a struct DictConfig (a missing key raises an AttributeError
     # subclass) and for a typed config object alike.
     return getattr(cfg.resolved, key, None)
+
+
+def _sharing_resolved(cfg: DictConfig) -> dict[str, Any] | None:
+    block = _resolved(cfg, "cuda_process_sharing")
+    if block is None:
+        return None
+    data = OmegaConf.to_container(block) if isinstance(block, DictConfig) else block
+    assert isinstance(data, dict)
+    return {str(k): v for k, v in data.items()}

@@ -14,10 +14,14 @@ from runtime.manager.ingress import IngressLayout, ReplayIngress, ReplayStats, e
 from runtime.manager.link import CollectorLink
 from runtime.manager.plan import RunPlan
 from runtime.manager.ring import InferenceRing, RingStats, empty_ring_stats
+from runtime.manager.shutdown import RunFailure
 from runtime.manager.signals import WakeSignal
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from runtime.manager.contracts import ManagedLearner
+    from runtime.manager.hooks import TrainerHooks
     from runtime.metrics_schema import MetricsWriter
 
 
@@ -158,3 +162,29 @@ class StartupState:
         ):
             raise RuntimeError("start-up left a session resource unset")
         return SessionResources(p.progress, p.writer, p.link, p.hello, p.learner, p.arenas)
+
+
+def build_learner(cfg: DictConfig, hooks: TrainerHooks, plan: RunPlan, hello: Hello) -> ManagedLearner:
+    """The hooks' learner, else the configured one, on the learner device; any failure is the
+    learner's (``learner_failure``)."""
+    import torch
+
+    device = torch.device(plan.learner_device)
+    # torch's default (one thread per core) makes the learner fight the collector's physics threads.
+    torch.set_num_threads(int(cfg.resolved.learner_threads))
+    try:
+        if hooks.learner_factory is not None:
+            return hooks.learner_factory(cfg, hello.obs_dim, hello.action_dim, device)
+        from runtime.learners import build_learner as build_configured
+
+        return build_configured(
+            cfg.algo,
+            hello.obs_dim,
+            hello.action_dim,
+            device,
+            seed=int(cfg.seed),
+            torch_compile=bool(cfg.training.torch_compile),
+            cuda_graphs=bool(cfg.training.cuda_graphs),
+        )
+    except Exception as exc:
+        raise RunFailure("learner_failure", f"building the learner failed: {exc}", cause=exc) from exc

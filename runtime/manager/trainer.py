@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -29,19 +29,24 @@ from foundation.vocab import RunPhase
 from runtime import artifacts
 from runtime.manager import reporting
 from runtime.manager.collector import CollectorArgs
-from runtime.manager.diagnostics import learner_diagnostics_payload
+from runtime.manager.diagnostics import ambient_mps_facts, learner_diagnostics_payload
 from runtime.manager.heartbeat import Heartbeat
 from runtime.manager.hooks import TrainerHooks
 from runtime.manager.link import CollectorLink, describe_exitcode, failure_from_report
 from runtime.manager.plan import RunPlan
-from runtime.manager.resources import Arenas, ArenaStats, Doorbells, Hello, SessionResources, StartupState
+from runtime.manager.resources import (
+    Arenas,
+    ArenaStats,
+    Doorbells,
+    Hello,
+    SessionResources,
+    StartupState,
+    build_learner,
+)
 from runtime.manager.shutdown import RunFailure, ShutdownRecord
 from runtime.manager.teardown import teardown
 from runtime.manager.telemetry import LearnerCounters, Telemetry
 from runtime.metrics_schema import MetricsWriter
-
-if TYPE_CHECKING:
-    from runtime.manager.contracts import ManagedLearner
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "TrainerHooks", "TrainingSession", "run_training"]
 
@@ -159,14 +164,16 @@ class TrainingSession:
     def _startup(self) -> None:
         config = OmegaConf.to_container(self.cfg, resolve=True)
         assert isinstance(config, dict)
-        artifacts.write_run_config(self.log_dir, artifacts.build_run_config(config))  # type: ignore[arg-type]  # DictConfig keys are str
+        artifacts.write_run_config(self.log_dir, artifacts.build_run_config(config))  # type: ignore[arg-type]  # a DictConfig's keys are str
         self.parts.progress = artifacts.ProgressLog(self.log_dir / "progress.jsonl")
         # Opened before anything can fail so every run leaves a schema-versioned event file.
         self.parts.writer = MetricsWriter(self.log_dir)
         self.heartbeat.start()
         self.parts.link = link = CollectorLink.spawn(self._collector_args(config))
-        self.parts.hello = hello = Hello.from_message(self._await_message(link, "hello", *self._hello_wait()))
-        self.parts.learner = self._build_learner(hello)
+        timeout = self.hooks.startup_timeout_s
+        reason = f"collector did not finish start-up within {timeout:.0f} s"
+        self.parts.hello = hello = Hello.from_message(self._await_message(link, "hello", timeout, reason))
+        self.parts.learner = build_learner(self.cfg, self.hooks, self.plan, hello)
         self.parts.arenas = Arenas.create(self.plan, hello, self.bells)
         self.resources = self.parts.complete()
         self._publish_weights()  # version 1: the collector starts from the learner's initial actor
@@ -184,33 +191,6 @@ class TrainingSession:
             parent_pid=os.getpid(),
             torch_threads=self.hooks.collector_torch_threads,
         )
-
-    def _hello_wait(self) -> tuple[float, str]:
-        timeout = self.hooks.startup_timeout_s
-        return timeout, f"collector did not finish start-up within {timeout:.0f} s"
-
-    def _build_learner(self, hello: Hello) -> ManagedLearner:
-        import torch
-
-        device = torch.device(self.plan.learner_device)
-        # torch's default (one thread per core) makes the learner fight the collector's physics threads.
-        torch.set_num_threads(int(self.cfg.resolved.learner_threads))
-        try:
-            if self.hooks.learner_factory is not None:
-                return self.hooks.learner_factory(self.cfg, hello.obs_dim, hello.action_dim, device)
-            from runtime.learners import build_learner
-
-            return build_learner(
-                self.cfg.algo,
-                hello.obs_dim,
-                hello.action_dim,
-                device,
-                seed=int(self.cfg.seed),
-                torch_compile=bool(self.cfg.training.torch_compile),
-                cuda_graphs=bool(self.cfg.training.cuda_graphs),
-            )
-        except Exception as exc:
-            raise RunFailure("learner_failure", f"building the learner failed: {exc}", cause=exc) from exc
 
     def _await_message(self, link: CollectorLink, kind: str, timeout_s: float, reason: str) -> dict[str, Any]:
         """Wait for the collector's ``kind`` message, watching for cancellation, its death and the
@@ -461,7 +441,10 @@ class TrainingSession:
             learner_diagnostics=learner_diagnostics_payload(self.parts.learner),
             signalling_kind=self.bells.to_learner.kind,
             cuda_process_sharing=reporting.cuda_process_sharing(
-                self._sharing_config(), self.cfg.training.cuda_process_sharing, self.plan, self._ambient_mps()
+                self.plan.sharing_resolved,
+                self.plan.sharing_configured,
+                self.plan,
+                ambient_mps_facts() if reporting.on_cuda(self.plan) else None,
             ),
             collector_pid=link.pid if link is not None else None,
             collector_exitcode=self.collector_exitcode,
@@ -472,22 +455,3 @@ class TrainingSession:
             duration_s=duration_s,
             exit_code=code,
         )
-
-    def _sharing_config(self) -> dict[str, Any] | None:
-        resolved = (self.cfg.get("resolved", {}) or {}).get("cuda_process_sharing")
-        if resolved is None:
-            return None
-        block = OmegaConf.to_container(resolved)
-        assert isinstance(block, dict)
-        return {str(k): v for k, v in block.items()}
-
-    def _ambient_mps(self) -> dict[str, Any] | None:
-        """The ambient MPS facts of a CUDA run; observing them never fails the run."""
-        if not reporting.on_cuda(self.plan):
-            return None
-        try:
-            from foundation.mps import ambient_facts
-
-            return ambient_facts(os.environ)
-        except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}

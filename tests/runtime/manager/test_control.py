@@ -73,6 +73,8 @@ def plan() -> RunPlan:
         learner_device="cpu",
         physics_device="cpu",
         sim_backend="mujoco",
+        sharing_configured=None,
+        sharing_resolved=None,
     )
 
 

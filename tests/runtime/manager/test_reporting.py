@@ -36,6 +36,8 @@ PLAN = RunPlan(
     learner_device="cpu",
     physics_device="cpu",
     sim_backend="mujoco",
+    sharing_configured=None,
+    sharing_resolved=None,
 )
 SNAP = CounterSnapshot(iterations=10, total_env_steps=80, learner_updates=8, learner_wait_s=0.5)
 HELLO = Hello(

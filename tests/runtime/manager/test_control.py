@@ -54,7 +54,7 @@ def test_empty_stats_have_every_key_of_the_live_ones() -> None:
     assert set(replay) == set(ReplayStats.__annotations__)
     assert set(ring) == set(RingStats.__annotations__)
     assert (replay["depth"], replay["slot_rows"], ring["slot_capacity"]) == (3, 4, 2)
-    assert all(replay[k] == 0 for k in replay if k not in ("depth", "slot_rows"))  # type: ignore[literal-required]
+    assert all(v == 0 for k, v in replay.items() if k not in ("depth", "slot_rows"))
 
 
 @pytest.fixture

@@ -84,10 +84,10 @@ def write_run_summary(log_dir: Path, document: Mapping[str, Any]) -> Path:
 def read_run_summary(path: Path) -> dict[str, Any]:
     """Load and validate a run_summary.json (consumers validate what they read)."""
     try:
-        document = json.loads(Path(path).read_text())
+        document: dict[str, Any] = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"{path}: cannot read run summary: {exc}") from None
-    validate(document, RUN_SUMMARY_SCHEMA, str(path))
+    validate(document, RUN_SUMMARY_SCHEMA, str(path))  # the schema's root is an object
     return document
 
 

@@ -25,21 +25,24 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runtime.backends.contract import BackendDiagnostics, diagnostics_payload, unavailable_diagnostics
+from runtime.manager.control import ControlSegment, StepTiming
+from runtime.manager.diagnostics import backend_diagnostics_payload
+from runtime.manager.ingress import IngressBatch, ReplayIngress
+from runtime.manager.ring import InferenceRing
 from runtime.manager.signals import WakeSignal
 
-CONTROL_INT_FIELDS: tuple[str, ...] = ("finish", "iterations", "episodes", "actor_version")
-CONTROL_FLOAT_FIELDS: tuple[str, ...] = (
-    "episode_return_sum",
-    "episode_length_sum",
-    "env_step_s",
-    "inference_s",
-    "publish_s",
-)
+if TYPE_CHECKING:
+    import torch
+    from omegaconf import DictConfig
+
+    from runtime.learners.networks import Actor
+    from runtime.manager.contracts import CollectorEnv, EnvStep, PolicyModule
+
 EXIT_REPORTED_ERROR = 3
 
 
@@ -58,7 +61,7 @@ class CollectorArgs:
 
 
 class _BackendWorkerError(Exception):
-    """Wraps an exception raised inside env construction, reset or stepping."""
+    """Wraps an exception raised inside env construction, reset, stepping or closing."""
 
 
 def resolve(target: str) -> Any:
@@ -80,15 +83,6 @@ def _set_parent_death_signal() -> None:
         libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
     except OSError:
         pass
-
-
-def backend_diagnostics_payload(env: Any, backend_type: str | None) -> BackendDiagnostics:
-    """The manifest payload of ``env.backend`` (``runtime.backends.contract.diagnostics_payload``); an env
-    without a readable backend gets the explicit unavailable payload. Never null, never raises."""
-    try:
-        return diagnostics_payload(env.backend)
-    except Exception as exc:
-        return unavailable_diagnostics(backend_type, f"diagnostic probe raised {type(exc).__name__}: {exc}")
 
 
 def collector_main(args: CollectorArgs, conn: Connection) -> None:
@@ -131,139 +125,182 @@ def _run(args: CollectorArgs, conn: Connection) -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from runtime.manager.ingress import ReplayIngress
-    from runtime.manager.ring import InferenceRing
-    from runtime.manager.shm import SharedCounters
-
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     cfg = OmegaConf.create(args.config)
     OmegaConf.set_readonly(cfg, True)
     device = torch.device(args.device)
-    parent_gone = lambda: os.getppid() != args.parent_pid  # noqa: E731 - tiny predicate
-
-    try:
-        env = resolve(args.env_factory)(cfg, device=device, seed=int(cfg.seed))
-    except Exception as exc:
-        raise _BackendWorkerError(str(exc)) from exc
-    policy = resolve(args.policy_module)
-    ingress = ring = control = None
-    try:
+    parent_gone = _parent_check(args.parent_pid)
+    env = _build_env(args.env_factory, cfg, device)
+    with contextlib.ExitStack() as stack:
+        stack.callback(_close_env, env)  # registered first: closed after the segments
+        policy: PolicyModule = resolve(args.policy_module)
         actor = policy.build_actor(cfg.algo, env.obs_dim, env.action_dim).to(device)
         actor.eval()
         state = policy.actor_state_vector(actor).to(device)
-        backend = getattr(env, "backend", None)
-        conn.send(
-            {
-                "kind": "hello",
-                "obs_dim": int(env.obs_dim),
-                "action_dim": int(env.action_dim),
-                "backend_type": getattr(backend, "backend_type", cfg.training.sim_backend),
-                "data_plane": getattr(backend, "data_plane", None),
-                "device": str(device),
-                "semantic_name": getattr(env, "semantic_name", None),
-                "actor_state_size": int(state.numel()),
-                "backend_diagnostics": backend_diagnostics_payload(env, cfg.training.sim_backend),
-                "pid": os.getpid(),
-            }
-        )
+        conn.send(_hello(env, cfg, device, int(state.numel())))
         msg = _await_attach(conn, parent_gone)
         if msg is None:
             return
         ingress = ReplayIngress.attach(msg["ingress"], args.to_learner, args.to_collector)
+        stack.callback(ingress.close)
         ring = InferenceRing.attach(msg["ring"], args.to_collector)
-        control = SharedCounters.attach(msg["control"])
-        _loop(env, actor, policy, state, ingress, ring, control, msg, args, conn, parent_gone)
-    finally:
-        for part in (ingress, ring, control):
-            if part is not None:
-                part.close()
-        try:
-            env.close()
-        except Exception as exc:
-            raise _BackendWorkerError(f"env.close failed: {exc}") from exc
+        stack.callback(ring.close)
+        control = ControlSegment.attach(msg["control"])
+        stack.callback(control.close)
+        collector = Collector(
+            env=env,
+            actor=actor,
+            policy=policy,
+            state=state,
+            ingress=ingress,
+            ring=ring,
+            control=control,
+            conn=conn,
+            to_collector=args.to_collector,
+            parent_gone=parent_gone,
+        )
+        collector.run(int(msg["total_iterations"]), int(msg["prefill_iterations"]))
 
 
-def _await_attach(conn: Connection, parent_gone: Any) -> dict[str, Any] | None:
+def _parent_check(parent_pid: int) -> Callable[[], bool]:
+    return lambda: os.getppid() != parent_pid
+
+
+def _build_env(env_factory: str, cfg: DictConfig, device: torch.device) -> CollectorEnv:
+    try:
+        env: CollectorEnv = resolve(env_factory)(cfg, device=device, seed=int(cfg.seed))
+    except Exception as exc:
+        raise _BackendWorkerError(str(exc)) from exc
+    return env
+
+
+def _close_env(env: CollectorEnv) -> None:
+    try:
+        env.close()
+    except Exception as exc:
+        raise _BackendWorkerError(f"env.close failed: {exc}") from exc
+
+
+def _hello(env: CollectorEnv, cfg: DictConfig, device: torch.device, state_size: int) -> dict[str, Any]:
+    backend = getattr(env, "backend", None)
+    return {
+        "kind": "hello",
+        "obs_dim": int(env.obs_dim),
+        "action_dim": int(env.action_dim),
+        "backend_type": getattr(backend, "backend_type", cfg.training.sim_backend),
+        "data_plane": getattr(backend, "data_plane", None),
+        "device": str(device),
+        "semantic_name": getattr(env, "semantic_name", None),
+        "actor_state_size": state_size,
+        "backend_diagnostics": backend_diagnostics_payload(env, cfg.training.sim_backend),
+        "pid": os.getpid(),
+    }
+
+
+def _await_attach(conn: Connection, parent_gone: Callable[[], bool]) -> dict[str, Any] | None:
     while not conn.poll(0.25):
         if parent_gone():
             return None
-    msg = conn.recv()
+    msg: dict[str, Any] = conn.recv()
     if msg.get("kind") != "attach":
         return None  # the trainer aborted the start-up
     return msg
 
 
-def _loop(
-    env: Any,
-    actor: Any,
-    policy: Any,
-    state: Any,
-    ingress: Any,
-    ring: Any,
-    control: Any,
-    msg: dict[str, Any],
-    args: CollectorArgs,
-    conn: Connection,
-    parent_gone: Any,
-) -> None:
-    import torch
+@dataclass(frozen=True)
+class Collector:
+    """The attached collector: acts, steps the env, publishes each vector step slot by slot, and adopts
+    the newest weights before every step."""
 
-    total, prefill = int(msg["total_iterations"]), int(msg["prefill_iterations"])
-    rows = ingress.layout.slot_rows
-    halted = lambda: bool(ingress.counters.get("stop_requested") or ingress.counters.get("closed"))  # noqa: E731
+    env: CollectorEnv
+    actor: Actor
+    policy: PolicyModule
+    state: torch.Tensor  # the actor state vector buffer the ring copies into
+    ingress: ReplayIngress
+    ring: InferenceRing
+    control: ControlSegment
+    conn: Connection
+    to_collector: WakeSignal
+    parent_gone: Callable[[], bool]
 
-    def adopt() -> None:
-        version = ring.consume_latest(state)
+    def run(self, total_iterations: int, prefill_iterations: int) -> None:
+        """Step ``total_iterations`` times (random actions for the first ``prefill_iterations``), then
+        wait for the final weights and report ``done``; return early on a stop, a close or a dead
+        trainer."""
+        obs = self._reset()
+        self._adopt()
+        for it in range(total_iterations):
+            if self._stopping():
+                return
+            obs_next = self._step(obs, random_actions=it < prefill_iterations, iterations_done=it + 1)
+            if obs_next is None:
+                return  # stop/close: the pending batch is dropped and counted
+            obs = obs_next
+        if self._await_finish():
+            self._adopt()
+            self.conn.send({"kind": "done", "iterations": total_iterations})
+
+    def _stopping(self) -> bool:
+        return self.ingress.halted() or self.parent_gone()
+
+    def _reset(self) -> torch.Tensor:
+        try:
+            return self.env.reset()
+        except Exception as exc:
+            raise _BackendWorkerError(str(exc)) from exc
+
+    def _adopt(self) -> None:
+        version = self.ring.consume_latest(self.state)
         if version is not None:
-            policy.load_actor_state_vector(actor, state)
-            control.set("actor_version", version)
+            self.policy.load_actor_state_vector(self.actor, self.state)
+            self.control.record_actor_version(version)
 
-    try:
-        obs = env.reset()
-    except Exception as exc:
-        raise _BackendWorkerError(str(exc)) from exc
-    adopt()
-    done = 0
-    for it in range(total):
-        if halted() or parent_gone():
-            return
+    def _step(self, obs: torch.Tensor, *, random_actions: bool, iterations_done: int) -> torch.Tensor | None:
+        """One vector step; the next policy input, or None when publication ended early."""
         t0 = time.perf_counter()
-        adopt()
-        with torch.inference_mode():
-            if it < prefill:
-                actions = torch.rand((env.num_envs, env.action_dim), device=obs.device) * 2.0 - 1.0
-            else:
-                actions = actor.act(obs, deterministic=False)
+        self._adopt()
+        actions = self._actions(obs, random_actions)
         t1 = time.perf_counter()
         try:
-            out = env.step(actions)
+            out = self.env.step(actions)
         except Exception as exc:
             raise _BackendWorkerError(str(exc)) from exc
         t2 = time.perf_counter()
-        for start in range(0, env.num_envs, rows):
+        if not self._publish(obs, actions, out):
+            return None
+        self._record_episodes(out)
+        self.control.record_step(iterations_done, StepTiming(t1 - t0, t2 - t1, time.perf_counter() - t2))
+        return out.obs
+
+    def _actions(self, obs: torch.Tensor, random_actions: bool) -> torch.Tensor:
+        import torch
+
+        with torch.inference_mode():
+            if random_actions:
+                shape = (self.env.num_envs, self.env.action_dim)
+                return torch.rand(shape, device=obs.device) * 2.0 - 1.0
+            return self.actor.act(obs, deterministic=False)
+
+    def _publish(self, obs: torch.Tensor, actions: torch.Tensor, out: EnvStep) -> bool:
+        rows = self.ingress.layout.slot_rows
+        for start in range(0, self.env.num_envs, rows):
             sl = slice(start, start + rows)
-            ok = ingress.put(
-                obs[sl], actions[sl], out.reward[sl], out.next_obs[sl], out.terminated[sl], abort=parent_gone
-            )
-            if not ok:
-                return  # stop/close: the pending batch is dropped and counted
-        t3 = time.perf_counter()
-        obs = out.obs
-        n_done = int(out.episode_returns.numel())
-        if n_done:
-            control.add("episodes", n_done)
-            control.addf("episode_return_sum", float(out.episode_returns.sum()))
-            control.addf("episode_length_sum", float(out.episode_lengths.float().sum()))
-        control.addf("inference_s", t1 - t0)
-        control.addf("env_step_s", t2 - t1)
-        control.addf("publish_s", t3 - t2)
-        done = it + 1
-        control.set("iterations", done)
-    # All steps published: wait for the final weights, adopt them, say goodbye.
-    while not control.get("finish"):
-        if halted() or parent_gone():
-            return
-        args.to_collector.wait(0.25)
-    adopt()
-    conn.send({"kind": "done", "iterations": done})
+            batch = IngressBatch(obs[sl], actions[sl], out.reward[sl], out.next_obs[sl], out.terminated[sl])
+            if not self.ingress.put(batch, abort=self.parent_gone):
+                return False
+        return True
+
+    def _record_episodes(self, out: EnvStep) -> None:
+        finished = int(out.episode_returns.numel())
+        if finished:
+            lengths = float(out.episode_lengths.float().sum())
+            self.control.record_episodes(finished, float(out.episode_returns.sum()), lengths)
+
+    def _await_finish(self) -> bool:
+        """All steps are published: wait for the trainer's finish flag (False: stopped meanwhile)."""
+        while not self.control.finish_requested():
+            if self._stopping():
+                return False
+            self.to_collector.wait(0.25)
+        return True

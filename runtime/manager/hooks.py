@@ -1,24 +1,29 @@
-"""Wiring of one training session that is not user configuration: test/benchmark hooks and the
-learner-side running counters."""
+"""Wiring of one training session that is not user configuration: test and benchmark hooks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+if TYPE_CHECKING:
+    import torch
+    from omegaconf import DictConfig
+
+    from runtime.manager.contracts import ManagedLearner
+
+LearnerFactory = Callable[["DictConfig", int, int, "torch.device"], "ManagedLearner"]
 
 
 @dataclass
 class TrainerHooks:
     """Wiring that tests and benchmarks swap; deliberately not a user config key.
 
-    ``learner_factory(cfg, obs_dim, action_dim, device) -> Learner`` replaces the configured learner
+    ``learner_factory(cfg, obs_dim, action_dim, device) -> learner`` replaces the configured learner
     (benchmark 9a's null learner); ``env_factory``/``policy_module`` are import paths for the collector.
     """
 
-    learner_factory: Callable[[DictConfig, int, int, Any], Any] | None = None
+    learner_factory: LearnerFactory | None = None
     env_factory: str = "runtime.env:make_env"
     policy_module: str = "runtime.learners"
     startup_timeout_s: float = 900.0
@@ -26,24 +31,9 @@ class TrainerHooks:
     shutdown_deadline_s: float = 8.0
     poll_s: float = 0.25
     finalize_exit_timeout_s: float = 60.0  # collector exit after its "done" (torch/physics teardown)
-    tb_min_interval_s: float = 1.0  # at most one TensorBoard window per second (see _write_metrics)
+    tb_min_interval_s: float = 1.0  # at most one TensorBoard window per second (see telemetry.py)
     # The collector's tensors are small (one vector step) and physics has its own threads: intra-op
     # parallelism there costs more than it gains (measured 140 ms vs 1.2 ms per SAC actor call at 64 envs
     # on a loaded 2-core host), so the collector runs torch single-threaded. None keeps torch's default.
     collector_torch_threads: int | None = 1
     extra_progress: Callable[[], dict[str, Any]] | None = None
-
-
-@dataclass
-class _Counters:
-    iterations: int = 0
-    slots: int = 0
-    learner_updates: int = 0
-    learner_wait_s: float = 0.0
-    update_s: float = 0.0
-    last_progress_mono: float = 0.0
-    last_slot_mono: float = 0.0
-    episodes_seen: int = 0
-    return_sum_seen: float = 0.0
-    length_sum_seen: float = 0.0
-    metrics: dict[str, float] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from runtime.manager.shm import (
     CountersSpec,
@@ -29,6 +29,9 @@ from runtime.manager.shm import (
     create_header_and_data,
 )
 from runtime.manager.signals import WakeSignal
+
+if TYPE_CHECKING:
+    import torch
 
 INGRESS_INT_FIELDS: tuple[str, ...] = (
     "published_sequence",
@@ -86,16 +89,53 @@ class IngressSpec:
 
 @dataclass(frozen=True)
 class IngressBatch:
-    """Views into one published slot (valid until :meth:`ReplayIngress.release`).
+    """One slot of transitions: what :meth:`ReplayIngress.put` writes and :meth:`ReplayIngress.peek`
+    returns (as views valid until :meth:`ReplayIngress.release`).
 
-    Shapes: obs [R, O], action [R, A], reward [R], next_obs [R, O], terminated [R] bool (a copy).
+    Shapes: obs [R, O], action [R, A], reward [R], next_obs [R, O], terminated [R] (bool or float on
+    put; a bool copy from peek).
     """
 
-    obs: Any
-    action: Any
-    reward: Any
-    next_obs: Any
-    terminated: Any
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+
+
+class ReplayStats(TypedDict):
+    """The manifest's replay_ingress counters (``final_occupancy`` is the occupancy when read)."""
+
+    depth: int
+    slot_rows: int
+    published_sequence: int
+    release_sequence: int
+    final_occupancy: int
+    high_water_occupancy: int
+    backpressure_waits: int
+    backpressure_wait_s: float
+    early_returns: int
+    dropped_batches: int
+    closed_returns: int
+    stop_returns: int
+
+
+def empty_replay_stats(depth: int, slot_rows: int) -> ReplayStats:
+    """The counters of an ingress that was never created (a run that failed before the attach)."""
+    return ReplayStats(
+        depth=depth,
+        slot_rows=slot_rows,
+        published_sequence=0,
+        release_sequence=0,
+        final_occupancy=0,
+        high_water_occupancy=0,
+        backpressure_waits=0,
+        backpressure_wait_s=0.0,
+        early_returns=0,
+        dropped_batches=0,
+        closed_returns=0,
+        stop_returns=0,
+    )
 
 
 class ReplayIngress:
@@ -119,7 +159,11 @@ class ReplayIngress:
 
     @classmethod
     def create(
-        cls, layout: IngressLayout, device: Any, to_learner: WakeSignal, to_collector: WakeSignal
+        cls,
+        layout: IngressLayout,
+        device: str | torch.device,
+        to_learner: WakeSignal,
+        to_collector: WakeSignal,
     ) -> ReplayIngress:
         shape = (layout.depth, layout.slot_rows, layout.width)
         counters, data = create_header_and_data(
@@ -144,60 +188,23 @@ class ReplayIngress:
         c.add("closed_returns" if c.get("closed") else "stop_returns")
         return False
 
-    def _halted(self) -> bool:
+    def halted(self) -> bool:
+        """True once the consumer closed the ingress or a stop was requested: the producer must stop."""
         return bool(self.counters.get("closed") or self.counters.get("stop_requested"))
 
     def put(
-        self,
-        obs: Any,
-        action: Any,
-        reward: Any,
-        next_obs: Any,
-        terminated: Any,
-        *,
-        poll_s: float = 0.25,
-        abort: Callable[[], bool] | None = None,
+        self, batch: IngressBatch, *, poll_s: float = 0.25, abort: Callable[[], bool] | None = None
     ) -> bool:
         """Publish one slot of ``slot_rows`` rows; block (counted backpressure) while all are full.
 
-        Shapes: obs/next_obs [R, O], action [R, A], reward [R], terminated [R] (bool or float).
         Returns False (an early return, batch dropped) when the ingress is closed, a stop is requested,
         or ``abort()`` turns true while waiting (counted as a stop return).
         """
-        c = self.counters
-        depth = self.layout.depth
-        if self._halted():
+        if self.halted() or not self._wait_for_free_slot(poll_s, abort):
             return self._early_return()
-        if c.get("published_sequence") - c.get("release_sequence") >= depth:
-            c.add("backpressure_waits")
-            start = time.monotonic()
-            try:
-                while c.get("published_sequence") - c.get("release_sequence") >= depth:
-                    if abort is not None and abort():
-                        c.set("stop_requested", 1)
-                    if self._halted():
-                        return self._early_return()
-                    self.to_collector.wait(poll_s)
-            finally:
-                c.addf("backpressure_wait_s", time.monotonic() - start)
+        c = self.counters
         seq = c.get("published_sequence")
-        import torch
-
-        slot = self.data.tensor[seq % depth]
-        # one packed write straight into the slot (contiguous [R, W]) instead of five strided copies
-        torch.cat(
-            [
-                obs.to(torch.float32),
-                action.to(torch.float32),
-                reward.reshape(-1, 1).to(torch.float32),
-                next_obs.to(torch.float32),
-                terminated.reshape(-1, 1).to(torch.float32),
-            ],
-            dim=1,
-            out=slot,
-        )
-        if slot.device.type == "cuda":
-            torch.cuda.synchronize(slot.device)  # the learner reads from another CUDA context
+        self._write_slot(seq % self.layout.depth, batch)
         seq += 1
         c.set("published_sequence", seq)
         occupancy = seq - c.get("release_sequence")
@@ -205,6 +212,43 @@ class ReplayIngress:
             c.set("high_water_occupancy", occupancy)
         self.to_learner.set()
         return True
+
+    def _wait_for_free_slot(self, poll_s: float, abort: Callable[[], bool] | None) -> bool:
+        """Wait while every slot is full; False when halted (or aborted) meanwhile."""
+        if self.pending() < self.layout.depth:
+            return True
+        c = self.counters
+        c.add("backpressure_waits")
+        start = time.monotonic()
+        try:
+            while self.pending() >= self.layout.depth:
+                if abort is not None and abort():
+                    c.set("stop_requested", 1)
+                if self.halted():
+                    return False
+                self.to_collector.wait(poll_s)
+        finally:
+            c.addf("backpressure_wait_s", time.monotonic() - start)
+        return True
+
+    def _write_slot(self, index: int, batch: IngressBatch) -> None:
+        import torch
+
+        slot = self.data.tensor[index]
+        # one packed write straight into the slot (contiguous [R, W]) instead of five strided copies
+        torch.cat(
+            [
+                batch.obs.to(torch.float32),
+                batch.action.to(torch.float32),
+                batch.reward.reshape(-1, 1).to(torch.float32),
+                batch.next_obs.to(torch.float32),
+                batch.terminated.reshape(-1, 1).to(torch.float32),
+            ],
+            dim=1,
+            out=slot,
+        )
+        if slot.device.type == "cuda":
+            torch.cuda.synchronize(slot.device)  # the learner reads from another CUDA context
 
     # -- consumer (learner) -----------------------------------------------------------------------
     def pending(self) -> int:
@@ -245,24 +289,30 @@ class ReplayIngress:
         self.counters.set("closed", 1)
         self.to_collector.set()
 
-    def stats(self) -> dict[str, int | float]:
-        """The manifest's replay_ingress block (final_occupancy is the live occupancy)."""
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` released this end's mapping (not the shared ``closed`` flag that
+        :meth:`mark_closed` raises for the producer)."""
+        return self._closed_local
+
+    def stats(self) -> ReplayStats:
+        """The manifest's replay_ingress counters (final_occupancy is the live occupancy)."""
         c = self.counters
         pub, rel = c.get("published_sequence"), c.get("release_sequence")
-        return {
-            "depth": self.layout.depth,
-            "slot_rows": self.layout.slot_rows,
-            "published_sequence": pub,
-            "release_sequence": rel,
-            "final_occupancy": pub - rel,
-            "high_water_occupancy": c.get("high_water_occupancy"),
-            "backpressure_waits": c.get("backpressure_waits"),
-            "backpressure_wait_s": c.getf("backpressure_wait_s"),
-            "early_returns": c.get("early_returns"),
-            "dropped_batches": c.get("dropped_batches"),
-            "closed_returns": c.get("closed_returns"),
-            "stop_returns": c.get("stop_returns"),
-        }
+        return ReplayStats(
+            depth=self.layout.depth,
+            slot_rows=self.layout.slot_rows,
+            published_sequence=pub,
+            release_sequence=rel,
+            final_occupancy=pub - rel,
+            high_water_occupancy=c.get("high_water_occupancy"),
+            backpressure_waits=c.get("backpressure_waits"),
+            backpressure_wait_s=c.getf("backpressure_wait_s"),
+            early_returns=c.get("early_returns"),
+            dropped_batches=c.get("dropped_batches"),
+            closed_returns=c.get("closed_returns"),
+            stop_returns=c.get("stop_returns"),
+        )
 
     def close(self) -> None:
         """Release views and shared memory (unlinked by the creator); idempotent. Signals are owned by

@@ -8,9 +8,12 @@ through a user configuration key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 class NullLearner:
@@ -19,7 +22,7 @@ class NullLearner:
     ``ready()`` is always False, so the trainer never calls ``update()`` and publishes only the initial
     and final weights."""
 
-    def __init__(self, cfg: DictConfig, obs_dim: int, action_dim: int, device: Any) -> None:
+    def __init__(self, cfg: DictConfig, obs_dim: int, action_dim: int, device: torch.device) -> None:
         import torch
 
         from runtime.learners import build_actor
@@ -28,9 +31,20 @@ class NullLearner:
         self.device = torch.device(device)
         self.updates_per_iteration = 0
         self.rows_ingested = 0
-        self._sink: Any = None
+        self._sink: torch.Tensor | None = None
+        self._requested = {
+            "torch_compile": bool(cfg.training.torch_compile),
+            "cuda_graphs": bool(cfg.training.cuda_graphs),
+        }
 
-    def add_transitions(self, obs: Any, action: Any, reward: Any, next_obs: Any, terminated: Any) -> None:
+    def add_transitions(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> None:
         """Copy [n, O], [n, A], [n], [n, O], [n] into the sink (same bytes a replay insert moves)."""
         import torch
 
@@ -51,6 +65,14 @@ class NullLearner:
     def update(self) -> dict[str, float]:
         return {}
 
+    def runtime_diagnostics(self) -> dict[str, dict[str, Any]]:
+        """Every optimisation is off: there is no gradient step to compile or capture."""
+        reason = "null learner: it takes no gradient steps"
+        return {
+            name: {"requested": requested, "enabled": False, "disable_reason": reason}
+            for name, requested in self._requested.items()
+        }
+
     def state_dict(self) -> dict[str, Any]:
         return {"rows_ingested": self.rows_ingested, "actor": self.actor.state_dict()}
 
@@ -59,6 +81,6 @@ class NullLearner:
         self.actor.load_state_dict(state["actor"])
 
 
-def null_learner_factory(cfg: DictConfig, obs_dim: int, action_dim: int, device: Any) -> NullLearner:
+def null_learner_factory(cfg: DictConfig, obs_dim: int, action_dim: int, device: torch.device) -> NullLearner:
     """``TrainerHooks.learner_factory`` for benchmark 9a."""
     return NullLearner(cfg, obs_dim, action_dim, device)

@@ -1,25 +1,24 @@
-"""What the trainer reports: progress records, TensorBoard windows, the run summary + runtime manifest,
-failure translation from collector reports, device placement, and the post-training playback.
+"""What the trainer reports, built from explicit inputs: progress records, TensorBoard scalars, the runtime
+manifest and the run summary.
 
-Functions here read a :class:`~runtime.manager.trainer.TrainingSession` and return plain data; the
-session decides when to write.
+Every function here is pure: it reads the snapshots and facts it is given and returns plain data. The
+session gathers the inputs and does all the writing.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
+from foundation.vocab import RunPhase
 from runtime.artifacts import MANIFEST_SCHEMA_VERSION
-from runtime.manager.shutdown import RunFailure, ShutdownRecord
-
-if TYPE_CHECKING:
-    from runtime.manager.trainer import TrainingSession
+from runtime.manager.control import ControlStats
+from runtime.manager.hooks import TrainerHooks
+from runtime.manager.plan import RunPlan
+from runtime.manager.resources import ArenaStats, Hello
+from runtime.manager.shutdown import ShutdownRecord
+from runtime.manager.telemetry import CounterSnapshot, EpisodeTotals, TbWindow
 
 REPLAY_KEYS = (
     "published_sequence",
@@ -41,294 +40,278 @@ INFERENCE_KEYS = (
     "published_version",
     "consumed_version",
 )
+# progress.jsonl speaks the soak monitor's phase vocabulary, which has no startup/playback/cleanup.
 PROGRESS_PHASE = {"startup": "prefill", "playback": "finalize", "cleanup": "finalize"}
 
 
-# -- placement -----------------------------------------------------------------------------------
-def learner_device(cfg: DictConfig) -> str:
-    """``resolved.learner_device`` from config validation, else the auto order cuda, mps, cpu."""
-    resolved = cfg.get("resolved", {}) or {}
-    wanted = str(resolved.get("learner_device") or cfg.training.learner_device)
-    if wanted != "auto":
-        return wanted
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def collector_device(cfg: DictConfig) -> str:
-    """The env/actor device of the collector: MJWarp's configured device, else CPU (host bridge)."""
-    if cfg.training.sim_backend == "mjwarp":
-        return "cuda" if cfg.training.mjwarp_device == "cuda" else "cpu"
-    return "cpu"
-
-
-# -- failures ------------------------------------------------------------------------------------
-def failure_from_report(msg: dict[str, Any]) -> RunFailure:
-    """Translate a collector ``error`` report into a classified failure."""
-    owner = msg.get("owner")
-    classification = "backend_worker_failure" if owner == "backend_worker" else "collector_failure"
-    where = "backend worker (env/backend)" if owner == "backend_worker" else "collector"
-    return RunFailure(
-        classification,  # type: ignore[arg-type]
-        f"{where} raised {msg.get('type')}: {msg.get('message')}",
-        exc_type=str(msg.get("type")),
-    )
-
-
-def describe_exitcode(code: int | None) -> str:
-    if code is None:
-        return "no exit code"
-    if code < 0:
-        try:
-            return f"exit code {code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"exit code {code}"
-    return f"exit code {code}"
-
-
-# -- live counters -------------------------------------------------------------------------------
-def _replay(s: TrainingSession) -> dict[str, Any]:
-    stats = s.final_ingress
-    if stats is None and s.ingress is not None and not s.ingress._closed_local:
-        stats = s.ingress.stats()
-    if stats is None:
-        stats = {k: 0 for k in REPLAY_KEYS} | {
-            "depth": int(s.cfg.training.replay_ingress_depth),
-            "slot_rows": s.slot_rows,
-            "final_occupancy": 0,
-            "backpressure_wait_s": 0.0,
-        }
-    return stats
-
-
-def _ring(s: TrainingSession) -> dict[str, Any]:
-    stats = s.final_ring
-    if stats is None and s.ring is not None and not s.ring._closed:
-        stats = s.ring.stats()
-    if stats is None:
-        stats = {k: 0 for k in INFERENCE_KEYS} | {
-            "slot_capacity": int(s.cfg.training.inference_slot_capacity)
-        }
-    return stats
-
-
-def _rate(s: TrainingSession, steps: int) -> float:
-    """Env steps/s since the previous call (the heartbeat window)."""
-    now = time.monotonic()
-    last_t, last_steps = getattr(s, "_rate_mark", (None, 0))
-    s._rate_mark = (now, steps)  # type: ignore[attr-defined]
-    if last_t is None or now <= last_t:
-        return 0.0
-    return (steps - last_steps) / (now - last_t)
-
-
-def progress_record(s: TrainingSession, final: bool = False) -> dict[str, Any]:
+# -- progress and TensorBoard --------------------------------------------------------------------
+def progress_record(
+    snap: CounterSnapshot,
+    stats: ArenaStats,
+    phase: RunPhase,
+    elapsed_s: float,
+    env_steps_per_s: float,
+    final: bool,
+) -> dict[str, Any]:
     """One progress.jsonl object (without ``schema``/``time``, added by ProgressLog)."""
-    steps = s.c.iterations * s.num_envs
-    replay = _replay(s)
-    ring = _ring(s)
+    replay, ring = stats.replay, stats.inference
     record: dict[str, Any] = {
-        "elapsed_s": round(time.monotonic() - s.started_mono, 6),
-        "iteration": s.c.iterations,
-        "total_env_steps": steps,
-        "env_steps_per_s": round(_rate(s, steps), 3),
-        "learner_updates": s.c.learner_updates,
-        "phase": PROGRESS_PHASE.get(s.phase, s.phase),
-        "replay": {k: replay[k] for k in REPLAY_KEYS} | {"occupancy": replay["final_occupancy"]},
-        "inference": {k: ring[k] for k in INFERENCE_KEYS},
+        "elapsed_s": round(elapsed_s, 6),
+        "iteration": snap.iterations,
+        "total_env_steps": snap.total_env_steps,
+        "env_steps_per_s": round(env_steps_per_s, 3),
+        "learner_updates": snap.learner_updates,
+        "phase": PROGRESS_PHASE.get(phase, phase),
+        "replay": _pick(replay, REPLAY_KEYS) | {"occupancy": replay["final_occupancy"]},
+        "inference": _pick(ring, INFERENCE_KEYS),
     }
     if final:
         record["final"] = True
-    if s.hooks.extra_progress is not None:
-        record.update(s.hooks.extra_progress())
     return record
 
 
-# -- TensorBoard ---------------------------------------------------------------------------------
-def open_metrics_writer(log_dir: Path) -> Any:
-    from runtime.metrics_schema import MetricsWriter
-
-    return MetricsWriter(log_dir)
+def _pick(source: Mapping[str, object], keys: Iterable[str]) -> dict[str, object]:
+    return {k: source[k] for k in keys}
 
 
-def write_tb(s: TrainingSession) -> None:
-    """One schema-v1 window at step total_env_steps: learner metrics + episodes + counters."""
-    steps = s.c.iterations * s.num_envs
-    replay, ring = _replay(s), _ring(s)
-    now = time.monotonic()
-    last_t, last_updates, last_steps, last_wait = getattr(s, "_tb_mark", (s.started_mono, 0, 0, 0.0))
-    window = max(now - last_t, 1e-9)
-    s._tb_mark = (now, s.c.learner_updates, steps, s.c.learner_wait_s)  # type: ignore[attr-defined]
-    scalars: dict[str, float] = {k: float(v) for k, v in s.c.metrics.items()}
-    scalars.update(
-        {
-            "learner/updates_total": s.c.learner_updates,
-            "learner/updates_per_s": (s.c.learner_updates - last_updates) / window,
-            "learner/ingress_wait_share": min(1.0, (s.c.learner_wait_s - last_wait) / window),
-            "throughput/env_steps_per_s": (steps - last_steps) / window,
-            "throughput/total_env_steps": steps,
-            "throughput/iteration": s.c.iterations,
-            "replay/occupancy": replay["final_occupancy"],
-            "replay/high_water_occupancy": replay["high_water_occupancy"],
-            "replay/published_sequence": replay["published_sequence"],
-            "replay/release_sequence": replay["release_sequence"],
-            "replay/backpressure_waits": replay["backpressure_waits"],
-            "replay/backpressure_wait_s": replay["backpressure_wait_s"],
-            "replay/dropped_batches": replay["dropped_batches"],
-            "replay/early_returns": replay["early_returns"],
-            "inference/queue_depth": ring["queue_depth"],
-            "inference/publication_lag": ring["publication_lag"],
-            "inference/max_in_flight": ring["max_in_flight"],
-            "inference/max_publication_lag": ring["max_publication_lag"],
-            "inference/events": ring["events"],
-            "inference/published_version": ring["published_version"],
-            "inference/consumed_version": ring["consumed_version"],
-        }
-    )
-    control = s.control
-    if control is not None and not control.segment._closed:
-        episodes = control.get("episodes")
-        ret_sum, len_sum = control.getf("episode_return_sum"), control.getf("episode_length_sum")
-        n = episodes - s.c.episodes_seen
-        if n > 0:
-            scalars["episode/reward_mean"] = (ret_sum - s.c.return_sum_seen) / n
-            scalars["episode/length_mean"] = (len_sum - s.c.length_sum_seen) / n
-        scalars["episode/count"] = n
-        s.c.episodes_seen, s.c.return_sum_seen, s.c.length_sum_seen = episodes, ret_sum, len_sum
-    s.writer.write(steps, scalars)
+def episode_totals(control: ControlStats | None) -> EpisodeTotals | None:
+    """The collector's finished-episode totals from the control segment (None: no segment)."""
+    if control is None:
+        return None
+    return EpisodeTotals(control["episodes"], control["episode_return_sum"], control["episode_length_sum"])
+
+
+def tb_scalars(
+    snap: CounterSnapshot, window: TbWindow, learner_metrics: Mapping[str, float], stats: ArenaStats
+) -> dict[str, float]:
+    """One schema-v1 window: the latest learner metrics, window rates, episodes and counters."""
+    scalars = {k: float(v) for k, v in learner_metrics.items()}
+    scalars.update(_throughput_scalars(snap, window))
+    scalars.update(_arena_scalars(stats))
+    if window.episodes is not None:
+        scalars.update(_episode_scalars(window.episodes))
+    return scalars
+
+
+def _throughput_scalars(snap: CounterSnapshot, window: TbWindow) -> dict[str, float]:
+    return {
+        "learner/updates_total": snap.learner_updates,
+        "learner/updates_per_s": window.learner_updates / window.seconds,
+        "learner/ingress_wait_share": min(1.0, window.learner_wait_s / window.seconds),
+        "throughput/env_steps_per_s": window.env_steps / window.seconds,
+        "throughput/total_env_steps": snap.total_env_steps,
+        "throughput/iteration": snap.iterations,
+    }
+
+
+def _arena_scalars(stats: ArenaStats) -> dict[str, float]:
+    replay, ring = stats.replay, stats.inference
+    return {
+        "replay/occupancy": replay["final_occupancy"],
+        "replay/high_water_occupancy": replay["high_water_occupancy"],
+        "replay/published_sequence": replay["published_sequence"],
+        "replay/release_sequence": replay["release_sequence"],
+        "replay/backpressure_waits": replay["backpressure_waits"],
+        "replay/backpressure_wait_s": replay["backpressure_wait_s"],
+        "replay/dropped_batches": replay["dropped_batches"],
+        "replay/early_returns": replay["early_returns"],
+        "inference/queue_depth": ring["queue_depth"],
+        "inference/publication_lag": ring["publication_lag"],
+        "inference/max_in_flight": ring["max_in_flight"],
+        "inference/max_publication_lag": ring["max_publication_lag"],
+        "inference/events": ring["events"],
+        "inference/published_version": ring["published_version"],
+        "inference/consumed_version": ring["consumed_version"],
+    }
+
+
+def _episode_scalars(new: EpisodeTotals) -> dict[str, float]:
+    """Means over the episodes that finished in the window (none: only the zero count)."""
+    scalars: dict[str, float] = {"episode/count": new.count}
+    if new.count > 0:
+        scalars["episode/reward_mean"] = new.return_sum / new.count
+        scalars["episode/length_mean"] = new.length_sum / new.count
+    return scalars
 
 
 # -- summary + manifest --------------------------------------------------------------------------
-def cuda_process_sharing(s: TrainingSession) -> dict[str, Any]:
-    """Configured/effective sharing; on CUDA also the ambient MPS facts (never fails the run)."""
-    resolved = (s.cfg.get("resolved", {}) or {}).get("cuda_process_sharing")
-    block: dict[str, Any] = (
-        dict(OmegaConf.to_container(resolved)) if resolved is not None else {}  # type: ignore[arg-type]
-    )
-    block.setdefault("configured", s.cfg.training.cuda_process_sharing)
+@dataclass(frozen=True)
+class RunReport:
+    """Everything the run summary and the runtime manifest are built from.
+
+    ``hello`` is None when the collector never finished start-up; ``cuda_process_sharing`` is the
+    block from :func:`cuda_process_sharing`; ``memory_budgeted`` says the arenas were created.
+    """
+
+    plan: RunPlan
+    hooks: TrainerHooks
+    counters: CounterSnapshot
+    stats: ArenaStats
+    hello: Hello | None
+    memory_budgeted: bool
+    learner_diagnostics: dict[str, Any]
+    signalling_kind: str
+    cuda_process_sharing: dict[str, Any]
+    collector_pid: int | None
+    collector_exitcode: int | None
+    loop_s: float
+    playback: dict[str, Any] | None
+    started_unix_s: float
+    finished_unix_s: float
+    duration_s: float
+    exit_code: int
+
+
+def cuda_process_sharing(
+    resolved: Mapping[str, Any] | None,
+    configured: str | None,
+    plan: RunPlan,
+    ambient: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Configured/effective sharing and the devices; on CUDA also ``ambient`` (the MPS facts the session
+    observed, or the error observing them), elsewhere a note that sharing does not apply."""
+    block = dict(resolved) if resolved is not None else {}
+    block.setdefault("configured", configured)
     block.setdefault("effective", None)
-    block["learner_device"] = s.learner_device
-    block["collector_device"] = s.collector_device
-    on_cuda = "cuda" in (s.learner_device, s.collector_device)
-    if on_cuda:
+    block["learner_device"] = plan.learner_device
+    block["collector_device"] = plan.physics_device
+    if on_cuda(plan):
         if block["effective"] is None:
             block["effective"] = "none"
-        try:
-            from foundation.mps import ambient_facts
-
-            block["ambient"] = ambient_facts(os.environ)
-        except Exception as exc:  # ambient observation never fails the run
-            block["ambient"] = {"error": f"{type(exc).__name__}: {exc}"}
+        block["ambient"] = ambient
     else:
         block["ambient"] = None
         block["note"] = "learner and collector are not on CUDA; process sharing does not apply"
     return block
 
 
-def manifest(s: TrainingSession, record: ShutdownRecord) -> dict[str, Any]:
-    replay, ring = _replay(s), _ring(s)
-    hello = s.hello or {}
-    diagnostics = hello.get("backend_diagnostics") or {
-        "available": False,
-        "backend_type": s.cfg.training.sim_backend,
-        "unavailable_reason": "the collector never reported diagnostics (it did not finish start-up)",
-    }
-    budget = None
-    if s.hello is not None and s.ingress is not None:
-        lay = s.ingress.layout
-        budget = {
-            "ingress_bytes": 4 * lay.depth * lay.slot_rows * lay.width,
-            "ring_bytes": 4 * int(s.cfg.training.inference_slot_capacity) * int(hello["actor_state_size"]),
-            "device": s.collector_device,
-            "decision": "ingress and ring sized exactly from depth x slot_rows and slot capacity x actor state",
-        }
+def on_cuda(plan: RunPlan) -> bool:
+    return "cuda" in (plan.learner_device, plan.physics_device)
+
+
+def manifest(report: RunReport, record: ShutdownRecord) -> dict[str, Any]:
+    """The runtime manifest (foundation/schemas/runtime-manifest-1)."""
+    replay = report.stats.replay
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
-        "limits": {
-            "num_envs": s.num_envs,
-            "max_iterations": s.total_iterations,
-            "prefill_iterations": s.prefill,
-            "replay_ingress_depth": int(s.cfg.training.replay_ingress_depth),
-            "replay_ingress_slot_rows": s.slot_rows,
-            "slots_per_iteration": s.slots_per_iteration,
-            "inference_slot_capacity": int(s.cfg.training.inference_slot_capacity),
-            "collector_metrics_interval": int(s.cfg.training.collector_metrics_interval),
-            "heartbeat_seconds": float(s.cfg.training.heartbeat_seconds),
-            "startup_timeout_s": s.hooks.startup_timeout_s,
-            "stale_tick_timeout_s": s.hooks.stale_tick_timeout_s,
-            "shutdown_deadline_s": s.hooks.shutdown_deadline_s,
-        },
-        "devices": {
-            "learner": s.learner_device,
-            "collector": hello.get("device", s.collector_device),
-            "backend_type": str(hello.get("backend_type", s.cfg.training.sim_backend)),
-            "data_plane": hello.get("data_plane"),
-            "arena": "cuda_ipc" if s.collector_device.startswith("cuda") else "posix_shm",
-        },
-        "signalling": {"kind": s.to_learner.kind},
-        "inference_flight": {
-            "final_queue_depth": ring["queue_depth"],
-            "final_publication_lag": ring["publication_lag"],
-            "max_in_flight": ring["max_in_flight"],
-            "max_publication_lag": ring["max_publication_lag"],
-            "events": ring["events"],
-            "slot_capacity": ring["slot_capacity"],
-            "published_version": ring["published_version"],
-            "consumed_version": ring["consumed_version"],
-            "torn_reads": ring.get("torn_reads", 0),
-        },
-        "replay_ingress": {k: replay[k] for k in (*REPLAY_KEYS, "depth", "slot_rows", "final_occupancy")}
-        | {"learner_wait_s": round(s.c.learner_wait_s, 6)},
-        "memory_budget": budget,
-        "backend_diagnostics": diagnostics,
-        "cuda_process_sharing": cuda_process_sharing(s),
-        "collector": {"pid": s.collector_pid, "exitcode": s.collector_exitcode} | _collector_timing(s),
+        "limits": _limits(report.plan, report.hooks),
+        "devices": _devices(report.plan, report.hello),
+        "signalling": {"kind": report.signalling_kind},
+        "inference_flight": _inference_flight(report.stats),
+        "replay_ingress": _pick(replay, (*REPLAY_KEYS, "depth", "slot_rows", "final_occupancy"))
+        | {"learner_wait_s": round(report.counters.learner_wait_s, 6)},
+        "memory_budget": _memory_budget(report.plan, report.hello) if report.memory_budgeted else None,
+        "backend_diagnostics": _backend_diagnostics(report),
+        "learner_diagnostics": report.learner_diagnostics,
+        "cuda_process_sharing": report.cuda_process_sharing,
+        "collector": {"pid": report.collector_pid, "exitcode": report.collector_exitcode}
+        | collector_timing(report.stats.control),
         "shutdown": record.manifest_block(),
     }
 
 
-def _collector_timing(s: TrainingSession) -> dict[str, Any]:
-    """Seconds the collector spent in inference, env stepping and ingress publication (incl. waits)."""
-    c = s.final_control or {}
+def _limits(plan: RunPlan, hooks: TrainerHooks) -> dict[str, Any]:
     return {
-        "iterations": int(c.get("iterations", 0)),
-        "inference_s": round(float(c.get("inference_s", 0.0)), 6),
-        "env_step_s": round(float(c.get("env_step_s", 0.0)), 6),
-        "publish_s": round(float(c.get("publish_s", 0.0)), 6),
+        "num_envs": plan.num_envs,
+        "max_iterations": plan.total_iterations,
+        "prefill_iterations": plan.prefill,
+        "replay_ingress_depth": plan.ingress_depth,
+        "replay_ingress_slot_rows": plan.slot_rows,
+        "slots_per_iteration": plan.slots_per_iteration,
+        "inference_slot_capacity": plan.ring_capacity,
+        "collector_metrics_interval": plan.metrics_interval,
+        "heartbeat_seconds": plan.heartbeat_s,
+        "startup_timeout_s": hooks.startup_timeout_s,
+        "stale_tick_timeout_s": hooks.stale_tick_timeout_s,
+        "shutdown_deadline_s": hooks.shutdown_deadline_s,
     }
 
 
-def build_summary(
-    s: TrainingSession, record: ShutdownRecord, started_wall: float, duration_s: float, exit_code: int
-) -> dict[str, Any]:
-    steps = s.c.iterations * s.num_envs
-    loop_s = max(s.loop_s, 1e-9)
+def _devices(plan: RunPlan, hello: Hello | None) -> dict[str, Any]:
+    return {
+        "learner": plan.learner_device,
+        "collector": hello.device if hello is not None else plan.physics_device,
+        "backend_type": hello.backend_type if hello is not None else plan.sim_backend,
+        "data_plane": hello.data_plane if hello is not None else None,
+        "arena": "cuda_ipc" if plan.physics_device.startswith("cuda") else "posix_shm",
+    }
+
+
+def _inference_flight(stats: ArenaStats) -> dict[str, Any]:
+    ring = stats.inference
+    return {
+        "final_queue_depth": ring["queue_depth"],
+        "final_publication_lag": ring["publication_lag"],
+        "max_in_flight": ring["max_in_flight"],
+        "max_publication_lag": ring["max_publication_lag"],
+        "events": ring["events"],
+        "slot_capacity": ring["slot_capacity"],
+        "published_version": ring["published_version"],
+        "consumed_version": ring["consumed_version"],
+        "torn_reads": ring["torn_reads"],
+    }
+
+
+def _memory_budget(plan: RunPlan, hello: Hello | None) -> dict[str, Any] | None:
+    if hello is None:
+        return None
+    layout_width = 2 * hello.obs_dim + hello.action_dim + 2
+    return {
+        "ingress_bytes": 4 * plan.ingress_depth * plan.slot_rows * layout_width,
+        "ring_bytes": 4 * plan.ring_capacity * hello.actor_state_size,
+        "device": plan.physics_device,
+        "decision": "ingress and ring sized exactly from depth x slot_rows and slot capacity x actor state",
+    }
+
+
+def _backend_diagnostics(report: RunReport) -> dict[str, Any]:
+    if report.hello is not None:
+        return report.hello.backend_diagnostics
+    return {
+        "available": False,
+        "backend_type": report.plan.sim_backend,
+        "unavailable_reason": "the collector never reported diagnostics (it did not finish start-up)",
+    }
+
+
+def collector_timing(control: ControlStats | None) -> dict[str, Any]:
+    """Seconds the collector spent in inference, env stepping and ingress publication (incl. waits)."""
+    if control is None:
+        return {"iterations": 0, "inference_s": 0.0, "env_step_s": 0.0, "publish_s": 0.0}
+    return {
+        "iterations": control["iterations"],
+        "inference_s": round(control["inference_s"], 6),
+        "env_step_s": round(control["env_step_s"], 6),
+        "publish_s": round(control["publish_s"], 6),
+    }
+
+
+def build_summary(report: RunReport, record: ShutdownRecord) -> dict[str, Any]:
+    """The run_summary.json document (foundation/schemas/run-summary-1)."""
+    snap = report.counters
+    loop_s = max(report.loop_s, 1e-9)
+    timed = report.loop_s > 0
     completed = record.classification == "normal_completion"
     return {
         "metric_schema_version": 1,
         "status": record.status,
         "failure_reason": None if completed else (record.reason or record.classification),
         "failure_classification": None if completed else record.classification,
-        "total_env_steps": steps,
-        "iterations": s.c.iterations,
-        "learner_updates": s.c.learner_updates,
-        "duration_s": round(duration_s, 6),
-        "env_steps_per_s": round(steps / loop_s, 3) if s.loop_s > 0 else 0.0,
-        "learner_updates_per_s": round(s.c.learner_updates / loop_s, 3) if s.loop_s > 0 else 0.0,
-        "started_unix_s": started_wall,
-        "finished_unix_s": time.time(),
-        "exit_code": exit_code,
-        "playback": s.playback,
-        "runtime_manifest": manifest(s, record),
+        "total_env_steps": snap.total_env_steps,
+        "iterations": snap.iterations,
+        "learner_updates": snap.learner_updates,
+        "duration_s": round(report.duration_s, 6),
+        "env_steps_per_s": round(snap.total_env_steps / loop_s, 3) if timed else 0.0,
+        "learner_updates_per_s": round(snap.learner_updates / loop_s, 3) if timed else 0.0,
+        "started_unix_s": report.started_unix_s,
+        "finished_unix_s": report.finished_unix_s,
+        "exit_code": report.exit_code,
+        "playback": report.playback,
+        "runtime_manifest": manifest(report, record),
     }
 
 
-def schema_failure_summary(summary: dict[str, Any], message: str) -> dict[str, Any]:
+def schema_failure_summary(summary: Mapping[str, Any], message: str) -> dict[str, Any]:
     """Replace an invalid summary's verdict with an explicit failure that still validates."""
     out = dict(summary)
     out["status"] = "failed"
@@ -339,50 +322,3 @@ def schema_failure_summary(summary: dict[str, Any], message: str) -> dict[str, A
     out["runtime_manifest"] = dict(out["runtime_manifest"], shutdown=shutdown)
     out["exit_code"] = 1
     return out
-
-
-# -- playback ------------------------------------------------------------------------------------
-def run_playback(cfg: DictConfig, learner: Any, env_factory: str) -> dict[str, Any]:
-    """Deterministic playback of the final actor on one env for ``training.playback_steps`` steps."""
-    import torch
-
-    from runtime.manager.collector import resolve
-
-    data = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(data, dict)
-    data["algo"]["num_envs"] = 1
-    data["resolved"]["replay_ingress_slot_rows"] = 1
-    one = OmegaConf.create(data)
-    OmegaConf.set_readonly(one, True)
-    device = torch.device(collector_device(cfg))
-    try:
-        env = resolve(env_factory)(one, device=device, seed=int(cfg.seed) + 1)
-        obs = env.reset()
-    except Exception as exc:
-        raise RunFailure("backend_worker_failure", f"playback env failed: {exc}", cause=exc) from exc
-    actor = learner.actor
-    actor_device = next(iter(actor.parameters()), torch.zeros(())).device
-    total, returns = 0.0, list[float]()
-    steps = int(cfg.training.playback_steps)
-    try:
-        for _ in range(steps):
-            try:
-                with torch.inference_mode():
-                    action = actor.act(obs.to(actor_device), deterministic=True).to(device)
-            except Exception as exc:
-                raise RunFailure("learner_failure", f"playback actor failed: {exc}", cause=exc) from exc
-            try:
-                out = env.step(action)
-            except Exception as exc:
-                raise RunFailure("backend_worker_failure", f"playback step failed: {exc}", cause=exc) from exc
-            total += float(out.reward.sum())
-            returns.extend(float(r) for r in out.episode_returns.reshape(-1))
-            obs = out.obs
-    finally:
-        env.close()
-    return {
-        "steps": steps,
-        "total_reward": total,
-        "episodes_completed": len(returns),
-        "mean_episode_return": sum(returns) / len(returns) if returns else None,
-    }

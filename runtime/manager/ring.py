@@ -16,7 +16,7 @@ Counters (shared header; learner writes all but ``consumed_version`` and the per
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from runtime.manager.shm import (
     CountersSpec,
@@ -27,6 +27,9 @@ from runtime.manager.shm import (
     create_header_and_data,
 )
 from runtime.manager.signals import WakeSignal
+
+if TYPE_CHECKING:
+    import torch
 
 _BASE_FIELDS: tuple[str, ...] = (
     "published_version",
@@ -43,6 +46,35 @@ def ring_int_fields(capacity: int) -> tuple[str, ...]:
     """Header fields: the base counters plus ``seq_i`` / ``ver_i`` per slot."""
     per_slot = [f"{kind}_{i}" for i in range(capacity) for kind in ("seq", "ver")]
     return _BASE_FIELDS + tuple(per_slot)
+
+
+class RingStats(TypedDict):
+    """Live ring counters: derived depth and lag, their peaks, events and the two versions."""
+
+    queue_depth: int
+    publication_lag: int
+    max_in_flight: int
+    max_publication_lag: int
+    events: int
+    published_version: int
+    consumed_version: int
+    slot_capacity: int
+    torn_reads: int
+
+
+def empty_ring_stats(capacity: int) -> RingStats:
+    """The counters of a ring that was never created (a run that failed before the attach)."""
+    return RingStats(
+        queue_depth=0,
+        publication_lag=0,
+        max_in_flight=0,
+        max_publication_lag=0,
+        events=0,
+        published_version=0,
+        consumed_version=0,
+        slot_capacity=capacity,
+        torn_reads=0,
+    )
 
 
 @dataclass(frozen=True)
@@ -74,7 +106,9 @@ class InferenceRing:
         self._closed = False
 
     @classmethod
-    def create(cls, capacity: int, state_size: int, device: Any, doorbell: WakeSignal) -> InferenceRing:
+    def create(
+        cls, capacity: int, state_size: int, device: str | torch.device, doorbell: WakeSignal
+    ) -> InferenceRing:
         if not 1 <= capacity <= 16:
             raise ValueError(f"training.inference_slot_capacity must be in 1..16, got {capacity}")
         if state_size < 1:
@@ -94,7 +128,7 @@ class InferenceRing:
         return RingSpec(self.capacity, self.state_size, self.counters.spec, self.data.spec)
 
     # -- learner ----------------------------------------------------------------------------------
-    def publish(self, state: Any) -> int:
+    def publish(self, state: torch.Tensor) -> int:
         """Publish ``state`` [P] float32 as the next version; returns that version."""
         if tuple(state.shape) != (self.state_size,):
             raise ValueError(
@@ -122,7 +156,7 @@ class InferenceRing:
         return version
 
     # -- collector --------------------------------------------------------------------------------
-    def consume_latest(self, out: Any, attempts: int = 8) -> int | None:
+    def consume_latest(self, out: torch.Tensor, attempts: int = 8) -> int | None:
         """Copy the newest unconsumed publication into ``out`` [P]; return its version, or None when
         nothing new is published (or every attempt raced a writer: counted in ``torn_reads``)."""
         c = self.counters
@@ -147,22 +181,27 @@ class InferenceRing:
         return None
 
     # -- both -------------------------------------------------------------------------------------
-    def stats(self) -> dict[str, int]:
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` released this end's mapping."""
+        return self._closed
+
+    def stats(self) -> RingStats:
         """Live counters: queue_depth, publication_lag, peaks, events and versions."""
         c = self.counters
         published, consumed = c.get("published_version"), c.get("consumed_version")
         lag = published - consumed
-        return {
-            "queue_depth": min(lag, self.capacity),
-            "publication_lag": lag,
-            "max_in_flight": c.get("max_in_flight"),
-            "max_publication_lag": c.get("max_publication_lag"),
-            "events": c.get("publications") + c.get("consumptions"),
-            "published_version": published,
-            "consumed_version": consumed,
-            "slot_capacity": self.capacity,
-            "torn_reads": c.get("torn_reads"),
-        }
+        return RingStats(
+            queue_depth=min(lag, self.capacity),
+            publication_lag=lag,
+            max_in_flight=c.get("max_in_flight"),
+            max_publication_lag=c.get("max_publication_lag"),
+            events=c.get("publications") + c.get("consumptions"),
+            published_version=published,
+            consumed_version=consumed,
+            slot_capacity=self.capacity,
+            torn_reads=c.get("torn_reads"),
+        )
 
     def close(self) -> None:
         """Release views and shared memory (unlinked by the creator); idempotent."""

@@ -46,6 +46,11 @@ class Segment:
         self._unlinked = False
 
     @property
+    def closed(self) -> bool:
+        """True once this process's mapping is released."""
+        return self._closed
+
+    @property
     def buf(self) -> memoryview:
         if self._closed:
             raise RuntimeError(f"shared-memory segment {self.name} is closed")
@@ -106,6 +111,11 @@ class SharedCounters:
     @property
     def spec(self) -> CountersSpec:
         return CountersSpec(self.segment.name, self.int_fields, self.float_fields)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` released the mapping (no field can be read any more)."""
+        return self.segment.closed
 
     def get(self, key: str) -> int:
         assert self._ints is not None

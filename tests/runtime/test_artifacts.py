@@ -46,6 +46,8 @@ def _manifest(**shutdown: Any) -> dict[str, Any]:
         "replay_ingress": {"depth": 2, "slot_rows": 8, "backpressure_wait_s": 0.0, **counts, **dict.fromkeys(zeros, 0)},
         "memory_budget": None,
         "backend_diagnostics": {"available": False, "backend_type": "mujoco", "unavailable_reason": "none declared"},
+        "learner_diagnostics": {"available": True, "learner": "SACLearner", "diagnostics": {
+            "torch_compile": {"requested": True, "enabled": False, "disable_reason": "forced off on cpu"}}},
         "cuda_process_sharing": {"configured": None, "effective": None},
         "collector": {"pid": 1, "exitcode": 0},
         "shutdown": {"classification": "normal_completion", "owner": "manager", "phase": "finalize",
@@ -107,11 +109,43 @@ def test_manifest_schema_rules() -> None:
         validate(summary, RUN_SUMMARY_SCHEMA)
 
 
+@pytest.mark.parametrize(
+    "diagnostics",
+    [
+        None,  # never a bare null
+        {"available": True, "learner": "SACLearner", "diagnostics": {}},  # available means something is declared
+        {"available": True, "learner": "SACLearner",
+         "diagnostics": {"torch_compile": {"requested": True, "enabled": False, "disable_reason": None}}},
+        {"available": False, "learner": None, "unavailable_reason": ""},
+        {"available": False, "learner": None},
+    ],
+)  # fmt: skip
+def test_manifest_learner_diagnostics_rules(diagnostics: Any) -> None:
+    bad = _manifest()
+    bad["learner_diagnostics"] = diagnostics
+    with pytest.raises(ArtifactError, match="learner_diagnostics"):
+        validate(bad, RUNTIME_MANIFEST_SCHEMA)
+
+
+def test_manifest_requires_learner_diagnostics() -> None:
+    bad = _manifest()
+    del bad["learner_diagnostics"]
+    with pytest.raises(ArtifactError, match="learner_diagnostics"):
+        validate(bad, RUNTIME_MANIFEST_SCHEMA)
+    unbuilt = _manifest()
+    unbuilt["learner_diagnostics"] = {
+        "available": False,
+        "learner": None,
+        "unavailable_reason": "never built",
+    }
+    validate(unbuilt, RUNTIME_MANIFEST_SCHEMA)
+
+
 def test_run_config_from_composed_config(tmp_path: Path) -> None:
     from omegaconf import OmegaConf
 
     cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}"])
-    doc = build_run_config(OmegaConf.to_container(cfg))  # type: ignore[arg-type]
+    doc = build_run_config(OmegaConf.to_container(cfg))  # type: ignore[arg-type]  # a DictConfig container has str keys
     write_run_config(tmp_path, doc)
     loaded = json.loads((tmp_path / "run_config.json").read_text())
     assert loaded["owner"]["sim"] == "mujoco" and loaded["cuda_process_sharing"] == {"configured": None}

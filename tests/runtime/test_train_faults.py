@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -55,7 +56,7 @@ def _descendants(pid: int) -> list[psutil.Process]:
 
 def _finish(
     proc: subprocess.Popen[bytes], family: list[psutil.Process], log_dir: Path, timeout_s: float
-) -> dict:
+) -> dict[str, Any]:
     try:
         proc.wait(timeout_s)
     finally:

@@ -113,5 +113,8 @@ class SlowLearner:
         time.sleep(self.update_s)
         return {}
 
+    def runtime_diagnostics(self) -> dict[str, dict[str, Any]]:
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         return {}

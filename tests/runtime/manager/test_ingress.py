@@ -11,20 +11,20 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from runtime.manager.ingress import IngressLayout, IngressSpec, ReplayIngress
+from runtime.manager.ingress import IngressBatch, IngressLayout, IngressSpec, ReplayIngress, ReplayStats
 from runtime.manager.shm import list_segments
 from runtime.manager.signals import WakeSignal
 
 OD, AD, R = 3, 2, 4
 
 
-def _rows(seed: float) -> tuple[torch.Tensor, ...]:
+def _rows(seed: float, device: str = "cpu") -> IngressBatch:
     obs = torch.full((R, OD), seed)
     act = torch.full((R, AD), -seed)
     rew = torch.arange(R, dtype=torch.float32) + seed
     nxt = obs + 1
     term = torch.tensor([True, False, True, False])
-    return obs, act, rew, nxt, term
+    return IngressBatch(*(t.to(device) for t in (obs, act, rew, nxt, term)))
 
 
 @pytest.fixture
@@ -41,8 +41,8 @@ def ingress() -> Iterator[ReplayIngress]:
 
 def test_roundtrip_and_counters(ingress: ReplayIngress) -> None:
     assert ingress.peek(0.0) is None
-    assert ingress.put(*_rows(1.0))
-    assert ingress.put(*_rows(2.0))
+    assert ingress.put(_rows(1.0))
+    assert ingress.put(_rows(2.0))
     assert ingress.stats()["high_water_occupancy"] == 2
     batch = ingress.peek(0.0)
     assert batch is not None
@@ -64,8 +64,8 @@ def test_roundtrip_and_counters(ingress: ReplayIngress) -> None:
 
 
 def test_backpressure_waits_for_release(ingress: ReplayIngress) -> None:
-    ingress.put(*_rows(1.0))
-    ingress.put(*_rows(2.0))
+    ingress.put(_rows(1.0))
+    ingress.put(_rows(2.0))
 
     def consume_later() -> None:
         time.sleep(0.2)
@@ -73,7 +73,7 @@ def test_backpressure_waits_for_release(ingress: ReplayIngress) -> None:
 
     t = threading.Thread(target=consume_later)
     t.start()
-    assert ingress.put(*_rows(3.0), poll_s=0.05)
+    assert ingress.put(_rows(3.0), poll_s=0.05)
     t.join()
     stats = ingress.stats()
     assert stats["backpressure_waits"] == 1
@@ -84,11 +84,11 @@ def test_backpressure_waits_for_release(ingress: ReplayIngress) -> None:
 
 @pytest.mark.parametrize("path", ["stop", "close"])
 def test_early_return_while_full(ingress: ReplayIngress, path: str) -> None:
-    ingress.put(*_rows(1.0))
-    ingress.put(*_rows(2.0))
+    ingress.put(_rows(1.0))
+    ingress.put(_rows(2.0))
     timer = threading.Timer(0.1, ingress.request_stop if path == "stop" else ingress.mark_closed)
     timer.start()
-    assert ingress.put(*_rows(3.0), poll_s=0.05) is False
+    assert ingress.put(_rows(3.0), poll_s=0.05) is False
     timer.join()
     s = ingress.stats()
     assert s["early_returns"] == s["dropped_batches"] == 1
@@ -98,16 +98,30 @@ def test_early_return_while_full(ingress: ReplayIngress, path: str) -> None:
 
 
 def test_abort_callback_is_a_stop_return(ingress: ReplayIngress) -> None:
-    ingress.put(*_rows(1.0))
-    ingress.put(*_rows(2.0))
-    assert ingress.put(*_rows(3.0), poll_s=0.01, abort=lambda: True) is False
+    ingress.put(_rows(1.0))
+    ingress.put(_rows(2.0))
+    assert ingress.put(_rows(3.0), poll_s=0.01, abort=lambda: True) is False
     assert ingress.stats()["stop_returns"] == 1
 
 
 def test_put_after_close_is_early_return(ingress: ReplayIngress) -> None:
     ingress.mark_closed()
-    assert ingress.put(*_rows(1.0)) is False
+    assert ingress.put(_rows(1.0)) is False
     assert ingress.stats()["closed_returns"] == 1
+
+
+def test_closed_is_this_ends_mapping_not_the_shared_flag() -> None:
+    to_l, to_c = WakeSignal(), WakeSignal()
+    ing = ReplayIngress.create(
+        IngressLayout(depth=1, slot_rows=R, obs_dim=OD, action_dim=AD), "cpu", to_l, to_c
+    )
+    ing.mark_closed()  # the consumer is gone for the producer ...
+    assert ing.halted() and not ing.closed  # ... but this end can still be read
+    assert set(ing.stats()) == set(ReplayStats.__annotations__)
+    ing.close()
+    assert ing.closed
+    to_l.close()
+    to_c.close()
 
 
 def test_layout_validation() -> None:
@@ -119,7 +133,7 @@ def _producer(spec: IngressSpec, to_l: WakeSignal, to_c: WakeSignal, n: int) -> 
     ing = ReplayIngress.attach(spec, to_l, to_c)
     try:
         for i in range(n):
-            if not ing.put(*_rows(float(i)), poll_s=0.05):
+            if not ing.put(_rows(float(i)), poll_s=0.05):
                 break
     finally:
         ing.close()
@@ -167,8 +181,7 @@ def _cuda_producer(spec: IngressSpec, to_l: WakeSignal, to_c: WakeSignal, n: int
     ing = ReplayIngress.attach(spec, to_l, to_c)
     try:
         for i in range(n):
-            rows = tuple(t.cuda() for t in _rows(float(i)))
-            if not ing.put(*rows, poll_s=0.05):
+            if not ing.put(_rows(float(i), "cuda"), poll_s=0.05):
                 break
     finally:
         ing.close()

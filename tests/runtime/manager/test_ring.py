@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from runtime.manager.ring import InferenceRing, RingSpec
+from runtime.manager.ring import InferenceRing, RingSpec, RingStats
 from runtime.manager.shm import list_segments
 from runtime.manager.signals import WakeSignal
 
@@ -37,6 +37,17 @@ def test_publish_consume_counters(capacity: int) -> None:
     finally:
         ring.close()
         bell.close()
+
+
+def test_closed_is_public_and_stats_are_typed() -> None:
+    bell = WakeSignal()
+    ring = InferenceRing.create(2, 3, "cpu", bell)
+    assert not ring.closed
+    assert set(ring.stats()) == set(RingStats.__annotations__)
+    ring.close()
+    assert ring.closed
+    ring.close()  # idempotent
+    bell.close()
 
 
 def test_wrong_shape_and_capacity_rejected() -> None:

@@ -14,7 +14,7 @@ KINDS = ["pipe"] + (["eventfd"] if default_kind() == "eventfd" else [])
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_set_wait_drain(kind: str) -> None:
-    sig = WakeSignal(kind)  # type: ignore[arg-type]
+    sig = WakeSignal(kind)  # type: ignore[arg-type]  # parametrized with SignalKind strings
     try:
         assert sig.wait(0.01) is False
         sig.set()
@@ -27,7 +27,7 @@ def test_set_wait_drain(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_close_is_idempotent_and_releases_fds(kind: str) -> None:
-    sig = WakeSignal(kind)  # type: ignore[arg-type]
+    sig = WakeSignal(kind)  # type: ignore[arg-type]  # parametrized with SignalKind strings
     fds = sig.fds
     sig.close()
     sig.close()
@@ -46,7 +46,7 @@ def _ring_back(ping: WakeSignal, pong: WakeSignal) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_signal_crosses_spawn(kind: str) -> None:
     ctx = mp.get_context("spawn")
-    ping, pong = WakeSignal(kind), WakeSignal(kind)  # type: ignore[arg-type]
+    ping, pong = WakeSignal(kind), WakeSignal(kind)  # type: ignore[arg-type]  # parametrized with SignalKind strings
     try:
         proc = ctx.Process(target=_ring_back, args=(ping, pong))
         proc.start()
@@ -61,4 +61,4 @@ def test_signal_crosses_spawn(kind: str) -> None:
 
 def test_unknown_kind_rejected() -> None:
     with pytest.raises(ValueError, match="eventfd' or 'pipe"):
-        WakeSignal("futex")  # type: ignore[arg-type]
+        WakeSignal("futex")  # type: ignore[arg-type]  # an unsupported kind on purpose

@@ -83,6 +83,18 @@ def test_normal_completion_artifacts_and_counters(tmp_path: Path, clean_host: No
             "batched_step": {"requested": True, "enabled": False, "disable_reason": "fake backend"}
         },
     }
+    assert m["learner_diagnostics"] == {
+        "available": True,
+        "learner": "NullLearner",
+        "diagnostics": {
+            name: {
+                "requested": False,
+                "enabled": False,
+                "disable_reason": "null learner: it takes no gradient steps",
+            }
+            for name in ("torch_compile", "cuda_graphs")
+        },
+    }
     validate(json.loads((log_dir / "run_config.json").read_text()), RUN_CONFIG_SCHEMA)
     lines = [json.loads(x) for x in (log_dir / "progress.jsonl").read_text().splitlines()]
     iterations = [r["iteration"] for r in lines]
@@ -127,6 +139,7 @@ def test_env_construction_failure_is_backend_worker_failure(tmp_path: Path, clea
     assert m["shutdown"]["classification"] == "backend_worker_failure"
     assert m["shutdown"]["phase"] == "startup"
     assert m["backend_diagnostics"]["available"] is False
+    assert m["learner_diagnostics"]["available"] is False and m["learner_diagnostics"]["unavailable_reason"]
 
 
 def test_injected_learner_exception(tmp_path: Path, clean_host: None) -> None:
@@ -141,6 +154,33 @@ def test_injected_learner_exception(tmp_path: Path, clean_host: None) -> None:
     ri = summary["runtime_manifest"]["replay_ingress"]
     assert ri["early_returns"] == ri["dropped_batches"] == ri["closed_returns"] + ri["stop_returns"]
     assert sd["cleanup"]["errors"] == []
+
+
+def test_cpu_run_records_the_forced_off_learner_optimizations(tmp_path: Path, clean_host: None) -> None:
+    """The real SAC learner on CPU with torch.compile and CUDA graphs requested: both are forced off,
+    and run_summary.json says so with the reason instead of silently training without them."""
+    log_dir = tmp_path / "run"
+    cfg = _cfg(
+        log_dir,
+        "algo.max_iterations=3",
+        "algo.actor_hidden=[8]",
+        "algo.critic_hidden=[8]",
+        "training.learner_device=cpu",
+        "training.torch_compile=true",
+        "training.cuda_graphs=true",
+    )
+    hooks = _hooks()
+    hooks.learner_factory = None  # the configured learner, as `train` builds it
+    assert run_training(cfg, hooks) == 0
+    summary = json.loads((log_dir / "run_summary.json").read_text())
+    learner = summary["runtime_manifest"]["learner_diagnostics"]
+    assert learner["available"] is True and learner["learner"] == "SACLearner"
+    for name in ("torch_compile", "cuda_graphs"):
+        entry = learner["diagnostics"][name]
+        assert entry["requested"] is True and entry["enabled"] is False
+        assert isinstance(entry["disable_reason"], str) and entry["disable_reason"].strip()
+    assert "cpu" in learner["diagnostics"]["torch_compile"]["disable_reason"]
+    read_run_summary(log_dir / "run_summary.json")  # and the summary is schema-valid
 
 
 def test_non_empty_log_dir_is_rejected_without_writing(tmp_path: Path) -> None:

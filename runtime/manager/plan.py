@@ -1,0 +1,92 @@
+"""The numbers and placement one training run is driven by, read once from the validated config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Iteration counts, geometry, intervals and device placement of one run.
+
+    ``fault_at`` is the iteration of an injected learner exception (``training.test_fault``), or None;
+    ``sharing_resolved`` is ``resolved.cuda_process_sharing`` (set by host validation) as plain data.
+    """
+
+    num_envs: int
+    slot_rows: int
+    total_iterations: int
+    prefill: int
+    ingress_depth: int
+    ring_capacity: int
+    metrics_interval: int
+    save_interval: int
+    heartbeat_s: float
+    fault_at: int | None
+    learner_device: str
+    physics_device: str
+    sim_backend: str
+    sharing_configured: str | None
+    sharing_resolved: dict[str, Any] | None
+
+    @property
+    def slots_per_iteration(self) -> int:
+        return self.num_envs // self.slot_rows
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> RunPlan:
+        training = cfg.training
+        learner_device, physics_device = placement(cfg)
+        return cls(
+            num_envs=int(cfg.algo.num_envs),
+            slot_rows=int(cfg.resolved.replay_ingress_slot_rows),
+            total_iterations=int(cfg.algo.max_iterations),
+            prefill=int(cfg.algo.prefill_iterations),
+            ingress_depth=int(training.replay_ingress_depth),
+            ring_capacity=int(training.inference_slot_capacity),
+            metrics_interval=int(training.collector_metrics_interval),
+            save_interval=int(cfg.algo.save_interval),
+            heartbeat_s=float(training.heartbeat_seconds),
+            fault_at=int(training.test_fault_iteration)
+            if training.test_fault == "learner_exception"
+            else None,
+            learner_device=learner_device,
+            physics_device=physics_device,
+            sim_backend=str(training.sim_backend),
+            sharing_configured=training.cuda_process_sharing,
+            sharing_resolved=_sharing_resolved(cfg),
+        )
+
+
+def placement(cfg: DictConfig) -> tuple[str, str]:
+    """``(cfg.resolved.learner_device, cfg.resolved.physics_device)``, the only source of placement.
+
+    Until composition records both fields for every config, a missing one is resolved here by the
+    config's own rules (runtime.config), never by a second copy of them."""
+    learner = _resolved(cfg, "learner_device")
+    if learner is None:
+        from runtime.config import PlatformFacts, resolve_learner_device
+
+        learner = resolve_learner_device(cfg, PlatformFacts.detect())
+    physics = _resolved(cfg, "physics_device")
+    if physics is None:
+        physics = str(cfg.training.mjwarp_device) if cfg.training.sim_backend == "mjwarp" else "cpu"
+    return str(learner), str(physics)
+
+
+def _resolved(cfg: DictConfig, key: str) -> Any:
+    # getattr with a default works for a struct DictConfig (a missing key raises an AttributeError
+    # subclass) and for a typed config object alike.
+    return getattr(cfg.resolved, key, None)
+
+
+def _sharing_resolved(cfg: DictConfig) -> dict[str, Any] | None:
+    block = _resolved(cfg, "cuda_process_sharing")
+    if block is None:
+        return None
+    data = OmegaConf.to_container(block) if isinstance(block, DictConfig) else block
+    assert isinstance(data, dict)
+    return {str(k): v for k, v in data.items()}

@@ -378,3 +378,7 @@ def doctor(gpus: GpusOpt = None, as_json: JsonOpt = False) -> None:
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="cumps")
+
+
+if __name__ == "__main__":
+    main()

@@ -183,3 +183,7 @@ def extract(
 def main() -> None:
     """Console-script entry point ``extract-metrics``."""
     app()
+
+
+if __name__ == "__main__":
+    main()

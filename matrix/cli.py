@@ -205,3 +205,7 @@ def explain_cmd(algo: str, task: str, backend: str, platform: str, repo: RepoOpt
 def main() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

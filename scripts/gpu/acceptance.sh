@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # GPU acceptance: one command on a Linux host with one NVIDIA GPU, CUDA-enabled torch and this repo.
 #
-#   scripts/gpu/acceptance.sh [OUT_DIR]
+#   scripts/gpu/acceptance.sh [--python PY] [OUT_DIR]
 #
 # Runs, each under `timeout` and inside one overall budget of ACCEPTANCE_BUDGET_S (default 480 s = 8 min):
-#   1. preflight   torch sees exactly one CUDA device, no HIP build, no profiler variables
+#   1. preflight   torch sees exactly one CUDA device, no HIP build, no profiler variables, every module
+#                  the steps import is importable
 #   2. cuda-tests  the `cuda` pytest lane                                   -> cuda-tests.xml, cuda-tests.log
 #   3. probe-2048  probe --acceptance of mjwarp against mujoco at 2048 envs -> probe-2048.json
 #   4. probe-8192  probe --acceptance of mjwarp alone at 8192 envs          -> probe-8192.json (throughput target)
@@ -13,13 +14,34 @@
 # Every artifact and log goes under OUT_DIR (default reports/gpu-acceptance/<UTC timestamp>, which must not
 # exist yet). A summary table is printed and written to OUT_DIR/summary.txt; exit 0 only if every step passed.
 #
+# Interpreter: by default every step runs through `uv run --frozen --extra mjwarp python -m MODULE`.
+# With `--python PY` (or ACCEPTANCE_PYTHON=PY) uv is not used at all: every step runs from this checkout
+# as `PY -m MODULE` (runtime.cli, harness.probe, harness.soak.cli, pytest), with the checkout put first
+# on PYTHONPATH, so an existing interpreter with the packages installed (an air-gapped host: see
+# docs/gpu-acceptance.md and scripts/gpu/device_install.sh, and export the PYTHONPATH it prints) runs it.
+#
 # CPU dry run (checks the script itself on a host without a GPU): ACCEPTANCE_DRY_RUN=cpu swaps the GPU
 # variants for small CPU ones (mujoco, and mjwarp on Warp's CPU diagnostic device), adds a step proving
 # that `probe --acceptance` fails closed without a GPU, and relaxes the preflight. It is not evidence.
-# Knobs: ACCEPTANCE_BUDGET_S (480), ACCEPTANCE_TRAIN_ITERS (100), ACCEPTANCE_SOAK_ITERS (300).
+# Knobs: ACCEPTANCE_BUDGET_S (480), ACCEPTANCE_TRAIN_ITERS (100), ACCEPTANCE_SOAK_ITERS (300),
+# ACCEPTANCE_ONLY=step,step (rerun only those steps after the preflight, e.g. ACCEPTANCE_ONLY=soak into a
+# new OUT_DIR; the others show as "not selected" and do not count).
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PYTHON_BIN="${ACCEPTANCE_PYTHON:-}"
+if [[ "${1:-}" == "--python" ]]; then
+  if [[ -z "${2:-}" ]]; then
+    echo "acceptance: --python needs an interpreter" >&2
+    exit 2
+  fi
+  PYTHON_BIN="$2"
+  shift 2
+fi
+if [[ "${1:-}" == -* ]] || (($# > 1)); then
+  echo "acceptance: usage: scripts/gpu/acceptance.sh [--python PY] [OUT_DIR]" >&2
+  exit 2
+fi
 cd "$REPO" || exit 2
 DRY="${ACCEPTANCE_DRY_RUN:-}"
 if [[ -n "$DRY" && "$DRY" != "cpu" ]]; then
@@ -39,6 +61,34 @@ if ! [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || (( BUDGET_S < 60 )); then
   echo "acceptance: ACCEPTANCE_BUDGET_S must be an integer >= 60, got '$BUDGET_S'" >&2
   exit 2
 fi
+ONLY="${ACCEPTANCE_ONLY:-}"
+KNOWN_STEPS=" cuda-tests probe-acceptance-refused probe-2048 probe-8192 train soak "
+if [[ -n "$ONLY" ]]; then
+  IFS=, read -r -a only_list <<<"$ONLY"
+  for name in "${only_list[@]}"; do
+    if [[ "$KNOWN_STEPS" != *" $name "* ]]; then
+      echo "acceptance: ACCEPTANCE_ONLY names an unknown step '$name' (known:$KNOWN_STEPS)" >&2
+      exit 2
+    fi
+  done
+fi
+if [[ -n "$PYTHON_BIN" ]]; then
+  # an existing interpreter: no uv; every step is `PY -m MODULE` from this checkout
+  if ! PYTHON_BIN="$(command -v "$PYTHON_BIN")"; then
+    echo "acceptance: the interpreter given by --python or ACCEPTANCE_PYTHON is not an executable" >&2
+    exit 2
+  fi
+  if ! "$PYTHON_BIN" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+    echo "acceptance: $PYTHON_BIN is not Python >= 3.11" >&2
+    exit 2
+  fi
+  PY=("$PYTHON_BIN")
+  export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+  RUNNER="python $PYTHON_BIN (no uv)"
+else
+  PY=(uv run --frozen --extra mjwarp python)  # mjwarp is an optional extra: make sure it is installed
+  RUNNER="uv run --frozen --extra mjwarp"
+fi
 OUT="${1:-$REPO/reports/gpu-acceptance/$(date -u +%Y%m%dT%H%M%SZ)}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 if [[ -e "$OUT" ]] && [[ -n "$(ls -A "$OUT" 2>/dev/null)" ]]; then
@@ -47,7 +97,6 @@ if [[ -e "$OUT" ]] && [[ -n "$(ls -A "$OUT" 2>/dev/null)" ]]; then
 fi
 mkdir -p "$OUT" || exit 2
 
-RUN=(uv run --frozen --extra mjwarp)  # mjwarp is an optional extra: make sure it is installed
 START=$(date +%s)
 DEADLINE=$((START + BUDGET_S))
 STEPS=()
@@ -61,6 +110,11 @@ step() {
   now=$(date +%s)
   left=$((DEADLINE - now))
   STEPS+=("$name")
+  if [[ -n "$ONLY" && "$name" != preflight && ",$ONLY," != *",$name,"* ]]; then
+    STATUS[$name]="not selected"
+    SECONDS_TAKEN[$name]=0
+    return
+  fi
   if (( left < 10 )); then
     STATUS[$name]="skipped (budget spent)"
     SECONDS_TAKEN[$name]=0
@@ -83,24 +137,42 @@ step() {
   echo "   -> ${STATUS[$name]} in ${SECONDS_TAKEN[$name]}s (log: $OUT/$name.log)"
 }
 
+# every module a step imports: a missing install fails the preflight by name instead of a later step
+MODULES=(torch numpy mujoco mujoco_warp warp omegaconf jsonschema referencing typer rich jinja2 pandas matplotlib
+  psutil yaml pynvml tensorboard pytest pytest_timeout hypothesis runtime.cli harness.probe harness.soak.cli)
+IMPORTS_CHECK='
+import importlib, sys
+bad = []
+for m in sys.argv[1:]:
+    try:
+        importlib.import_module(m)
+    except Exception as exc:
+        bad.append(f"{m}: {type(exc).__name__}: {exc}")
+import torch
+print(sys.executable, sys.version.split()[0], "torch", torch.__version__, torch.version.cuda, torch.cuda.is_available())
+for b in bad:
+    print("preflight: cannot import", b, file=sys.stderr)
+sys.exit(1 if bad else 0)
+'
+
 if [[ "$DRY" == "cpu" ]]; then
-  echo "acceptance: CPU DRY RUN into $OUT (not GPU evidence)"
-  step preflight 60 0 -- "${RUN[@]}" python -c "import torch, sys; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"
-  step cuda-tests 180 0 -- "${RUN[@]}" pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
-  step probe-acceptance-refused 120 2 -- "${RUN[@]}" probe --backends mujoco --num-envs 8 --warmup 1 --iters 2 \
+  echo "acceptance: CPU DRY RUN into $OUT via $RUNNER (not GPU evidence)"
+  step preflight 60 0 -- "${PY[@]}" -c "$IMPORTS_CHECK" "${MODULES[@]}"
+  step cuda-tests 180 0 -- "${PY[@]}" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
+  step probe-acceptance-refused 120 2 -- "${PY[@]}" -m harness.probe --backends mujoco --num-envs 8 --warmup 1 --iters 2 \
     --acceptance --output "$OUT/probe-refused.json"
-  step probe-2048 300 0 -- "${RUN[@]}" probe --backends mjwarp,mujoco --mjwarp-device cpu --num-envs 16 \
+  step probe-2048 300 0 -- "${PY[@]}" -m harness.probe --backends mjwarp,mujoco --mjwarp-device cpu --num-envs 16 \
     --warmup 2 --iters 5 --output "$OUT/probe-2048.json"
-  step probe-8192 120 0 -- "${RUN[@]}" probe --backends mujoco --num-envs 256 --warmup 5 --iters 20 \
+  step probe-8192 120 0 -- "${PY[@]}" -m harness.probe --backends mujoco --num-envs 256 --warmup 5 --iters 20 \
     --output "$OUT/probe-8192.json"
-  step train 180 0 -- "${RUN[@]}" train --algo flashsac --task g1_motion_tracking --sim mujoco \
+  step train 180 0 -- "${PY[@]}" -m runtime.cli --algo flashsac --task g1_motion_tracking --sim mujoco \
     algo.num_envs=16 algo.max_iterations=30 training.no_play=true log_dir="$OUT/train-run"
-  step soak 240 0 -- "${RUN[@]}" soak run --sim mujoco --num-envs 16 --iterations 60 --min-duration-seconds 5 \
+  step soak 240 0 -- "${PY[@]}" -m harness.soak.cli run --sim mujoco --num-envs 16 --iterations 60 --min-duration-seconds 5 \
     --sample-interval-seconds 1 --startup-timeout-seconds 120 --stale-progress-seconds 60 \
     --post-shutdown-grace-seconds 2 --live plain --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
 else
-  echo "acceptance: GPU run into $OUT (budget ${BUDGET_S}s)"
-  step preflight 60 0 -- "${RUN[@]}" python - <<'EOF'
+  echo "acceptance: GPU run into $OUT via $RUNNER (budget ${BUDGET_S}s)"
+  step preflight 60 0 -- "${PY[@]}" - "${MODULES[@]}" <<'EOF'
 import os, sys
 import torch
 from harness.probe_stats import profiler_env_violations
@@ -111,10 +183,16 @@ if not torch.cuda.is_available():
     problems.append("torch.cuda.is_available() is False")
 elif torch.cuda.device_count() != 1:
     problems.append(f"{torch.cuda.device_count()} CUDA devices visible; set CUDA_VISIBLE_DEVICES to one")
+for name in sys.argv[1:]:
+    try:
+        __import__(name)
+    except Exception as exc:
+        problems.append(f"cannot import {name}: {type(exc).__name__}: {exc}")
 hits = profiler_env_violations(os.environ)
 if hits:
     problems.append(f"profiler variables set: {hits}")
-print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), torch.cuda.device_count())
+print(sys.executable, sys.version.split()[0], torch.__version__, torch.version.cuda, torch.cuda.is_available(),
+      torch.cuda.device_count())
 if torch.cuda.is_available():
     print(torch.cuda.get_device_name(0))
 for p in problems:
@@ -127,15 +205,15 @@ EOF
     exit 1
   fi
   # the cuda lane first: it also compiles and caches the Warp CUDA kernels (~/.cache/warp) for the rest
-  step cuda-tests 120 0 -- "${RUN[@]}" pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
-  step probe-2048 120 0 -- "${RUN[@]}" probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 \
+  step cuda-tests 120 0 -- "${PY[@]}" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
+  step probe-2048 120 0 -- "${PY[@]}" -m harness.probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 \
     --acceptance --output "$OUT/probe-2048.json"
-  step probe-8192 45 0 -- "${RUN[@]}" probe --backends mjwarp --num-envs 8192 --warmup 20 --iters 100 \
+  step probe-8192 45 0 -- "${PY[@]}" -m harness.probe --backends mjwarp --num-envs 8192 --warmup 20 --iters 100 \
     --acceptance --output "$OUT/probe-8192.json"
-  step train 70 0 -- "${RUN[@]}" train --algo flashsac --task g1_motion_tracking --sim mjwarp \
+  step train 70 0 -- "${PY[@]}" -m runtime.cli --algo flashsac --task g1_motion_tracking --sim mjwarp \
     algo.num_envs=1024 algo.max_iterations="$TRAIN_ITERS" algo.save_interval=100 training.no_play=true \
     log_dir="$OUT/train-run"
-  step soak 130 0 -- "${RUN[@]}" soak run --sim mjwarp --num-envs 1024 --iterations "$SOAK_ITERS" \
+  step soak 130 0 -- "${PY[@]}" -m harness.soak.cli run --sim mjwarp --num-envs 1024 --iterations "$SOAK_ITERS" \
     --min-duration-seconds 10 --sample-interval-seconds 2 --startup-timeout-seconds 90 \
     --stale-progress-seconds 45 --post-shutdown-grace-seconds 5 --live plain \
     --extra-override algo.save_interval=200 --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
@@ -143,16 +221,20 @@ fi
 
 # ---- summary ---------------------------------------------------------------------------------------
 FAILED=0
+for name in "${STEPS[@]}"; do
+  [[ "${STATUS[$name]}" == "pass" || "${STATUS[$name]}" == "not selected" ]] || FAILED=1
+done
 {
   echo "GPU acceptance summary ($([[ "$DRY" == "cpu" ]] && echo 'CPU DRY RUN, not evidence' || echo 'GPU'))"
   echo "folder: $OUT"
+  echo "runner: $RUNNER"
+  [[ -z "$ONLY" ]] || echo "selected steps: $ONLY"
   echo "total: $(( $(date +%s) - START ))s of ${BUDGET_S}s budget"
   printf '%-26s %-34s %6s\n' step status seconds
   for name in "${STEPS[@]}"; do
     printf '%-26s %-34s %6s\n' "$name" "${STATUS[$name]}" "${SECONDS_TAKEN[$name]}"
-    [[ "${STATUS[$name]}" == "pass" ]] || FAILED=1
   done
-  "${RUN[@]}" python - "$OUT" <<'EOF'
+  "${PY[@]}" - "$OUT" <<'EOF'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])

@@ -4,8 +4,9 @@
 #   scripts/gpu/device_install.sh [--python PY] [--stage DIR] [--target DIR] [--partial]
 #                                 [--manifest-sha256 HEX] [FOLDER ...]
 #
-# FOLDERs are transfer folders made by scripts/gpu/bundle.sh, as they arrived (default: every
-# runs/gpu-bundle/cpXY/transfer-NN folder of the checkout, XY being PY's version). Every part found in
+# FOLDERs are transfer folders made by scripts/gpu/bundle.sh, as they arrived (default, while nothing
+# is staged yet: every runs/gpu-bundle/cpXY/transfer-NN folder of the checkout, XY being PY's version;
+# once something is staged: none, so a rerun just re-verifies the stage). Every part found in
 # them is checked against MANIFEST.json (size and sha256; every folder's MANIFEST.json copy must be the
 # same, and its lock hash must be this checkout's uv.lock) and copied into the stage folder (default
 # runs/gpu-stage), so parts brought by separate transfers, into separate folders, add up there.
@@ -53,7 +54,7 @@ PYVER=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || die "$PY must be Python >= 3.11"
 case "$STAGE" in /*) ;; *) STAGE="$PWD/$STAGE" ;; esac
 case "$TARGET" in /*) ;; *) TARGET="$PWD/$TARGET" ;; esac
-if ((${#FOLDERS[@]} == 0)); then
+if ((${#FOLDERS[@]} == 0)) && [[ ! -f "$STAGE/MANIFEST.json" ]]; then
   shopt -s nullglob
   FOLDERS=("$REPO/runs/gpu-bundle/cp$PYVER"/transfer-*)
   shopt -u nullglob

@@ -122,7 +122,9 @@ step() {
     return
   fi
   (( limit > left )) && limit=$left
-  echo "== $name (timeout ${limit}s): $*"
+  local shown=() arg
+  for arg in "$@"; do [[ "$arg" == *$'\n'* ]] && shown+=("<inline script>") || shown+=("$arg"); done
+  echo "== $name (timeout ${limit}s): ${shown[*]}"
   t0=$(date +%s)
   timeout --kill-after=15 "$limit" "$@" >"$OUT/$name.log" 2>&1
   rc=$?

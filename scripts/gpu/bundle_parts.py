@@ -499,7 +499,8 @@ def _print_assemble(report: AssembleReport, stage: Path) -> int:
         for p in report.missing:
             by_transfer.setdefault(p.transfer, []).append(p.file)
         for t, files in sorted(by_transfer.items()):
-            print(f"  missing from transfer-{t:02d}: {', '.join(files)}")
+            more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+            print(f"  missing from transfer-{t:02d}: {len(files)} part(s): {', '.join(files[:3])}{more}")
         return EXIT_MISSING
     joined = f"joined {len(report.joined)}, " if report.joined else ""
     print(f"  all {len(m.wheels)} wheels verified in {stage / 'wheels'} ({joined}sha256 of each checked)")

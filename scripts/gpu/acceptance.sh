@@ -42,6 +42,13 @@ if [[ "${1:-}" == -* ]] || (($# > 1)); then
   echo "acceptance: usage: scripts/gpu/acceptance.sh [--python PY] [OUT_DIR]" >&2
   exit 2
 fi
+if [[ -n "$PYTHON_BIN" ]]; then  # resolve it where it was given, before moving to the checkout
+  if ! PYTHON_BIN="$(command -v "$PYTHON_BIN")"; then
+    echo "acceptance: the interpreter given by --python or ACCEPTANCE_PYTHON is not an executable" >&2
+    exit 2
+  fi
+  case "$PYTHON_BIN" in /*) ;; *) PYTHON_BIN="$PWD/$PYTHON_BIN" ;; esac
+fi
 cd "$REPO" || exit 2
 DRY="${ACCEPTANCE_DRY_RUN:-}"
 if [[ -n "$DRY" && "$DRY" != "cpu" ]]; then
@@ -74,10 +81,6 @@ if [[ -n "$ONLY" ]]; then
 fi
 if [[ -n "$PYTHON_BIN" ]]; then
   # an existing interpreter: no uv; every step is `PY -m MODULE` from this checkout
-  if ! PYTHON_BIN="$(command -v "$PYTHON_BIN")"; then
-    echo "acceptance: the interpreter given by --python or ACCEPTANCE_PYTHON is not an executable" >&2
-    exit 2
-  fi
   if ! "$PYTHON_BIN" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
     echo "acceptance: $PYTHON_BIN is not Python >= 3.11" >&2
     exit 2

@@ -133,74 +133,85 @@ def _compare(var: str, left: str, op: str, right: str) -> bool:
     raise BundleError(f"unsupported marker operator {op!r} for {var}")
 
 
-def marker_holds(marker: str, env: Mapping[str, str], extras: frozenset[str] = frozenset()) -> bool:
-    """Evaluate a PEP 508 marker of the shapes uv writes (and/or, parentheses, ``var op 'value'``)."""
-    tokens = _tokens(marker)
-    pos = 0
+class _MarkerParser:
+    """Recursive descent over the marker grammar uv writes: or / and / parentheses / ``a op b``."""
 
-    def peek() -> str | None:
-        return tokens[pos] if pos < len(tokens) else None
+    def __init__(self, marker: str, env: Mapping[str, str], extras: frozenset[str]) -> None:
+        self.marker, self.env, self.extras = marker, env, extras
+        self.tokens = _tokens(marker)
+        self.pos = 0
 
-    def take() -> str:
-        nonlocal pos
-        if pos >= len(tokens):
-            raise BundleError(f"marker {marker!r} ends early")
-        pos += 1
-        return tokens[pos - 1]
+    def parse(self) -> bool:
+        result = self.disjunction()
+        if self.pos != len(self.tokens):
+            raise BundleError(f"trailing text in marker {self.marker!r}: {' '.join(self.tokens[self.pos :])}")
+        return result
 
-    def value(tok: str) -> tuple[str, str | None]:
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        if self.pos >= len(self.tokens):
+            raise BundleError(f"marker {self.marker!r} ends early")
+        self.pos += 1
+        return self.tokens[self.pos - 1]
+
+    def value(self, tok: str) -> tuple[str, str | None]:
+        """(value, variable name or None for a literal)."""
         if tok[0] in "'\"":
             return tok[1:-1], None
         if tok == "extra":
             return "", "extra"
-        if tok not in env:
-            raise BundleError(f"marker {marker!r} uses {tok!r}, which this tool does not evaluate")
-        return env[tok], tok
+        if tok not in self.env:
+            raise BundleError(f"marker {self.marker!r} uses {tok!r}, which this tool does not evaluate")
+        return self.env[tok], tok
 
-    def atom() -> bool:
-        tok = take()
+    def atom(self) -> bool:
+        tok = self.take()
         if tok == "(":
-            result = disjunction()
-            if take() != ")":
-                raise BundleError(f"unbalanced parentheses in marker {marker!r}")
+            result = self.disjunction()
+            if self.take() != ")":
+                raise BundleError(f"unbalanced parentheses in marker {self.marker!r}")
             return result
-        left, lvar = value(tok)
-        op = take()
+        left, lvar = self.value(tok)
+        op = self.take()
         if op == "not":
-            if take() != "in":
-                raise BundleError(f"bad operator in marker {marker!r}")
+            if self.take() != "in":
+                raise BundleError(f"bad operator in marker {self.marker!r}")
             op = "not in"
-        right, rvar = value(take())
+        right, rvar = self.value(self.take())
+        return self.compare(left, lvar, op, right, rvar)
+
+    def compare(self, left: str, lvar: str | None, op: str, right: str, rvar: str | None) -> bool:
         var = lvar or rvar or ""
         if var == "extra":
-            literal = normalize(right if lvar else left)
-            hit = literal in extras
-            if op in ("==", "!="):
-                return hit if op == "==" else not hit
-            raise BundleError(f"unsupported operator {op!r} on extra in marker {marker!r}")
+            if op not in ("==", "!="):
+                raise BundleError(f"unsupported operator {op!r} on extra in marker {self.marker!r}")
+            hit = normalize(right if lvar else left) in self.extras
+            return hit if op == "==" else not hit
         if op in ("in", "not in"):
             hit = left in right
             return hit if op == "in" else not hit
         return _compare(var, left, op, right) if lvar else _compare(var, right, _flip(op), left)
 
-    def conjunction() -> bool:
-        result = atom()
-        while peek() == "and":
-            take()
-            result = atom() and result
+    def conjunction(self) -> bool:
+        result = self.atom()
+        while self.peek() == "and":
+            self.take()
+            result = self.atom() and result
         return result
 
-    def disjunction() -> bool:
-        result = conjunction()
-        while peek() == "or":
-            take()
-            result = conjunction() or result
+    def disjunction(self) -> bool:
+        result = self.conjunction()
+        while self.peek() == "or":
+            self.take()
+            result = self.conjunction() or result
         return result
 
-    result = disjunction()
-    if pos != len(tokens):
-        raise BundleError(f"trailing text in marker {marker!r}: {' '.join(tokens[pos:])}")
-    return result
+
+def marker_holds(marker: str, env: Mapping[str, str], extras: frozenset[str] = frozenset()) -> bool:
+    """Evaluate a PEP 508 marker of the shapes uv writes (and/or, parentheses, ``var op 'value'``)."""
+    return _MarkerParser(marker, env, extras).parse()
 
 
 def _flip(op: str) -> str:
@@ -473,62 +484,59 @@ def read_plan(path: Path) -> list[PlanEntry]:
     return entries
 
 
+def _check_one(lock: Lock, entry: PlanEntry, path: Path, target: Target) -> dict[str, Any]:
+    """The record of one downloaded wheel, or BundleError saying why it is not the locked file."""
+    wheel = parse_wheel_name(path.name)
+    if wheel.version != entry.version:
+        raise BundleError(f"{path.name}: version {wheel.version}, the lock pins {entry.version}")
+    if not wheel_fits(wheel, target):
+        raise BundleError(
+            f"{path.name}: does not fit {target.cp_tag} glibc<={target.max_glibc} {target.machine}"
+        )
+    pkg = next(p for p in lock.by_name(entry.name) if p.version == entry.version)
+    locked = [w for w in pkg.wheels if w.filename == path.name]
+    if not locked:
+        raise BundleError(f"{path.name}: the lock records no such file for {entry.name} {entry.version}")
+    digest, size = sha256_file(path), path.stat().st_size
+    if digest != locked[0].sha256:
+        raise BundleError(f"{path.name}: sha256 {digest} but the lock records {locked[0].sha256}")
+    if locked[0].size is not None and size != locked[0].size:
+        raise BundleError(f"{path.name}: {size} bytes but the lock records {locked[0].size}")
+    return {
+        "name": entry.name,
+        "version": entry.version,
+        "filename": path.name,
+        "sha256": digest,
+        "size": size,
+        "needed_by": entry.needed_by,
+    }
+
+
 def check_wheels(
     lock: Lock, entries: Sequence[PlanEntry], wheels_dir: Path, target: Target
 ) -> list[dict[str, Any]]:
     """Match the downloaded wheels one to one with the plan and the lock's hash of each very file."""
-    files = sorted(p for p in wheels_dir.iterdir() if p.is_file())
     problems: list[str] = []
     by_name: dict[str, list[Path]] = {}
-    for path in files:
+    for path in sorted(p for p in wheels_dir.iterdir() if p.is_file()):
         try:
-            wheel = parse_wheel_name(path.name)
+            by_name.setdefault(parse_wheel_name(path.name).name, []).append(path)
         except BundleError as exc:
             problems.append(str(exc))
-            continue
-        by_name.setdefault(wheel.name, []).append(path)
-    out: list[dict[str, Any]] = []
     planned = {e.name for e in entries}
-    for extra_name in sorted(set(by_name) - planned):
-        problems.append(f"{', '.join(p.name for p in by_name[extra_name])}: not in the plan")
+    problems += [
+        f"{', '.join(p.name for p in by_name[n])}: not in the plan" for n in sorted(set(by_name) - planned)
+    ]
+    out: list[dict[str, Any]] = []
     for entry in entries:
         found = by_name.get(entry.name, [])
         if len(found) != 1:
             problems.append(f"{entry.name} {entry.version}: expected one wheel, found {len(found)}")
             continue
-        path = found[0]
-        wheel = parse_wheel_name(path.name)
-        if wheel.version != entry.version:
-            problems.append(f"{path.name}: version {wheel.version}, the lock pins {entry.version}")
-            continue
-        if not wheel_fits(wheel, target):
-            problems.append(
-                f"{path.name}: does not fit {target.cp_tag} glibc<={target.max_glibc} {target.machine}"
-            )
-            continue
-        pkg = next(p for p in lock.by_name(entry.name) if p.version == entry.version)
-        locked = [w for w in pkg.wheels if w.filename == path.name]
-        if not locked:
-            problems.append(f"{path.name}: the lock records no such file for {entry.name} {entry.version}")
-            continue
-        digest = sha256_file(path)
-        if digest != locked[0].sha256:
-            problems.append(f"{path.name}: sha256 {digest} but the lock records {locked[0].sha256}")
-            continue
-        size = path.stat().st_size
-        if locked[0].size is not None and size != locked[0].size:
-            problems.append(f"{path.name}: {size} bytes but the lock records {locked[0].size}")
-            continue
-        out.append(
-            {
-                "name": entry.name,
-                "version": entry.version,
-                "filename": path.name,
-                "sha256": digest,
-                "size": size,
-                "needed_by": entry.needed_by,
-            }
-        )
+        try:
+            out.append(_check_one(lock, entry, found[0], target))
+        except BundleError as exc:
+            problems.append(str(exc))
     if problems:
         raise BundleError("downloaded wheels do not match the lock:\n  " + "\n  ".join(problems))
     return out

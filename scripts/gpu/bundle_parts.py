@@ -162,29 +162,23 @@ def top_level_modules(path: Path) -> list[str]:
 # ---- split --------------------------------------------------------------------------------------
 
 
-def split(
-    wheels_dir: Path,
-    wheels: Sequence[dict[str, Any]],
-    out: Path,
-    part_bytes: int,
-    meta: dict[str, Any],
-) -> dict[str, Any]:
-    """Lay the wheels end to end (largest first) and cut the stream into transfers of at most
-    ``part_bytes``: each piece of a wheel inside one transfer is one part file."""
+def _check_inputs(wheels_dir: Path, wheels: Sequence[dict[str, Any]], out: Path, part_bytes: int) -> None:
     if part_bytes < 1 << 20:
         raise BundleError(f"--part-bytes {part_bytes}: must be at least 1 MiB")
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out}: exists and is not empty")
     if not wheels:
         raise BundleError("no wheels to split")
-    ordered = sorted(wheels, key=lambda w: (-int(w["size"]), str(w["filename"])))
-    for w in ordered:
+    for w in wheels:
         path = wheels_dir / w["filename"]
         if not path.is_file():
             raise BundleError(f"{path}: missing")
         if path.stat().st_size != w["size"] or sha256_file(path) != w["sha256"]:
             raise BundleError(f"{path}: does not match its recorded size and sha256")
-    # plan the cuts
+
+
+def cut(ordered: Sequence[dict[str, Any]], part_bytes: int) -> list[dict[str, Any]]:
+    """Where each wheel's pieces fall when the wheels are laid end to end in transfers of part_bytes."""
     pieces: list[dict[str, Any]] = []
     transfer, room = 1, part_bytes
     for w in ordered:
@@ -196,23 +190,26 @@ def split(
             take = min(left, room)
             spans.append((transfer, offset, take))
             offset, left, room = offset + take, left - take, room - take
-        for index, (t, off, size) in enumerate(spans, 1):
-            pieces.append(
-                {
-                    "file": f"{w['filename']}.part-{index:02d}-of-{len(spans):02d}",
-                    "wheel": w["filename"],
-                    "index": index,
-                    "count": len(spans),
-                    "offset": off,
-                    "size": size,
-                    "transfer": t,
-                }
-            )
-    out.mkdir(parents=True, exist_ok=True)
-    transfers: dict[int, list[dict[str, Any]]] = {}
+        pieces += [
+            {
+                "file": f"{w['filename']}.part-{index:02d}-of-{len(spans):02d}",
+                "wheel": w["filename"],
+                "index": index,
+                "count": len(spans),
+                "offset": off,
+                "size": size,
+                "transfer": t,
+            }
+            for index, (t, off, size) in enumerate(spans, 1)
+        ]
+    return pieces
+
+
+def _write_pieces(wheels_dir: Path, pieces: list[dict[str, Any]], out: Path) -> None:
+    """Write every piece into its transfer folder, recording its sha256 in the piece."""
     for piece in pieces:
         folder = out / f"transfer-{piece['transfer']:02d}"
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
         with (wheels_dir / piece["wheel"]).open("rb") as fh:
             fh.seek(piece["offset"])
             data = fh.read(piece["size"])
@@ -220,15 +217,32 @@ def split(
             raise BundleError(f"{piece['wheel']}: short read at offset {piece['offset']}")
         piece["sha256"] = sha256_bytes(data)
         _fsync_write(folder / piece["file"], data)
-        transfers.setdefault(piece["transfer"], []).append(piece)
-    wheel_entries = []
-    for w in ordered:
-        entry = dict(w)
-        entry["parts"] = [p["file"] for p in pieces if p["wheel"] == w["filename"]]
-        entry["imports"] = top_level_modules(wheels_dir / w["filename"])
-        entry["glibc"] = "{}.{}".format(*wheel_glibc(w["filename"]))
-        wheel_entries.append(entry)
+
+
+def split(
+    wheels_dir: Path,
+    wheels: Sequence[dict[str, Any]],
+    out: Path,
+    part_bytes: int,
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    """Lay the wheels end to end (largest first) and cut the stream into transfers of at most
+    ``part_bytes``: each piece of a wheel inside one transfer is one part file."""
+    _check_inputs(wheels_dir, wheels, out, part_bytes)
+    ordered = sorted(wheels, key=lambda w: (-int(w["size"]), str(w["filename"])))
+    pieces = cut(ordered, part_bytes)
+    _write_pieces(wheels_dir, pieces, out)
+    wheel_entries = [
+        {
+            **w,
+            "parts": [p["file"] for p in pieces if p["wheel"] == w["filename"]],
+            "imports": top_level_modules(wheels_dir / w["filename"]),
+            "glibc": "{}.{}".format(*wheel_glibc(w["filename"])),
+        }
+        for w in ordered
+    ]
     requires_glibc = max(wheel_glibc(w["filename"]) for w in ordered)
+    transfers = sorted({int(p["transfer"]) for p in pieces})
     manifest = {
         "format": FORMAT,
         **meta,
@@ -238,10 +252,10 @@ def split(
         "transfers": [
             {
                 "folder": f"transfer-{t:02d}",
-                "bytes": sum(p["size"] for p in ps),
-                "parts": [p["file"] for p in ps],
+                "bytes": sum(p["size"] for p in pieces if p["transfer"] == t),
+                "parts": [p["file"] for p in pieces if p["transfer"] == t],
             }
-            for t, ps in sorted(transfers.items())
+            for t in transfers
         ],
         "wheels": wheel_entries,
         "parts": pieces,
@@ -397,88 +411,112 @@ def check_lock(manifest: Manifest, lock: Path | None) -> None:
         )
 
 
-def assemble(
-    stage: Path, folders: Sequence[Path], expected_manifest: str | None = None, lock: Path | None = None
-) -> AssembleReport:
+def _open_stage(stage: Path, folders: Sequence[Path], expected: str | None, lock: Path | None) -> Manifest:
     for folder in folders:
         if not folder.is_dir():
             raise BundleError(f"{folder}: no such folder")
     if stage.exists() and not stage.is_dir():
         raise BundleError(f"--stage {stage}: exists and is not a folder")
-    manifest = _load_manifests(stage, folders, expected_manifest)
+    manifest = _load_manifests(stage, folders, expected)
     check_lock(manifest, lock)
     stage.mkdir(parents=True, exist_ok=True)
     if not (stage / MANIFEST).is_file():
-        _fsync_write(
-            stage / MANIFEST, next(f / MANIFEST for f in folders if (f / MANIFEST).is_file()).read_bytes()
-        )
-    report = AssembleReport(manifest, [], [], [], [], [])
+        source = next(f / MANIFEST for f in folders if (f / MANIFEST).is_file())
+        _fsync_write(stage / MANIFEST, source.read_bytes())
+    return manifest
+
+
+def _reverify_stage(stage: Path, manifest: Manifest, report: AssembleReport) -> set[str]:
+    """The staged parts that still verify; a staged copy that no longer does is removed."""
     good: set[str] = set()
     for name, part in manifest.parts.items():
         path = stage / name
-        if path.exists():
-            if _part_ok(path, part):
-                good.add(name)
-            else:
-                path.unlink()
-                report.notes.append(f"removed a corrupt staged copy of {name} (transfer {part.transfer})")
-    corrupt_somewhere: dict[str, list[str]] = {}
-    for folder in folders:
-        if folder.resolve() == stage.resolve():
+        if not path.exists():
             continue
-        for path in sorted(folder.iterdir()):
-            if path.name == MANIFEST or path.name.startswith("."):
-                continue
-            known = manifest.parts.get(path.name)
-            if known is None:
-                if PART_RE.match(path.name):
-                    report.corrupt.append(f"{path}: a part this bundle's manifest does not list")
-                else:
-                    report.notes.append(f"ignored {path} (not a part)")
-                continue
-            if path.name in good:
-                if not _part_ok(path, known):
-                    report.notes.append(f"ignored a corrupt copy {path} (a verified copy is staged)")
-                continue
-            if path.stat().st_size == known.size and _copy_verified(path, stage / path.name, known.sha256):
-                good.add(path.name)
-                report.staged.append(path.name)
+        if _part_ok(path, part):
+            good.add(name)
+        else:
+            path.unlink()
+            report.notes.append(f"removed a corrupt staged copy of {name} (transfer {part.transfer})")
+    return good
+
+
+def _collect(
+    folder: Path, stage: Path, manifest: Manifest, good: set[str], report: AssembleReport
+) -> dict[str, str]:
+    """Stage every verified part of ``folder`` not staged yet; returns the corrupt ones (name -> why)."""
+    corrupt: dict[str, str] = {}
+    for path in sorted(folder.iterdir()):
+        if path.name == MANIFEST or path.name.startswith("."):
+            continue
+        known = manifest.parts.get(path.name)
+        if known is None:
+            if PART_RE.match(path.name):
+                report.corrupt.append(f"{path}: a part this bundle's manifest does not list")
             else:
-                corrupt_somewhere.setdefault(path.name, []).append(
-                    f"{path}: size {path.stat().st_size} or sha256 does not match the manifest "
-                    f"(expected {known.size} bytes, sha256 {known.sha256}; transfer {known.transfer})"
-                )
-    for name, lines in corrupt_somewhere.items():
-        if name not in good:
-            report.corrupt.extend(lines)
-    report.missing = [p for n, p in manifest.parts.items() if n not in good and n not in corrupt_somewhere]
+                report.notes.append(f"ignored {path} (not a part)")
+        elif path.name in good:
+            if not _part_ok(path, known):
+                report.notes.append(f"ignored a corrupt copy {path} (a verified copy is staged)")
+        elif path.stat().st_size == known.size and _copy_verified(path, stage / path.name, known.sha256):
+            good.add(path.name)
+            report.staged.append(path.name)
+        else:
+            corrupt[path.name] = (
+                f"{path}: size {path.stat().st_size} or sha256 does not match the manifest "
+                f"(expected {known.size} bytes, sha256 {known.sha256}; transfer {known.transfer})"
+            )
+    return corrupt
+
+
+def _join_one(stage: Path, wheel: Wheel) -> bool | str:
+    """Join one wheel into stage/wheels: False when already there, True when joined, else why not."""
+    dst = stage / "wheels" / wheel.filename
+    if dst.is_file() and dst.stat().st_size == wheel.size and sha256_file(dst) == wheel.sha256:
+        return False
+    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+    digest = hashlib.sha256()
+    try:
+        with tmp.open("wb") as fout:
+            for name in wheel.parts:
+                data = (stage / name).read_bytes()
+                digest.update(data)
+                fout.write(data)
+            fout.flush()
+            os.fsync(fout.fileno())
+        if digest.hexdigest() != wheel.sha256:
+            return (
+                f"{wheel.filename}: joined sha256 {digest.hexdigest()}, the manifest records {wheel.sha256}"
+            )
+        os.replace(tmp, dst)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def assemble(
+    stage: Path, folders: Sequence[Path], expected_manifest: str | None = None, lock: Path | None = None
+) -> AssembleReport:
+    """Stage the verified parts found in ``folders``; once all are staged, join and verify the wheels."""
+    manifest = _open_stage(stage, folders, expected_manifest, lock)
+    report = AssembleReport(manifest, [], [], [], [], [])
+    good = _reverify_stage(stage, manifest, report)
+    corrupt: dict[str, list[str]] = {}
+    for folder in folders:
+        if folder.resolve() != stage.resolve():
+            for name, why in _collect(folder, stage, manifest, good, report).items():
+                corrupt.setdefault(name, []).append(why)
+    report.corrupt += [why for name, whys in corrupt.items() if name not in good for why in whys]
+    report.missing = [p for n, p in manifest.parts.items() if n not in good and n not in corrupt]
     if report.corrupt or report.missing:
         return report
-    wheels_dir = stage / "wheels"
-    wheels_dir.mkdir(exist_ok=True)
+    (stage / "wheels").mkdir(exist_ok=True)
     for wheel in manifest.wheels:
-        dst = wheels_dir / wheel.filename
-        if dst.is_file() and dst.stat().st_size == wheel.size and sha256_file(dst) == wheel.sha256:
-            continue
-        tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-        digest = hashlib.sha256()
-        try:
-            with tmp.open("wb") as fout:
-                for name in wheel.parts:
-                    data = (stage / name).read_bytes()
-                    digest.update(data)
-                    fout.write(data)
-                fout.flush()
-                os.fsync(fout.fileno())
-            if digest.hexdigest() != wheel.sha256:
-                report.corrupt.append(
-                    f"{wheel.filename}: joined sha256 {digest.hexdigest()}, the manifest records {wheel.sha256}"
-                )
-                continue
-            os.replace(tmp, dst)
+        outcome = _join_one(stage, wheel)
+        if isinstance(outcome, str):
+            report.corrupt.append(outcome)
+        elif outcome:
             report.joined.append(wheel.filename)
-        finally:
-            tmp.unlink(missing_ok=True)
     return report
 
 

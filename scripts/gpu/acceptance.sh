@@ -172,7 +172,7 @@ if [[ "$DRY" == "cpu" ]]; then
     --output "$OUT/probe-8192.json"
   step train 180 0 -- "${PY[@]}" -m runtime.cli --algo flashsac --task g1_motion_tracking --sim mujoco \
     algo.num_envs=16 algo.max_iterations=30 training.no_play=true log_dir="$OUT/train-run"
-  step soak 240 0 -- "${PY[@]}" -m harness.soak.cli run --sim mujoco --num-envs 16 --iterations 60 --min-duration-seconds 5 \
+  step soak 240 0 -- "${PY[@]}" -m harness.soak.cli run --sim mujoco --num-envs 16 --iterations 60 --min-duration-seconds 1 \
     --sample-interval-seconds 1 --startup-timeout-seconds 120 --stale-progress-seconds 60 \
     --post-shutdown-grace-seconds 2 --live plain --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
 else

@@ -10,7 +10,7 @@
 # has (--have; default: the GPU host's preinstalled set, and whatever those pull in). Each file is then
 # checked against the lock's sha256 for that very file, and the set is cut into transfer folders
 # OUT/transfer-NN/, each holding at most the part size of wheel pieces plus a copy of MANIFEST.json
-# (sha256 of every part and every whole wheel). Carry the folders over one per transfer and run
+# (sha256 of every part and every whole wheel). Bring the folders over one per transfer and run
 # scripts/gpu/device_install.sh there; docs/gpu-acceptance.md has the whole procedure.
 #
 # Part size: --part-mib N, or (default) --transfer-mib (60) less the size of the checkout's tracked and
@@ -185,4 +185,4 @@ mkdir -p "$(dirname "$OUT")"
 mv "$WORK" "$OUT"
 trap - EXIT
 cat "$OUT/SUMMARY.txt"
-echo "bundle: done: $OUT (carry each $OUT/transfer-NN folder over in its own transfer)"
+echo "bundle: done: $OUT (bring each $OUT/transfer-NN folder over in its own transfer)"

@@ -6,13 +6,14 @@ import os
 from typing import Annotated
 
 import typer
-from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
 from runtime.choices import Algo, Sim, Task
 from runtime.config import (
+    ComposedConfig,
     ConfigError,
+    G1MotionTrackingConfig,
     PlatformFacts,
     compose,
     platform_blockers,
@@ -24,7 +25,7 @@ from runtime.config import (
 EXIT_CONFIG_ERROR = 2
 
 
-def effective_settings_table(cfg: DictConfig, facts: PlatformFacts) -> Table:
+def effective_settings_table(cfg: ComposedConfig, facts: PlatformFacts) -> Table:
     """The rows an operator checks before a long run, as a rich table."""
     table = Table(title=f"Effective settings: {cfg.owner.algo} / {cfg.owner.task} / {cfg.owner.sim}")
     table.add_column("setting")
@@ -47,7 +48,7 @@ def effective_settings_table(cfg: DictConfig, facts: PlatformFacts) -> Table:
         ),
         ("CUDA process sharing", f"training.cuda_process_sharing={_show(cfg.training.cuda_process_sharing)}"),
         ("Scene", f"runtime/assets/{cfg.task.scene}"),
-        ("Motion", f"runtime/assets/{cfg.task.motion}" if cfg.task.motion else "none"),
+        ("Motion", _motion(cfg)),
         ("Environments x iterations", f"{cfg.algo.num_envs} x {cfg.algo.max_iterations}"),
         (
             "Learner device",
@@ -58,6 +59,11 @@ def effective_settings_table(cfg: DictConfig, facts: PlatformFacts) -> Table:
     for name, value in rows:
         table.add_row(name, str(value))
     return table
+
+
+def _motion(cfg: ComposedConfig) -> str:
+    task = cfg.task
+    return f"runtime/assets/{task.motion}" if isinstance(task, G1MotionTrackingConfig) else "none"
 
 
 def _show(value: object) -> str:
@@ -82,15 +88,15 @@ def train(
         if print_config:
             Console().print(effective_settings_table(cfg, facts))
             raise typer.Exit(0)
-        cfg = validate_for_run(cfg, facts)
+        run_cfg = validate_for_run(cfg, facts)
     except ConfigError as exc:
         err.print(f"[bold red]train: configuration error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(EXIT_CONFIG_ERROR) from None
-    os.environ.update(process_sharing_environment(cfg))  # inherited by the spawned collector too
+    os.environ.update(process_sharing_environment(run_cfg))  # inherited by the spawned collector too
 
     from runtime.manager.trainer import run_training  # heavy imports only for a real run
 
-    raise typer.Exit(run_training(cfg))
+    raise typer.Exit(run_training(run_cfg))
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """Learners for the training runtime: SAC and FlashSAC behind one ``Learner`` interface.
 
-Contract (docs/learners.md):
+Contract (docs/learners.md); ``algo_cfg`` is the validated learner section of a composed config
+(``runtime.config.SacConfig`` | ``FlashSacConfig``), whose type selects the learner:
     build_learner(algo_cfg, obs_dim, action_dim, device) -> Learner
     build_actor(algo_cfg, obs_dim, action_dim) -> Actor      (collector copy; ``act(obs [N, O], deterministic)``)
     actor_state_vector(actor) -> Tensor[P] float32           (all parameters AND buffers, state_dict order)
@@ -12,15 +13,12 @@ Importing this package is cheap (no torch at import time); torch loads when a fu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-from foundation.vocab import ALGOS
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
-    from omegaconf import DictConfig
 
+    from runtime.config import LearnerConfig
     from runtime.learners.base import Learner
     from runtime.learners.networks import Actor
 
@@ -33,15 +31,12 @@ __all__ = [
 ]
 
 
-def _algo_name(algo_cfg: DictConfig | Mapping[str, Any]) -> str:
-    name = algo_cfg.get("name")
-    if name not in ALGOS:
-        raise ValueError(f"algo.name={name!r} has no learner; allowed: {', '.join(ALGOS)}")
-    return str(name)
+def _no_learner(algo_cfg: object) -> TypeError:
+    return TypeError(f"no learner takes a {type(algo_cfg).__name__}; pass SacConfig or FlashSacConfig")
 
 
 def build_learner(
-    algo_cfg: DictConfig | Mapping[str, Any],
+    algo_cfg: LearnerConfig,
     obs_dim: int,
     action_dim: int,
     device: torch.device,
@@ -52,29 +47,37 @@ def build_learner(
 ) -> Learner:
     """The learner for ``algo_cfg.name`` on ``device``. ``torch_compile``/``cuda_graphs`` come from
     ``training.*``; they are forced off on CPU and the decision is in ``learner.runtime_diagnostics()``.
-    Raises ValueError naming the ``algo.*`` key on a bad hyperparameter."""
+    The section's bounds were checked when it was composed; the learner does not check them again."""
+    from runtime.config import FlashSacConfig, SacConfig
     from runtime.learners.base import runtime_options
 
     options = runtime_options(device, torch_compile, cuda_graphs)
-    if _algo_name(algo_cfg) == "sac":
+    if isinstance(algo_cfg, SacConfig):
         from runtime.learners.sac import SACLearner
 
         return SACLearner(algo_cfg, obs_dim, action_dim, device, seed, options)
-    from runtime.learners.flashsac import FlashSACLearner
+    if isinstance(algo_cfg, FlashSacConfig):
+        from runtime.learners.flashsac import FlashSACLearner
 
-    return FlashSACLearner(algo_cfg, obs_dim, action_dim, device, seed, options)
+        return FlashSACLearner(algo_cfg, obs_dim, action_dim, device, seed, options)
+    raise _no_learner(algo_cfg)
 
 
-def build_actor(algo_cfg: DictConfig | Mapping[str, Any], obs_dim: int, action_dim: int) -> Actor:
+def build_actor(algo_cfg: LearnerConfig, obs_dim: int, action_dim: int) -> Actor:
     """A fresh actor module on CPU in eval mode, shaped like the learner's (for the collector)."""
-    if _algo_name(algo_cfg) == "sac":
+    from runtime.config import FlashSacConfig, SacConfig
+
+    actor: Actor
+    if isinstance(algo_cfg, SacConfig):
         from runtime.learners.sac import build_sac_actor
 
-        actor: Actor = build_sac_actor(algo_cfg, obs_dim, action_dim)
-    else:
+        actor = build_sac_actor(algo_cfg, obs_dim, action_dim)
+    elif isinstance(algo_cfg, FlashSacConfig):
         from runtime.learners.flashsac import build_flash_actor
 
         actor = build_flash_actor(algo_cfg, obs_dim, action_dim)
+    else:
+        raise _no_learner(algo_cfg)
     actor.requires_grad_(False)
     return actor.eval()
 
@@ -106,6 +109,6 @@ def load_actor_state_vector(actor: torch.nn.Module, vec: torch.Tensor) -> None:
             offset += n
 
 
-def actor_state_size(algo_cfg: DictConfig | Mapping[str, Any], obs_dim: int, action_dim: int) -> int:
+def actor_state_size(algo_cfg: LearnerConfig, obs_dim: int, action_dim: int) -> int:
     """P, the length of ``actor_state_vector`` for this configuration."""
     return sum(t.numel() for t in _tensors(build_actor(algo_cfg, obs_dim, action_dim)))

@@ -9,48 +9,27 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import DictConfig
 
 from runtime.learners.networks import Actor
 from runtime.learners.replay import Batch, ReplayBuffer, check_transitions
 
-
-def cfg_get(
-    algo_cfg: DictConfig | Mapping[str, Any], key: str, kind: type, *, low: float | None = None
-) -> Any:
-    """Read ``algo.<key>`` with a type/range check; raises ValueError naming the key (fail closed)."""
-    if key not in algo_cfg:
-        raise ValueError(f"algo.{key} is missing from the algorithm defaults")
-    value = algo_cfg[key]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if kind is list:
-        value = list(value)
-        if not value or not all(isinstance(v, int) and v > 0 for v in value):
-            raise ValueError(f"algo.{key}={value!r}: expected a non-empty list of positive integers")
-        return value
-    if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
-        raise ValueError(f"algo.{key}={value!r}: expected {kind.__name__}")
-    if low is not None and value < low:  # type: ignore[operator]
-        raise ValueError(f"algo.{key}={value!r}: must be >= {low}")
-    return value
+if TYPE_CHECKING:
+    from runtime.config import LearnerConfig
 
 
-def shared_hyperparameters(algo_cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """The scalar hyperparameters every learner's ``*Hyper`` dataclass has (``cfg_get`` checks; the
-    nullable ``max_grad_norm`` is range-checked by ``runtime.config`` at compose time)."""
-    max_grad = algo_cfg.get("max_grad_norm")
+def shared_hyperparameters(algo_cfg: LearnerConfig) -> dict[str, Any]:
+    """The scalar hyperparameters every learner's ``*Hyper`` dataclass has."""
     return {
-        "gamma": cfg_get(algo_cfg, "gamma", float, low=0.0),
-        "tau": cfg_get(algo_cfg, "tau", float, low=0.0),
-        "actor_lr": cfg_get(algo_cfg, "actor_lr", float, low=0.0),
-        "critic_lr": cfg_get(algo_cfg, "critic_lr", float, low=0.0),
-        "alpha_lr": cfg_get(algo_cfg, "alpha_lr", float, low=0.0),
-        "max_grad_norm": None if max_grad is None else float(max_grad),
-        "actor_update_period": cfg_get(algo_cfg, "actor_update_period", int, low=1),
+        "gamma": algo_cfg.gamma,
+        "tau": algo_cfg.tau,
+        "actor_lr": algo_cfg.actor_lr,
+        "critic_lr": algo_cfg.critic_lr,
+        "alpha_lr": algo_cfg.alpha_lr,
+        "max_grad_norm": algo_cfg.max_grad_norm,
+        "actor_update_period": algo_cfg.actor_update_period,
     }
 
 
@@ -101,7 +80,7 @@ class Learner(ABC):
 
     def __init__(
         self,
-        algo_cfg: DictConfig | Mapping[str, Any],
+        algo_cfg: LearnerConfig,
         obs_dim: int,
         action_dim: int,
         device: torch.device,
@@ -111,11 +90,10 @@ class Learner(ABC):
         torch.manual_seed(seed)  # network initialisation in the subclasses draws from the global RNG
         self.obs_dim, self.action_dim, self.device, self.options = obs_dim, action_dim, device, options
         self.shared_hyper = shared_hyperparameters(algo_cfg)
-        self.batch_size = cfg_get(algo_cfg, "batch_size", int, low=2)
-        self.learning_starts = cfg_get(algo_cfg, "learning_starts", int, low=0)
-        self.updates_per_iteration = cfg_get(algo_cfg, "updates_per_iteration", int, low=1)
-        capacity = cfg_get(algo_cfg, "replay_capacity", int, low=1)
-        self.replay = ReplayBuffer(capacity, obs_dim, action_dim, device)
+        self.batch_size = algo_cfg.batch_size
+        self.learning_starts = algo_cfg.learning_starts
+        self.updates_per_iteration = algo_cfg.updates_per_iteration
+        self.replay = ReplayBuffer(algo_cfg.replay_capacity, obs_dim, action_dim, device)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.updates_total = 0

@@ -12,14 +12,13 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
 from torch.func import functional_call
 
-from runtime.learners.base import Learner, RuntimeOptions, cfg_get
+from runtime.learners.base import Learner, RuntimeOptions
 from runtime.learners.functional import (
     AdamState,
     Params,
@@ -40,6 +39,9 @@ from runtime.learners.networks import (
     squashed_gaussian,
 )
 from runtime.learners.replay import Batch
+
+if TYPE_CHECKING:
+    from runtime.config import FlashSacConfig
 
 
 @dataclass(frozen=True)
@@ -237,15 +239,9 @@ def gaussian_target_entropy(action_dim: int, sigma: float) -> float:
     return action_dim * (0.5 * math.log(2 * math.pi * math.e) + math.log(sigma))
 
 
-def build_flash_actor(algo_cfg: DictConfig | Mapping[str, Any], obs_dim: int, action_dim: int) -> FlashActor:
+def build_flash_actor(algo_cfg: FlashSacConfig, obs_dim: int, action_dim: int) -> FlashActor:
     """The FlashSAC actor module (CPU), weights already projected to unit norm."""
-    actor = FlashActor(
-        obs_dim,
-        action_dim,
-        cfg_get(algo_cfg, "actor_hidden_dim", int, low=1),
-        cfg_get(algo_cfg, "actor_blocks", int, low=0),
-        cfg_get(algo_cfg, "expansion", int, low=1),
-    )
+    actor = FlashActor(obs_dim, action_dim, algo_cfg.actor_hidden_dim, algo_cfg.actor_blocks, algo_cfg.expansion)
     _project_module(actor)
     return actor
 
@@ -262,7 +258,7 @@ class FlashSACLearner(Learner):
 
     def __init__(
         self,
-        algo_cfg: DictConfig | Mapping[str, Any],
+        algo_cfg: FlashSacConfig,
         obs_dim: int,
         action_dim: int,
         device: torch.device,
@@ -272,20 +268,18 @@ class FlashSACLearner(Learner):
         super().__init__(algo_cfg, obs_dim, action_dim, device, seed, options)
         self.hp = FlashHyper(
             **self.shared_hyper,
-            target_entropy=gaussian_target_entropy(
-                action_dim, cfg_get(algo_cfg, "target_sigma", float, low=1e-6)
-            ),
-            bn_momentum=cfg_get(algo_cfg, "bn_momentum", float, low=0.0),
-            v_max=cfg_get(algo_cfg, "v_max", float, low=1e-3),
+            target_entropy=gaussian_target_entropy(action_dim, algo_cfg.target_sigma),
+            bn_momentum=algo_cfg.bn_momentum,
+            v_max=algo_cfg.v_max,
         )
         self.actor = build_flash_actor(algo_cfg, obs_dim, action_dim).to(device)
         critic = FlashCritic(
             obs_dim,
             action_dim,
-            cfg_get(algo_cfg, "critic_hidden_dim", int, low=1),
-            cfg_get(algo_cfg, "critic_blocks", int, low=0),
-            cfg_get(algo_cfg, "expansion", int, low=1),
-            cfg_get(algo_cfg, "num_bins", int, low=3),
+            algo_cfg.critic_hidden_dim,
+            algo_cfg.critic_blocks,
+            algo_cfg.expansion,
+            algo_cfg.num_bins,
             self.hp.v_max,
         )
         _project_module(critic)
@@ -296,7 +290,7 @@ class FlashSACLearner(Learner):
         a_p = {k: v.detach().clone() for k, v in self.actor.named_parameters()}
         c_p = {k: v.detach().clone() for k, v in critic.named_parameters()}
         c_b = {k: v.detach().clone() for k, v in critic.named_buffers()}
-        log_alpha = torch.tensor(cfg_get(algo_cfg, "init_alpha", float, low=1e-8), device=device).log()
+        log_alpha = torch.tensor(algo_cfg.init_alpha, device=device).log()
         self.state = FlashState(
             actor=a_p,
             actor_buffers={k: v.detach().clone() for k, v in self.actor.named_buffers()},

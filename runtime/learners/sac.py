@@ -10,13 +10,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import DictConfig
 from torch.func import functional_call
 
-from runtime.learners.base import Learner, RuntimeOptions, cfg_get
+from runtime.learners.base import Learner, RuntimeOptions
 from runtime.learners.functional import (
     AdamState,
     Params,
@@ -28,6 +27,9 @@ from runtime.learners.functional import (
 )
 from runtime.learners.networks import SACActor, SACCritic, normalizer_update, squashed_gaussian
 from runtime.learners.replay import Batch
+
+if TYPE_CHECKING:
+    from runtime.config import SacConfig
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ class SACLearner(Learner):
 
     def __init__(
         self,
-        algo_cfg: DictConfig | Mapping[str, Any],
+        algo_cfg: SacConfig,
         obs_dim: int,
         action_dim: int,
         device: torch.device,
@@ -198,18 +200,18 @@ class SACLearner(Learner):
         options: RuntimeOptions,
     ) -> None:
         super().__init__(algo_cfg, obs_dim, action_dim, device, seed, options)
-        target_entropy = algo_cfg.get("target_entropy")
+        target_entropy = algo_cfg.target_entropy
         self.hp = SACHyper(
             **self.shared_hyper,
-            target_entropy=-float(action_dim) if target_entropy is None else float(target_entropy),
+            target_entropy=-float(action_dim) if target_entropy is None else target_entropy,
         )
-        self.obs_normalization = cfg_get(algo_cfg, "obs_normalization", bool)
+        self.obs_normalization = algo_cfg.obs_normalization
         self.actor = build_sac_actor(algo_cfg, obs_dim, action_dim).to(device)
-        critic = SACCritic(obs_dim, action_dim, cfg_get(algo_cfg, "critic_hidden", list)).to(device)
+        critic = SACCritic(obs_dim, action_dim, list(algo_cfg.critic_hidden)).to(device)
         self.nets = SACNets(actor=self.actor, critic=critic)
         actor_p = {k: v.detach().clone() for k, v in self.actor.named_parameters()}
         critic_p = {k: v.detach().clone() for k, v in critic.named_parameters()}
-        log_alpha = torch.tensor(float(cfg_get(algo_cfg, "init_alpha", float, low=1e-8)), device=device).log()
+        log_alpha = torch.tensor(algo_cfg.init_alpha, device=device).log()
         self.state = SACState(
             actor=actor_p,
             actor_buffers={k: v.detach().clone() for k, v in self.actor.named_buffers()},
@@ -266,6 +268,6 @@ class SACLearner(Learner):
         )
 
 
-def build_sac_actor(algo_cfg: DictConfig | Mapping[str, Any], obs_dim: int, action_dim: int) -> SACActor:
+def build_sac_actor(algo_cfg: SacConfig, obs_dim: int, action_dim: int) -> SACActor:
     """The SAC actor module (CPU; move it where needed)."""
-    return SACActor(obs_dim, action_dim, cfg_get(algo_cfg, "actor_hidden", list))
+    return SACActor(obs_dim, action_dim, list(algo_cfg.actor_hidden))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from runtime.config import (
     ConfigError,
@@ -53,7 +52,7 @@ def test_mjwarp_owner_inherits_mujoco_owner() -> None:
 def test_composed_config_is_read_only() -> None:
     cfg = compose("sac", "g1_walk_flat", "mujoco")
     with pytest.raises(Exception, match="read-only"):
-        cfg.algo.num_envs = 3
+        cfg.algo.num_envs = 3  # type: ignore[misc]  # the point: frozen at runtime too
 
 
 def test_overrides_apply_with_yaml_types() -> None:
@@ -116,14 +115,14 @@ def test_unknown_entrypoint_task_or_backend(algo: str, task: str, sim: str, mess
 def test_owner_yaml_cannot_invent_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    import runtime.config as config
+    import runtime.config.composition as composition
 
     root = tmp_path / "conf"
-    shutil.copytree(config.CONF_ROOT, root)
+    shutil.copytree(composition.CONF_ROOT, root)
     (root / "sac/task/g1_walk_flat/mujoco.yaml").write_text(
         "training:\n  sim_backend: mujoco\n  turbo: true\n"
     )
-    monkeypatch.setattr(config, "CONF_ROOT", root)
+    monkeypatch.setattr(composition, "CONF_ROOT", root)
     with pytest.raises(ConfigError, match=r"mujoco\.yaml: unknown key 'training\.turbo'"):
         compose("sac", "g1_walk_flat", "mujoco")
 
@@ -131,12 +130,12 @@ def test_owner_yaml_cannot_invent_keys(tmp_path: Path, monkeypatch: pytest.Monke
 def test_inheritance_cycle_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    import runtime.config as config
+    import runtime.config.composition as composition
 
     root = tmp_path / "conf"
-    shutil.copytree(config.CONF_ROOT, root)
+    shutil.copytree(composition.CONF_ROOT, root)
     (root / "sac/task/g1_walk_flat/mujoco.yaml").write_text("inherits: mjwarp\n")
-    monkeypatch.setattr(config, "CONF_ROOT", root)
+    monkeypatch.setattr(composition, "CONF_ROOT", root)
     with pytest.raises(ConfigError, match="inheritance cycle"):
         compose("sac", "g1_walk_flat", "mujoco")
 
@@ -195,7 +194,8 @@ def test_validate_for_run_checks_log_dir(tmp_path: Path) -> None:
         compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path / 'new'}"]), LINUX_CPU
     )
     assert cfg.resolved.learner_device == "cpu"
-    assert OmegaConf.is_readonly(cfg)
+    with pytest.raises(Exception, match="read-only"):
+        cfg.resolved.learner_device = "cuda"  # type: ignore[misc]  # the point: frozen at runtime too
 
 
 def test_mps_sharing_fails_closed_without_a_recorded_daemon(
@@ -330,8 +330,7 @@ def test_learner_and_task_ranges(algo: str, override: str, message: str) -> None
 )
 def test_valid_learner_values_compose(override: str, expected: object) -> None:
     key = override.partition("=")[0]
-    cfg = OmegaConf.to_container(compose("sac", "g1_walk_flat", "mujoco", [override]))
-    assert isinstance(cfg, dict)
+    cfg = compose("sac", "g1_walk_flat", "mujoco", [override]).to_dict()
     assert cfg["algo"][key.split(".")[1]] == expected
 
 

@@ -6,11 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from runtime.assets import MotionClipError
 from runtime.backends.mujoco import MujocoBackend
-from runtime.config import compose
+from runtime.config import ComposedConfig, compose
 from runtime.env import make_env
 from runtime.tasks.g1_motion_tracking import G1MotionTracking
 from runtime.tasks.g1_walk_flat import G1WalkFlat
@@ -24,8 +23,8 @@ def _single_torch_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
-def _cfg(task: str, *overrides: str) -> DictConfig:
-    return compose("sac", task, "mujoco", ["algo.num_envs=3", "training.physics_threads=1", *overrides])
+def _cfg(task: str, *overrides: str, sim: str = "mujoco") -> ComposedConfig:
+    return compose("sac", task, sim, ["algo.num_envs=3", "training.physics_threads=1", *overrides])
 
 
 @pytest.mark.parametrize(
@@ -69,18 +68,13 @@ def test_task_failure_closes_the_backend(monkeypatch: pytest.MonkeyPatch) -> Non
         original(self)
 
     monkeypatch.setattr(MujocoBackend, "close", spy)
-    data = OmegaConf.to_container(_cfg("g1_motion_tracking"), resolve=True)
-    assert isinstance(data, dict)
-    data["task"]["motion"] = "motions/g1/absent.npz"
+    cfg = _cfg("g1_motion_tracking", "task.motion=motions/g1/absent.npz")
     with pytest.raises(MotionClipError, match=r"absent\.npz"):
-        make_env(OmegaConf.create(data))
+        make_env(cfg)
     assert len(closed) == 1
 
 
 def test_mjwarp_device_conflict_is_rejected_before_building() -> None:
-    data = OmegaConf.to_container(_cfg("g1_walk_flat"), resolve=True)
-    assert isinstance(data, dict)
-    data["training"]["sim_backend"] = "mjwarp"
-    data["training"]["mjwarp_device"] = "cuda"
+    cfg = _cfg("g1_walk_flat", "training.mjwarp_device=cuda", sim="mjwarp")
     with pytest.raises(ValueError, match=r"conflicts with training\.mjwarp_device"):
-        make_env(OmegaConf.create(data), device=torch.device("cpu"))
+        make_env(cfg, device=torch.device("cpu"))

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import json
 from typing import Any
 
 import pytest
 import torch
-from omegaconf import DictConfig, OmegaConf
 
+from runtime.config import LearnerConfig, compose
 from runtime.learners.replay import Batch
 
-CONF = Path(__file__).resolve().parents[3] / "runtime" / "conf"
 OBS, ACT = 6, 3
 
 
-def algo_cfg(algo: str, **overrides: Any) -> DictConfig:
-    """``algo:`` section of the owner defaults with tiny networks and the given overrides."""
-    cfg = OmegaConf.load(CONF / algo / "defaults.yaml").algo
+def algo_cfg(algo: str, **overrides: Any) -> LearnerConfig:
+    """The composed ``algo`` section of ``algo``'s owner with tiny networks and the given overrides
+    (validated like a CLI override: ConfigError, a ValueError, names a bad one)."""
     small: dict[str, Any] = (
         {"actor_hidden": [32, 32], "critic_hidden": [32, 32]}
         if algo == "sac"
@@ -26,9 +25,8 @@ def algo_cfg(algo: str, **overrides: Any) -> DictConfig:
     values: dict[str, Any] = {"batch_size": 64, "learning_starts": 64, "replay_capacity": 1000}
     values.update(small)
     values.update(overrides)
-    merged = OmegaConf.merge(cfg, values)
-    assert isinstance(merged, DictConfig)
-    return merged
+    items = [f"algo.{key}={json.dumps(value)}" for key, value in values.items()]
+    return compose(algo, "g1_walk_flat", "mujoco", items).algo
 
 
 def toy_batch(n: int = 64, seed: int = 0) -> Batch:

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from runtime.config import LEARNER_THREADS_CAP, ConfigError, compose, resolve_learner_threads
+from runtime.config import (
+    LEARNER_THREADS_CAP,
+    ConfigError,
+    PlatformFacts,
+    compose,
+    resolve_learner_threads,
+    validate_for_run,
+)
 
 
 def test_explicit_value_wins() -> None:
@@ -86,9 +93,10 @@ def test_trainer_sets_threads_before_building_the_learner(tmp_path: Path) -> Non
             f"training.learner_threads={wanted}",
         ],
     )
+    run_cfg = validate_for_run(cfg, PlatformFacts.detect())
     hooks = TrainerHooks(env_factory="tests.runtime.manager.manager_fakes:make_env", learner_factory=factory)
     try:
-        assert run_training(cfg, hooks) == 0
+        assert run_training(run_cfg, hooks) == 0
     finally:
         torch.set_num_threads(before)  # the trainer owns its process's threads; pytest's is shared
     assert seen == [wanted]

@@ -12,14 +12,14 @@ import psutil
 import pytest
 
 from runtime.artifacts import RUN_CONFIG_SCHEMA, read_run_summary, validate
-from runtime.config import compose
+from runtime.config import PlatformFacts, RunConfig, compose, validate_for_run
 from runtime.manager.null_learner import null_learner_factory
 from runtime.manager.shm import list_segments
 from runtime.manager.trainer import TrainerHooks, run_training
 
 
-def _cfg(log_dir: Path, *extra: str) -> Any:
-    return compose(
+def _cfg(log_dir: Path, *extra: str) -> RunConfig:
+    composed = compose(
         "sac",
         "g1_walk_flat",
         "mujoco",
@@ -33,6 +33,7 @@ def _cfg(log_dir: Path, *extra: str) -> Any:
             *extra,
         ],
     )
+    return validate_for_run(composed, PlatformFacts.detect())
 
 
 def _hooks(env: str = "make_env") -> TrainerHooks:
@@ -184,8 +185,9 @@ def test_cpu_run_records_the_forced_off_learner_optimizations(tmp_path: Path, cl
 
 
 def test_non_empty_log_dir_is_rejected_without_writing(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)  # validated while empty: the trainer checks log_dir again when it starts
     (tmp_path / "keep.txt").write_text("x")
-    assert run_training(_cfg(tmp_path), _hooks()) == 2
+    assert run_training(cfg, _hooks()) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
 
 

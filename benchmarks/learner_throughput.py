@@ -25,9 +25,12 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from runtime.config import ComposedConfig
 
 # CPU-sized learner settings (the owner defaults target a GPU: FlashSAC batch 2048, width 256 x 4).
 CPU_OVERRIDES: dict[str, list[str]] = {
@@ -41,14 +44,14 @@ CPU_OVERRIDES: dict[str, list[str]] = {
 }
 
 
-def isolated_updates_per_s(cfg: Any, obs_dim: int, action_dim: int, updates: int = 20) -> float:
+def isolated_updates_per_s(cfg: ComposedConfig, obs_dim: int, action_dim: int, updates: int = 20) -> float:
     """Updates/s of the configured learner alone on a replay filled with random rows (CPU)."""
     import torch
 
     from runtime.learners import build_learner
 
     learner = build_learner(cfg.algo, obs_dim, action_dim, torch.device("cpu"))
-    n = max(int(cfg.algo.batch_size), int(cfg.algo.learning_starts))
+    n = max(cfg.algo.batch_size, cfg.algo.learning_starts)
     learner.add_transitions(
         torch.randn(n, obs_dim),
         torch.rand(n, action_dim) * 2 - 1,
@@ -66,13 +69,13 @@ def isolated_updates_per_s(cfg: Any, obs_dim: int, action_dim: int, updates: int
 def trainer_cell(
     algo: str, task: str, num_envs: int, iterations: int, learner_threads: int = 0
 ) -> dict[str, Any]:
-    """One real trainer run; figures from its run_summary.json."""
+    """One real trainer run, composed and host-validated as ``train`` does; figures from its run_summary.json."""
     from runtime.artifacts import read_run_summary
-    from runtime.config import compose
+    from runtime.config import PlatformFacts, compose, validate_for_run
     from runtime.manager.trainer import run_training
 
     log_dir = Path(tempfile.mkdtemp(prefix="soakbench_9b_")) / "run"
-    cfg = compose(
+    composed = compose(
         algo,
         task,
         "mujoco",
@@ -81,11 +84,12 @@ def trainer_cell(
             f"algo.max_iterations={iterations}",
             f"algo.save_interval={iterations}",
             "training.no_play=true",
-            f"log_dir={log_dir}",
+            f"log_dir={json.dumps(str(log_dir))}",
             *CPU_OVERRIDES[algo],
             *([f"training.learner_threads={learner_threads}"] if learner_threads > 0 else []),
         ],
     )
+    cfg = validate_for_run(composed, PlatformFacts.detect())
     code = run_training(cfg)
     summary = read_run_summary(log_dir / "run_summary.json")
     if code != 0:
@@ -96,7 +100,7 @@ def trainer_cell(
         "algo": algo,
         "num_envs": num_envs,
         "iterations": iterations,
-        "learner_threads": int(cfg.resolved.learner_threads),
+        "learner_threads": cfg.resolved.learner_threads,
         "env_steps_per_s": round(summary["env_steps_per_s"], 1),
         "learner_updates_per_s": round(summary["learner_updates_per_s"], 2),
         "learner_ingress_wait_share": round(replay["learner_wait_s"] / loop_s, 4),
@@ -105,6 +109,26 @@ def trainer_cell(
         "log_dir": str(log_dir),
         "_cfg": cfg,
     }
+
+
+def cell_figures(
+    algo: str, task: str, num_envs: int, iterations: int, learner_threads: int
+) -> dict[str, Any]:
+    """The trainer figures of one cell plus the isolated learner's updates/s on the same config."""
+    import torch
+
+    from runtime.env import make_env
+
+    cell = trainer_cell(algo, task, num_envs, iterations, learner_threads)
+    cfg = cell.pop("_cfg")
+    env = make_env(cfg)  # dims only
+    obs_dim, action_dim = env.obs_dim, env.action_dim
+    env.close()
+    torch.set_num_threads(cfg.resolved.learner_threads)  # same threads as the trainer's learner
+    iso = isolated_updates_per_s(cfg, obs_dim, action_dim)
+    cell["isolated_learner_updates_per_s"] = round(iso, 2)
+    cell["update_share"] = round(cell["learner_updates_per_s"] / iso, 4)
+    return cell
 
 
 def main(
@@ -118,9 +142,7 @@ def main(
     ] = 0,
 ) -> None:
     """Run every (learner, num_envs) cell and print the figures (ratios measured in this run)."""
-    import torch
-
-    from runtime.env import make_env
+    from runtime.config import ConfigError
 
     algos = [a.strip() for a in learners.split(",") if a.strip()]
     bad = [a for a in algos if a not in CPU_OVERRIDES]
@@ -130,15 +152,11 @@ def main(
     cells = []
     for algo in algos:
         for num_envs in (int(e) for e in envs.split(",")):
-            cell = trainer_cell(algo, task, num_envs, iterations, learner_threads)
-            cfg = cell.pop("_cfg")
-            env = make_env(cfg)  # dims only
-            obs_dim, action_dim = env.obs_dim, env.action_dim
-            env.close()
-            torch.set_num_threads(int(cfg.resolved.learner_threads))  # same threads as the trainer's learner
-            iso = isolated_updates_per_s(cfg, obs_dim, action_dim)
-            cell["isolated_learner_updates_per_s"] = round(iso, 2)
-            cell["update_share"] = round(cell["learner_updates_per_s"] / iso, 4)
+            try:
+                cell = cell_figures(algo, task, num_envs, iterations, learner_threads)
+            except ConfigError as exc:
+                typer.echo(f"learner_throughput: {algo}/{num_envs}: configuration error: {exc}", err=True)
+                raise typer.Exit(2) from None
             cells.append(cell)
             if not json_out:
                 typer.echo(json.dumps(cell))

@@ -49,7 +49,11 @@ def make_env(
     backend: SimBackend
     if sim == "mujoco":
         backend = backend_cls(  # type: ignore[call-arg]  # num_threads is MujocoBackend's own keyword
-            model, cfg.algo.num_envs, tensor_device, cfg.task.decimation, num_threads=cfg.training.physics_threads
+            model,
+            cfg.algo.num_envs,
+            tensor_device,
+            cfg.task.decimation,
+            num_threads=cfg.training.physics_threads,
         )
     else:
         backend = backend_cls(model, cfg.algo.num_envs, tensor_device, cfg.task.decimation)

@@ -109,7 +109,11 @@ def template(cls: type[S], **given: object) -> S:
     hints = type_hints(cls)
     values = dict(given)
     for f in dataclasses.fields(cls):
-        if f.name in values or f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+        if (
+            f.name in values
+            or f.default is not dataclasses.MISSING
+            or f.default_factory is not dataclasses.MISSING
+        ):
             continue
         hint = hints[f.name]
         is_section = isinstance(hint, type) and issubclass(hint, Section)
@@ -152,8 +156,16 @@ def owner_layers(algo: str, task: str, sim: str) -> tuple[list[Layer], list[Path
     check_route(algo, task, sim)
     chain = _owner_chain(algo, task, sim)
     layers = [
-        Layer("algo defaults", CONF_ROOT / algo / "defaults.yaml", _load_yaml(CONF_ROOT / algo / "defaults.yaml")),
-        Layer("task defaults", CONF_ROOT / "tasks" / f"{task}.yaml", _load_yaml(CONF_ROOT / "tasks" / f"{task}.yaml")),
+        Layer(
+            "algo defaults",
+            CONF_ROOT / algo / "defaults.yaml",
+            _load_yaml(CONF_ROOT / algo / "defaults.yaml"),
+        ),
+        Layer(
+            "task defaults",
+            CONF_ROOT / "tasks" / f"{task}.yaml",
+            _load_yaml(CONF_ROOT / "tasks" / f"{task}.yaml"),
+        ),
     ]
     for path in chain:
         data = _load_yaml(path)
@@ -304,7 +316,9 @@ def compose(algo: str, task: str, sim: str, overrides: Sequence[str] = ()) -> Co
 
     Returns the frozen ``ComposedConfig``; raises ConfigError naming the first problem."""
     layers, chain = owner_layers(algo, task, sim)
-    schema = Schema.of(template(Settings, algo=template(LEARNER_SECTIONS[algo]), task=template(TASK_SECTIONS[task])))
+    schema = Schema.of(
+        template(Settings, algo=template(LEARNER_SECTIONS[algo]), task=template(TASK_SECTIONS[task]))
+    )
     node = OmegaConf.structured(schema.template)
     for layer in layers:
         node = merge_layer(node, layer.data, schema, f"{layer.path}: ")
@@ -358,7 +372,9 @@ def resolve(settings: Settings) -> ResolvedConfig:
     return ResolvedConfig(
         replay_ingress_slot_rows=settings.algo.num_envs if rows is None else rows,
         physics_threads=physics,
-        learner_threads=resolve_learner_threads(training.learner_threads, training.sim_backend, physics, cores),
+        learner_threads=resolve_learner_threads(
+            training.learner_threads, training.sim_backend, physics, cores
+        ),
         physics_device=physics_device(training),
     )
 

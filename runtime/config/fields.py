@@ -11,7 +11,6 @@ first field that breaks its declaration. Pure: no I/O, no OmegaConf.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 import types
@@ -133,7 +132,9 @@ def derived(*, doc: str, unit: str | None = None) -> Any:  # typed by its annota
     return field(metadata={SPEC_KEY: Spec(doc, unit, source="derived")})
 
 
-@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field, setting))
+@dataclass_transform(
+    frozen_default=True, kw_only_default=True, field_specifiers=(field, setting, owner_setting, derived)
+)
 def section(cls: type[T]) -> type[T]:
     """A frozen, keyword-only dataclass whose assignment error says the config is read-only."""
     out = dataclass(frozen=True, kw_only=True)(cls)
@@ -144,8 +145,9 @@ def section(cls: type[T]) -> type[T]:
             "with overrides instead"
         )
 
-    out.__setattr__ = refuse  # type: ignore[assignment]  # the frozen dataclass's own message names no cause
-    out.__delattr__ = refuse  # type: ignore[assignment]
+    # The frozen dataclass's own error ("cannot assign to field") does not say why.
+    out.__setattr__ = refuse  # type: ignore[method-assign]  # replacing the generated method is the point
+    out.__delattr__ = refuse  # type: ignore[method-assign]
     return out
 
 
@@ -159,8 +161,8 @@ class FieldType:
     item: FieldType | None = None  # element type of a list
 
 
-@functools.cache
 def type_hints(cls: type) -> dict[str, Any]:
+    """``cls``'s resolved annotations (the sections use postponed evaluation)."""
     return typing.get_type_hints(cls)
 
 
@@ -187,7 +189,9 @@ def field_type(hint: Any) -> FieldType:
 def spec_of(f: dataclasses.Field[Any]) -> Spec:
     spec = f.metadata.get(SPEC_KEY)
     if not isinstance(spec, Spec):
-        raise TypeError(f"config field {f.name!r} is declared without setting(), owner_setting() or derived()")
+        raise TypeError(
+            f"config field {f.name!r} is declared without setting(), owner_setting() or derived()"
+        )
     return spec
 
 
@@ -257,7 +261,11 @@ def _is_instance(value: object, base: type | None) -> bool:
     return base is not None and isinstance(value, base)
 
 
-_NOUNS = {int: ("an integer", "integers"), float: ("a number", "numbers"), bool: ("true or false", "booleans")}
+_NOUNS = {
+    int: ("an integer", "integers"),
+    float: ("a number", "numbers"),
+    bool: ("true or false", "booleans"),
+}
 
 
 def expected(kind: FieldType, spec: Spec) -> str:
@@ -281,12 +289,14 @@ def _expected_list(kind: FieldType, spec: Spec) -> str:
     assert kind.item is not None
     least, most = spec.items
     plural = _NOUNS[kind.item.base][1] if kind.item.base in _NOUNS else "strings"
-    if least == most:
-        size = f"a list of {least}"
-    else:
-        size = "a non-empty list of" if least == 1 else "a list of"
+    sizes = {least: f"a list of {least}"} if least == most else {1: "a non-empty list of"}
+    size = sizes.get(least, "a list of")
     bound = ""
     if spec.bounds is not None:
         b = spec.bounds
-        bound = f" >= {b.low}" if b.high is None and not b.low_open else f" in {b.describe(kind.item.base is int)}"
+        bound = (
+            f" >= {b.low}"
+            if b.high is None and not b.low_open
+            else f" in {b.describe(kind.item.base is int)}"
+        )
     return f"{size} {plural}{bound}"

@@ -147,7 +147,9 @@ def validate_for_run(cfg: ComposedConfig, facts: PlatformFacts) -> RunConfig:
         raise ConfigError("log_dir is required: pass log_dir=/absolute/path/of/a/new/run/dir", "log_dir")
     log_dir = Path(cfg.log_dir)
     if log_dir.exists() and (not log_dir.is_dir() or any(log_dir.iterdir())):
-        raise ConfigError(f"log_dir {log_dir} exists and is not an empty directory; choose a new path", "log_dir")
+        raise ConfigError(
+            f"log_dir {log_dir} exists and is not an empty directory; choose a new path", "log_dir"
+        )
     resolved = HostResolvedConfig(
         **shallow_fields(cfg.resolved),
         learner_device=resolve_learner_device(cfg, facts),

@@ -10,7 +10,6 @@ only kind ``run_training`` accepts. Unit ``1`` means dimensionless.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
 from typing import Any, Literal, Self
 
 from runtime.config.fields import (
@@ -258,7 +257,9 @@ class ResolvedConfig(Section):
     replay_ingress_slot_rows: int = derived(
         doc="training.replay_ingress_slot_rows, null resolved to algo.num_envs", unit="rows"
     )
-    physics_threads: int = derived(doc="training.physics_threads, null resolved to the core count", unit="threads")
+    physics_threads: int = derived(
+        doc="training.physics_threads, null resolved to the core count", unit="threads"
+    )
     learner_threads: int = derived(doc="training.learner_threads after its null rule", unit="threads")
     physics_device: str = derived(
         doc="where the backend's tensors live: cpu for mujoco, training.mjwarp_device for mjwarp"
@@ -300,14 +301,17 @@ class Settings(Section):
     """Everything a layer or an override may set."""
 
     seed: int = setting(
-        0, doc="seed of env resets, commands, exploration and network init", unit="1", bounds=closed(0, 2**31 - 1)
+        0,
+        doc="seed of env resets, commands, exploration and network init",
+        unit="1",
+        bounds=closed(0, 2**31 - 1),
     )
     log_dir: str | None = setting(
         None,
         doc="run directory; absolute; must be new or empty (checked before anything is built)",
         absolute_path=True,
     )
-    training: TrainingConfig = field(default_factory=TrainingConfig)
+    training: TrainingConfig
     algo: LearnerConfig
     task: TaskConfig
 

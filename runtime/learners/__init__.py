@@ -35,7 +35,7 @@ def _no_learner(algo_cfg: object) -> TypeError:
     return TypeError(f"no learner takes a {type(algo_cfg).__name__}; pass SacConfig or FlashSacConfig")
 
 
-def build_learner(
+def build_learner(  # noqa: PLR0913 — the keyword-only switches mirror training.* one to one
     algo_cfg: LearnerConfig,
     obs_dim: int,
     action_dim: int,

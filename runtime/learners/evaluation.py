@@ -57,8 +57,8 @@ def evaluate_run(
     with the same ``seed`` (identical initial states).
     """
     import torch
-    from omegaconf import OmegaConf
 
+    from runtime.config import load_run_config
     from runtime.env import make_env
     from runtime.learners import build_learner
 
@@ -66,11 +66,7 @@ def evaluate_run(
     if not ckpt_path.is_file():
         raise FileNotFoundError(f"{ckpt_path}: no such checkpoint (did the run complete?)")
     payload = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    data = payload["config"]
-    data["algo"]["num_envs"] = num_envs
-    data["resolved"]["replay_ingress_slot_rows"] = num_envs
-    cfg = OmegaConf.create(data)
-    OmegaConf.set_readonly(cfg, True)
+    cfg = load_run_config(payload["config"]).with_num_envs(num_envs)
     cpu = torch.device("cpu")
 
     def env() -> TaskEnv:
@@ -79,9 +75,9 @@ def evaluate_run(
     probe = env()
     obs_dim, action_dim = probe.obs_dim, probe.action_dim
     probe.close()
-    trained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=int(cfg.seed))
+    trained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=cfg.seed)
     trained.load_state_dict(payload["learner"])
-    untrained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=int(cfg.seed))
+    untrained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=cfg.seed)
     trained.actor.eval()
     untrained.actor.eval()
     gen = torch.Generator().manual_seed(seed)

@@ -241,7 +241,9 @@ def gaussian_target_entropy(action_dim: int, sigma: float) -> float:
 
 def build_flash_actor(algo_cfg: FlashSacConfig, obs_dim: int, action_dim: int) -> FlashActor:
     """The FlashSAC actor module (CPU), weights already projected to unit norm."""
-    actor = FlashActor(obs_dim, action_dim, algo_cfg.actor_hidden_dim, algo_cfg.actor_blocks, algo_cfg.expansion)
+    actor = FlashActor(
+        obs_dim, action_dim, algo_cfg.actor_hidden_dim, algo_cfg.actor_blocks, algo_cfg.expansion
+    )
     _project_module(actor)
     return actor
 

@@ -172,7 +172,8 @@ class SACCritic(nn.Module):
         x = torch.cat([obs_n, action], -1).unsqueeze(0).expand(self.members, -1, -1)
         for layer in self.layers:
             x = F.relu(layer(x))
-        return self.out(x).squeeze(-1)
+        q: torch.Tensor = self.out(x).squeeze(-1)
+        return q
 
 
 # ------------------------------------------------------------------------------------------ FlashSAC
@@ -240,7 +241,8 @@ class FlashBlock(nn.Module):
     def forward(self, x: torch.Tensor, training: bool, stats: BNStats | None) -> torch.Tensor:
         h = F.relu(self.bn1(self.w1(x), training, stats))
         h = F.relu(self.bn2(self.w2(h), training, stats))
-        return self.rms(x + h)
+        out: torch.Tensor = self.rms(x + h)
+        return out
 
 
 class FlashTrunk(nn.Module):
@@ -296,7 +298,7 @@ class FlashCritic(nn.Module):
 
     bins: torch.Tensor
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 — each argument is one FlashSacConfig shape field
         self,
         obs_dim: int,
         action_dim: int,
@@ -320,7 +322,8 @@ class FlashCritic(nn.Module):
         self, obs: torch.Tensor, action: torch.Tensor, training: bool, stats: BNStats | None
     ) -> torch.Tensor:
         x = torch.cat([obs, action], -1).unsqueeze(0).expand(self.members, -1, -1)
-        return self.head(self.trunk(x, training, stats))
+        logits: torch.Tensor = self.head(self.trunk(x, training, stats))
+        return logits
 
 
 def projection_groups(root: nn.Module) -> list[ProjectionGroup]:

@@ -22,7 +22,7 @@ class Batch:
     terminated: torch.Tensor
 
 
-def check_transitions(
+def check_transitions(  # noqa: PLR0913 — the five transition tensors and the two sizes they must match
     obs: torch.Tensor,
     action: torch.Tensor,
     reward: torch.Tensor,

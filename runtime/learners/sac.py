@@ -75,16 +75,17 @@ def _grad_params(params: Params) -> Params:
 
 def normalize_obs(nets: SACNets, buffers: Params, obs: torch.Tensor) -> torch.Tensor:
     """obs [B, O] -> normalised [B, O] with the actor's running statistics (also the critic's input)."""
-    return functional_call(
-        nets.actor.normalizer, {k.removeprefix("normalizer."): v for k, v in buffers.items()}, (obs,)
-    )
+    stats = {k.removeprefix("normalizer."): v for k, v in buffers.items()}
+    normalized: torch.Tensor = functional_call(nets.actor.normalizer, stats, (obs,))
+    return normalized
 
 
 def actor_dist(
     nets: SACNets, params: Params, buffers: Params, obs: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Raw obs [B, O] -> (mean, log_std) [B, A]."""
-    return functional_call(nets.actor, (params, buffers), (obs,))
+    mean_log_std: tuple[torch.Tensor, torch.Tensor] = functional_call(nets.actor, (params, buffers), (obs,))
+    return mean_log_std
 
 
 def sac_critic_loss(
@@ -136,7 +137,7 @@ def alpha_loss(log_alpha: torch.Tensor, logp: torch.Tensor, target_entropy: floa
     return -(log_alpha * (logp + target_entropy)).mean()
 
 
-def sac_step(
+def sac_step(  # noqa: PLR0913 — the pure step: nets, hp, state, batch, both noise draws, the loss seam
     nets: SACNets,
     hp: SACHyper,
     state: SACState,

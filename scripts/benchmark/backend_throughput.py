@@ -27,7 +27,7 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import mujoco
 import numpy as np
@@ -55,7 +55,8 @@ def _controls(model: mujoco.MjModel, num_envs: int, steps: int, scale: float, se
     rng = np.random.default_rng(seed)
     stand = model.key("stand").ctrl
     ctrl = stand + scale * rng.uniform(-1.0, 1.0, (steps, num_envs, model.nu))
-    return np.clip(ctrl, model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1])
+    clipped: np.ndarray = np.clip(ctrl, model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1])
+    return clipped
 
 
 def _stand_state(model: mujoco.MjModel) -> np.ndarray:
@@ -196,8 +197,52 @@ def _write_json(path: Path, payload: dict[str, Any]) -> None:
     write_atomic(path, json.dumps(payload, indent=2))
 
 
+def _fail(message: str) -> NoReturn:
+    typer.echo(message, err=True)
+    raise typer.Exit(2)
+
+
+def _choices(flag: str, text: str, allowed: tuple[str, ...], at_least_one: bool) -> list[str]:
+    """Comma-separated ``text`` restricted to ``allowed``, else exit 2 naming ``flag``."""
+    chosen = [x for x in text.split(",") if x]
+    bad = [x for x in chosen if x not in allowed]
+    if bad:
+        _fail(f"{flag}: unknown {bad}; allowed: {', '.join(allowed)}")
+    if at_least_one and not chosen:
+        _fail(f"{flag} needs at least one of {', '.join(allowed)}")
+    return chosen
+
+
+def _env_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        _fail(f"--num-envs must be comma-separated integers, got {text!r}")
+    if not counts or min(counts) < 1:
+        _fail("--num-envs needs at least one integer >= 1")
+    return counts
+
+
+def _print_result(console: Console, res: dict[str, Any]) -> None:
+    table = Table(
+        title=f"{res['task']} at {res['num_envs']} envs, {res['threads']} physics / "
+        f"{res['torch_threads']} torch threads, decimation {res['decimation']}, "
+        f"action scale {res['action_scale']}"
+    )
+    table.add_column("candidate")
+    table.add_column("median steps/s", justify="right")
+    table.add_column("ratio vs raw/decimation", justify="right")
+    for name, rate in res["median_steps_per_s"].items():
+        ratio = res["median_ratio_vs_raw"].get(name)
+        unit = "physics" if name.startswith("raw_") else "env ctrl"
+        table.add_row(name, f"{rate:,.0f} {unit}", "-" if ratio is None else f"{ratio:.3f}")
+    for name, reason in res["skipped"].items():
+        table.add_row(name, "not measured", reason[:80])
+    console.print(table)
+
+
 @app.command()
-def main(
+def main(  # noqa: PLR0913 — one parameter per command-line option (typer)
     num_envs: Annotated[str, typer.Option(help="comma-separated env counts")] = "64,256",
     threads: Annotated[int, typer.Option(min=0, help="physics threads (0: every usable CPU)")] = 0,
     torch_threads: Annotated[
@@ -213,49 +258,16 @@ def main(
 ) -> None:
     """Measure and print backend/env throughput ratios against raw mujoco.rollout."""
     if output is not None and not output.is_absolute():
-        typer.echo(f"--output must be an absolute path, got {output}", err=True)
-        raise typer.Exit(2)
-    try:
-        counts = [int(x) for x in num_envs.split(",") if x.strip()]
-    except ValueError:
-        typer.echo(f"--num-envs must be comma-separated integers, got {num_envs!r}", err=True)
-        raise typer.Exit(2) from None
-    if not counts or min(counts) < 1:
-        typer.echo("--num-envs needs at least one integer >= 1", err=True)
-        raise typer.Exit(2)
-    task_list = [t for t in tasks.split(",") if t]
-    bad = [t for t in task_list if t not in TASKS]
-    if bad:
-        typer.echo(f"--tasks: unknown {bad}; allowed: {', '.join(TASKS)}", err=True)
-        raise typer.Exit(2)
-    engine_list = [e for e in engines.split(",") if e]
-    bad = [e for e in engine_list if e not in ENGINES]
-    if bad:
-        typer.echo(f"--engines: unknown {bad}; allowed: {', '.join(ENGINES)}", err=True)
-        raise typer.Exit(2)
-    if not task_list:
-        typer.echo(f"--tasks needs at least one of {', '.join(TASKS)}", err=True)
-        raise typer.Exit(2)
+        _fail(f"--output must be an absolute path, got {output}")
+    counts = _env_counts(num_envs)
+    task_list = _choices("--tasks", tasks, TASKS, at_least_one=True)
+    engine_list = _choices("--engines", engines, ENGINES, at_least_one=False)
     torch.set_num_threads(torch_threads)
     t = threads or available_cpus()
     results = [bench_task(n, t, task, engine_list, iters, rounds) for n in counts for task in task_list]
     console = Console()
     for res in results:
-        table = Table(
-            title=f"{res['task']} at {res['num_envs']} envs, {res['threads']} physics / "
-            f"{res['torch_threads']} torch threads, decimation {res['decimation']}, "
-            f"action scale {res['action_scale']}"
-        )
-        table.add_column("candidate")
-        table.add_column("median steps/s", justify="right")
-        table.add_column("ratio vs raw/decimation", justify="right")
-        for name, rate in res["median_steps_per_s"].items():
-            ratio = res["median_ratio_vs_raw"].get(name)
-            unit = "physics" if name.startswith("raw_") else "env ctrl"
-            table.add_row(name, f"{rate:,.0f} {unit}", "-" if ratio is None else f"{ratio:.3f}")
-        for name, reason in res["skipped"].items():
-            table.add_row(name, "not measured", reason[:80])
-        console.print(table)
+        _print_result(console, res)
     if output is not None:
         _write_json(output, {"benchmark": "backend_throughput", "results": results})
         console.print(f"wrote {output}")

@@ -80,8 +80,8 @@ def trainer_run(
 ) -> dict[str, Any]:
     """One ``run_training`` of ``cfg``; returns its (schema-validated) summary."""
     from runtime.artifacts import read_run_summary
-    from runtime.manager.null_learner import null_learner_factory
     from runtime.manager.hooks import TrainerHooks
+    from runtime.manager.null_learner import null_learner_factory
     from runtime.manager.trainer import run_training
 
     assert cfg.log_dir is not None  # validate_for_run requires it

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -37,6 +37,9 @@ from harness.probe_stats import (
     idle_verdict,
     profiler_env_violations,
 )
+
+if TYPE_CHECKING:
+    from runtime.config import ComposedConfig
 
 SCHEMA_VERSION = "0.3.0"
 SCHEMA_NAME = f"probe-{SCHEMA_VERSION}.schema.json"
@@ -90,7 +93,16 @@ class ProbeSettings:
     output: Path
 
 
-def validate_settings(
+# Probe flags that are config settings: their bounds are the config's own (runtime.config.sections).
+CONFIG_FLAGS: dict[str, str] = {
+    "algo.num_envs": "--num-envs",
+    "seed": "--seed",
+    "training.mjwarp_device": "--mjwarp-device",
+    "training.physics_threads": "--physics-threads",
+}
+
+
+def validate_settings(  # noqa: PLR0913 — one parameter per probe flag; the CLI and the tests pass them by name
     backends: str,
     task: str,
     num_envs: int,
@@ -108,53 +120,23 @@ def validate_settings(
     rounds: int = DEFAULT_ROUNDS,
 ) -> ProbeSettings:
     """Check every argument (and the output location) before anything runs; raise ProbeInputError."""
-    from runtime.backends import BACKENDS
     from runtime.tasks import TASKS
 
-    names = tuple(b.strip() for b in backends.split(",") if b.strip())
-    if not names:
-        raise ProbeInputError(f"--backends is empty; allowed: comma-separated from {sorted(BACKENDS)}")
-    unknown = [b for b in names if b not in BACKENDS]
-    if unknown:
-        raise ProbeInputError(f"--backends: unknown {unknown}; allowed: {sorted(BACKENDS)}")
-    if len(set(names)) != len(names):
-        raise ProbeInputError(f"--backends lists a backend twice: {list(names)}")
+    names = _backend_names(backends)
     if task not in TASKS:
         raise ProbeInputError(f"--task {task!r} is not registered; allowed: {sorted(TASKS)}")
-    if not 1 <= num_envs <= 65536:
-        raise ProbeInputError(f"--num-envs must be in 1..65536, got {num_envs}")
-    if warmup < 0:
-        raise ProbeInputError(f"--warmup must be >= 0, got {warmup}")
-    if iters < 1:
-        raise ProbeInputError(f"--iters must be >= 1, got {iters}")
-    if not 0 <= seed <= 2**31 - 1:
-        raise ProbeInputError(f"--seed must be in 0..2147483647, got {seed}")
-    if mjwarp_device not in (None, "cuda", "cpu"):
-        raise ProbeInputError(f"--mjwarp-device must be cuda or cpu, got {mjwarp_device!r}")
     if mjwarp_device is not None and "mjwarp" not in names:
         raise ProbeInputError("--mjwarp-device is only meaningful when --backends includes mjwarp")
-    if physics_threads is not None and physics_threads < 1:
-        raise ProbeInputError(f"--physics-threads must be >= 1, got {physics_threads}")
-    if rounds < 1:
-        raise ProbeInputError(f"--rounds must be >= 1, got {rounds}")
+    for flag, value, least in (("--warmup", warmup, 0), ("--iters", iters, 1), ("--rounds", rounds, 1)):
+        if value < least:
+            raise ProbeInputError(f"{flag} must be >= {least}, got {value}")
     if torch_threads < 1:
         raise ProbeInputError(f"--torch-threads must be >= 1, got {torch_threads}")
     if idle_memory_threshold_mib < 0 or idle_wait_s < 0 or worker_timeout_s <= 0:
         raise ProbeInputError(
             "--idle-memory-threshold-mib and --idle-wait-s must be >= 0, --worker-timeout-s > 0"
         )
-    out = Path(output)
-    if not out.is_absolute():
-        raise ProbeInputError(f"--output must be an absolute path, got {output!r}")
-    if out.suffix != ".json":
-        raise ProbeInputError(f"--output must name a .json file, got {output!r}")
-    if out.is_dir():
-        raise ProbeInputError(f"--output {output} is a directory; name a .json file")
-    if not out.parent.is_dir():
-        raise ProbeInputError(f"--output parent directory {out.parent} does not exist")
-    if not os.access(out.parent, os.W_OK):
-        raise ProbeInputError(f"--output parent directory {out.parent} is not writable")
-    return ProbeSettings(
+    settings = ProbeSettings(
         backends=names,
         task=task,
         num_envs=num_envs,
@@ -169,8 +151,52 @@ def validate_settings(
         idle_memory_threshold_bytes=idle_memory_threshold_mib << 20,
         idle_wait_s=idle_wait_s,
         worker_timeout_s=worker_timeout_s,
-        output=out,
+        output=_output_path(output),
     )
+    for backend in names:
+        compose_for(settings, backend)  # the flags that are settings are checked by the config
+    return settings
+
+
+def _backend_names(backends: str) -> tuple[str, ...]:
+    from runtime.backends import BACKENDS
+
+    names = tuple(b.strip() for b in backends.split(",") if b.strip())
+    if not names:
+        raise ProbeInputError(f"--backends is empty; allowed: comma-separated from {sorted(BACKENDS)}")
+    unknown = [b for b in names if b not in BACKENDS]
+    if unknown:
+        raise ProbeInputError(f"--backends: unknown {unknown}; allowed: {sorted(BACKENDS)}")
+    if len(set(names)) != len(names):
+        raise ProbeInputError(f"--backends lists a backend twice: {list(names)}")
+    return names
+
+
+def _output_path(output: str) -> Path:
+    out = Path(output)
+    if not out.is_absolute():
+        raise ProbeInputError(f"--output must be an absolute path, got {output!r}")
+    if out.suffix != ".json":
+        raise ProbeInputError(f"--output must name a .json file, got {output!r}")
+    if out.is_dir():
+        raise ProbeInputError(f"--output {output} is a directory; name a .json file")
+    if not out.parent.is_dir():
+        raise ProbeInputError(f"--output parent directory {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK):
+        raise ProbeInputError(f"--output parent directory {out.parent} is not writable")
+    return out
+
+
+def compose_for(settings: ProbeSettings, backend: str) -> ComposedConfig:
+    """The owner config ``backend``'s worker will compose; ProbeInputError names the probe flag (or the
+    backend) behind a ConfigError."""
+    from runtime.config import ConfigError, compose
+
+    try:
+        return compose(ALGO, settings.task, backend, config_overrides(settings, backend))
+    except ConfigError as exc:
+        flag = CONFIG_FLAGS.get(exc.key or "")
+        raise ProbeInputError(f"{flag}: {exc}" if flag else f"{backend}: {exc}") from exc
 
 
 def check_preconditions(
@@ -180,7 +206,7 @@ def check_preconditions(
     platform_facts: Callable[[], Any],
 ) -> None:
     """Host prerequisites, acceptance rules first; raise ProbeInputError naming the first unmet one."""
-    from runtime.config import ConfigError, compose, platform_blockers
+    from runtime.config import platform_blockers
 
     if settings.acceptance:
         hits = profiler_env_violations(environ)
@@ -205,11 +231,7 @@ def check_preconditions(
                 "--backends mjwarp needs a CUDA device and none is available; to measure MJWarp on Warp's "
                 "CPU device (diagnostic lane, never production evidence) pass --mjwarp-device cpu"
             )
-        try:
-            cfg = compose(ALGO, settings.task, backend, config_overrides(settings, backend))
-        except ConfigError as exc:
-            raise ProbeInputError(f"{backend}: {exc}") from exc
-        problems = platform_blockers(cfg, facts)
+        problems = platform_blockers(compose_for(settings, backend), facts)
         if problems:
             raise ProbeInputError(f"{backend}: {problems[0]}")
 

@@ -274,6 +274,7 @@ class MpsValidation(Section):
         doc="found through CUDA_MPS_PIPE_DIRECTORY or a cumps record"
     )
     pipe_dir: str = derived(doc="the daemon's pipe directory")
+    control_pipe_kind: str = derived(doc="what the daemon serves at <pipe_dir>/control: socket or fifo")
     control_pid: int | None = derived(doc="pid of nvidia-cuda-mps-control, when found", unit="pid")
     gpu_uuid: str | None = derived(doc="the GPU the daemon covers")
     name: str | None = derived(doc="cumps record name (null for an explicit pipe directory)")

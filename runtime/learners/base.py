@@ -109,7 +109,7 @@ class Learner(ABC):
     ) -> None:
         """Copy n transitions into the replay buffer (obs [n, O], action [n, A], reward [n],
         next_obs [n, O], terminated [n]) and fold them into running statistics."""
-        check_transitions(obs, action, reward, next_obs, terminated, self.obs_dim, self.action_dim)
+        check_transitions(Batch(obs, action, reward, next_obs, terminated), self.obs_dim, self.action_dim)
         self.replay.add(obs, action, reward, next_obs, terminated)
         self._observe(obs.to(self.device, torch.float32), reward.to(self.device, torch.float32))
 

@@ -32,6 +32,7 @@ from runtime.learners.functional import (
 )
 from runtime.learners.networks import (
     BNStats,
+    CategoricalSupport,
     FlashActor,
     FlashCritic,
     bn_running_update,
@@ -281,8 +282,7 @@ class FlashSACLearner(Learner):
             algo_cfg.critic_hidden_dim,
             algo_cfg.critic_blocks,
             algo_cfg.expansion,
-            algo_cfg.num_bins,
-            self.hp.v_max,
+            CategoricalSupport(algo_cfg.num_bins, self.hp.v_max),
         )
         _project_module(critic)
         critic = critic.to(device)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -293,29 +294,36 @@ class FlashActor(Actor):
         return self.mean(h)[0], LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (raw + 1.0)
 
 
+@dataclass(frozen=True)
+class CategoricalSupport:
+    """``num_bins`` atoms evenly spaced on [-v_max, v_max] (the normalised return)."""
+
+    num_bins: int
+    v_max: float
+
+
 class FlashCritic(nn.Module):
     """Twin categorical critic: (obs [B, O], action [B, A]) -> logits [E, B, K] over ``bins`` [K]."""
 
     bins: torch.Tensor
 
-    def __init__(  # noqa: PLR0913 — each argument is one FlashSacConfig shape field
+    def __init__(
         self,
         obs_dim: int,
         action_dim: int,
         hidden: int,
         blocks: int,
         expansion: int,
-        num_bins: int,
-        v_max: float,
+        support: CategoricalSupport,
     ) -> None:
         super().__init__()
         self.members = 2
         self.trunk = FlashTrunk(2, obs_dim + action_dim, hidden, blocks, expansion)
-        self.head = EnsembleLinear(2, hidden, num_bins, orthogonal=True)
+        self.head = EnsembleLinear(2, hidden, support.num_bins, orthogonal=True)
         with torch.no_grad():
             assert self.head.bias is not None
             self.head.bias.zero_()
-        self.register_buffer("bins", torch.linspace(-v_max, v_max, num_bins))
+        self.register_buffer("bins", torch.linspace(-support.v_max, support.v_max, support.num_bins))
         _assign_bn_keys(self)
 
     def forward(

@@ -22,23 +22,15 @@ class Batch:
     terminated: torch.Tensor
 
 
-def check_transitions(  # noqa: PLR0913 — the five transition tensors and the two sizes they must match
-    obs: torch.Tensor,
-    action: torch.Tensor,
-    reward: torch.Tensor,
-    next_obs: torch.Tensor,
-    terminated: torch.Tensor,
-    obs_dim: int,
-    action_dim: int,
-) -> int:
+def check_transitions(rows: Batch, obs_dim: int, action_dim: int) -> int:
     """Validate one block of transitions; returns n. Raises ValueError naming the offending field."""
-    n = obs.shape[0] if obs.dim() == 2 else -1
+    n = rows.obs.shape[0] if rows.obs.dim() == 2 else -1
     expected = {
-        "obs": (obs, (n, obs_dim)),
-        "action": (action, (n, action_dim)),
-        "reward": (reward, (n,)),
-        "next_obs": (next_obs, (n, obs_dim)),
-        "terminated": (terminated, (n,)),
+        "obs": (rows.obs, (n, obs_dim)),
+        "action": (rows.action, (n, action_dim)),
+        "reward": (rows.reward, (n,)),
+        "next_obs": (rows.next_obs, (n, obs_dim)),
+        "terminated": (rows.terminated, (n,)),
     }
     for name, (tensor, shape) in expected.items():
         if n < 0 or tuple(tensor.shape) != shape:
@@ -76,7 +68,7 @@ class ReplayBuffer:
         """Copy n rows in (obs [n, O], action [n, A], reward [n], next_obs [n, O], terminated [n] bool/float).
 
         Copies, so the caller may reuse its (shared-memory) source tensors immediately afterwards."""
-        n = check_transitions(obs, action, reward, next_obs, terminated, self.obs_dim, self.action_dim)
+        n = check_transitions(Batch(obs, action, reward, next_obs, terminated), self.obs_dim, self.action_dim)
         self.total_added += n
         start = 0
         if n > self.capacity:  # only the newest `capacity` rows can survive

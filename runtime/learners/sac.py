@@ -61,12 +61,18 @@ class SACState:
     step: int  # critic updates applied
 
 
+CriticLoss = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
 @dataclass(frozen=True)
 class SACNets:
-    """Template modules used as pure functions via ``functional_call``; their own tensors are unused."""
+    """Template modules used as pure functions via ``functional_call``; their own tensors are unused.
+
+    ``critic_loss`` is ``sac_critic_loss``, or its ``torch.compile`` when the learner compiles."""
 
     actor: SACActor
     critic: SACCritic
+    critic_loss: CriticLoss
 
 
 def _grad_params(params: Params) -> Params:
@@ -137,20 +143,19 @@ def alpha_loss(log_alpha: torch.Tensor, logp: torch.Tensor, target_entropy: floa
     return -(log_alpha * (logp + target_entropy)).mean()
 
 
-def sac_step(  # noqa: PLR0913 — the pure step: nets, hp, state, batch, both noise draws, the loss seam
+def sac_step(
     nets: SACNets,
     hp: SACHyper,
     state: SACState,
     batch: Batch,
     noise_next: torch.Tensor,
     noise_cur: torch.Tensor,
-    critic_loss_fn: Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]] = sac_critic_loss,
 ) -> tuple[SACState, dict[str, torch.Tensor]]:
     """One SAC update: critic step, (every ``actor_update_period``) actor + temperature step, Polyak.
 
     Pure: returns a new state; ``state`` is not modified. Metrics are 0-dim tensors (TB tag names)."""
     critic = _grad_params(state.critic)
-    c_loss, metrics = critic_loss_fn(nets, hp, state, critic, batch, noise_next)
+    c_loss, metrics = nets.critic_loss(nets, hp, state, critic, batch, noise_next)
     grads = dict(zip(critic, torch.autograd.grad(c_loss, list(critic.values())), strict=True))
     grads, c_norm = clip_grad_norm(grads, hp.max_grad_norm)
     new_critic, critic_opt = adam_update(state.critic, grads, state.critic_opt, hp.critic_lr)
@@ -209,7 +214,8 @@ class SACLearner(Learner):
         self.obs_normalization = algo_cfg.obs_normalization
         self.actor = build_sac_actor(algo_cfg, obs_dim, action_dim).to(device)
         critic = SACCritic(obs_dim, action_dim, list(algo_cfg.critic_hidden)).to(device)
-        self.nets = SACNets(actor=self.actor, critic=critic)
+        critic_loss: CriticLoss = torch.compile(sac_critic_loss) if options.torch_compile else sac_critic_loss
+        self.nets = SACNets(actor=self.actor, critic=critic, critic_loss=critic_loss)
         actor_p = {k: v.detach().clone() for k, v in self.actor.named_parameters()}
         critic_p = {k: v.detach().clone() for k, v in critic.named_parameters()}
         log_alpha = torch.tensor(algo_cfg.init_alpha, device=device).log()
@@ -224,9 +230,6 @@ class SACLearner(Learner):
             alpha_opt=adam_init({"a": log_alpha}),
             step=0,
         )
-        self._critic_loss: Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]] = sac_critic_loss
-        if options.torch_compile:
-            self._critic_loss = torch.compile(sac_critic_loss)
 
     def _observe(self, obs: torch.Tensor, reward: torch.Tensor) -> None:
         if not self.obs_normalization:
@@ -242,9 +245,7 @@ class SACLearner(Learner):
 
     def _update_once(self, batch: Batch) -> dict[str, torch.Tensor]:
         n = batch.obs.shape[0]
-        self.state, metrics = sac_step(
-            self.nets, self.hp, self.state, batch, self._noise(n), self._noise(n), self._critic_loss
-        )
+        self.state, metrics = sac_step(self.nets, self.hp, self.state, batch, self._noise(n), self._noise(n))
         metrics["learner/reward_scale"] = torch.ones(())
         return metrics
 

@@ -204,7 +204,7 @@ def unix_to_iso(value: Any) -> str | None:
 
 def soak_mjwarp_device(overrides: Any) -> str:
     """The MJWarp device a ``soak run`` used: its ``training.mjwarp_device=`` override, else the
-    runtime default ``cuda`` (runtime/conf/base.yaml)."""
+    runtime default ``cuda`` (``training.mjwarp_device`` in runtime/config/sections.py)."""
     device = "cuda"
     for item in overrides if isinstance(overrides, list) else []:
         if isinstance(item, str) and item.replace(" ", "").startswith("training.mjwarp_device="):

@@ -228,12 +228,13 @@ def check_override_key(key: str, schema: Schema) -> None:
         raise ConfigError(f"unknown setting {key!r}{schema.suggest(key)}", key)
 
 
-def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> {dotted key: leaf value}; lists are leaves."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
-            out.update(_flat(value, f"{path}."))
+            out.update(flatten(value, f"{path}."))
         else:
             out[path] = value
     return out
@@ -277,7 +278,7 @@ def _coerced(raw: object, stored: object) -> bool:
 
 def merge_layer(node: DictConfig, layer: Mapping[str, Any], schema: Schema, where: str = "") -> DictConfig:
     """``layer`` merged onto ``node`` by OmegaConf; ConfigError (prefixed by ``where``) names the key."""
-    flat = _flat(layer)
+    flat = flatten(layer)
     try:
         merged = OmegaConf.merge(node, layer)
     except ConfigKeyError as exc:

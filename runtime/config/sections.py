@@ -59,7 +59,8 @@ class TrainingConfig(Section):
     )
     cuda_process_sharing: Literal["mps"] | None = setting(
         None,
-        doc="CUDA MPS execution sharing (needs a live `cumps` daemon or an explicit CUDA_MPS_PIPE_DIRECTORY)",
+        doc="mps: learner and collector share the GPU through one MPS server (needs a live `cumps` daemon "
+        "or an explicit CUDA_MPS_PIPE_DIRECTORY)",
     )
     no_play: bool = setting(
         False, doc="skip the deterministic playback of the final policy (a soak always sets true)"

@@ -299,7 +299,7 @@ def merge_layer(node: DictConfig, layer: Mapping[str, Any], schema: Schema, wher
     return merged
 
 
-def _to_object(node: DictConfig, cls: type[S], where: str) -> S:
+def _to_object(node: DictConfig, cls: type[S], where: str, written: Mapping[str, object]) -> S:
     try:
         out = OmegaConf.to_object(node)
     except MissingMandatoryValue as exc:
@@ -308,7 +308,7 @@ def _to_object(node: DictConfig, cls: type[S], where: str) -> S:
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{where}: {exc}") from None
     assert isinstance(out, cls)
-    check_section(out)
+    check_section(out, written=written)
     return out
 
 
@@ -321,13 +321,17 @@ def compose(algo: str, task: str, sim: str, overrides: Sequence[str] = ()) -> Co
         template(Settings, algo=template(LEARNER_SECTIONS[algo]), task=template(TASK_SECTIONS[task]))
     )
     node = OmegaConf.structured(schema.template)
+    written: dict[str, object] = {}
     for layer in layers:
         node = merge_layer(node, layer.data, schema, f"{layer.path}: ")
+        written.update(flatten(layer.data))
     for item in overrides:
         key, raw = split_override(item)
         check_override_key(key, schema)
-        node = merge_layer(node, _nest(key, parse_override_value(item, raw)), schema)
-    settings = _to_object(node, Settings, "the owner YAMLs " + ", ".join(str(p) for p in chain))
+        value = parse_override_value(item, raw)
+        node = merge_layer(node, _nest(key, value), schema)
+        written[key] = value
+    settings = _to_object(node, Settings, "the owner YAMLs " + ", ".join(str(p) for p in chain), written)
     _check_owner_identity(settings, algo, task, sim)
     _check_slot_rows(settings)
     owner = OwnerConfig(
@@ -391,4 +395,4 @@ def load_run_config(data: Mapping[str, Any]) -> RunConfig:
     shape = template(RunConfig, algo=template(LEARNER_SECTIONS[algo]), task=template(TASK_SECTIONS[task]))
     schema = Schema.of(shape)
     node = merge_layer(OmegaConf.structured(shape), data, schema, "recorded config: ")
-    return _to_object(node, RunConfig, "the recorded config")
+    return _to_object(node, RunConfig, "the recorded config", flatten(data))

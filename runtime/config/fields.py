@@ -15,6 +15,7 @@ import math
 import os
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, dataclass_transform
 
@@ -195,16 +196,20 @@ def spec_of(f: dataclasses.Field[Any]) -> Spec:
     return spec
 
 
-def check_section(section_obj: object, prefix: str = "") -> None:
-    """Check every field of ``section_obj`` (a section dataclass instance), nested sections included."""
+def check_section(section_obj: object, prefix: str = "", written: Mapping[str, object] | None = None) -> None:
+    """Check every field of ``section_obj`` (a section dataclass instance), nested sections included.
+
+    ``written`` maps dotted keys to the values as a layer spelled them (``2`` where the field holds
+    ``2.0``), so that a refusal quotes the user's own value."""
     hints = type_hints(type(section_obj))
     for f in dataclasses.fields(section_obj):  # type: ignore[arg-type]  # any section instance
         key = f"{prefix}{f.name}"
         value = getattr(section_obj, f.name)
         if dataclasses.is_dataclass(value):
-            check_section(value, f"{key}.")
+            check_section(value, f"{key}.", written)
         else:
-            check_value(key, field_type(hints[f.name]), spec_of(f), value)
+            shown = written[key] if written is not None and key in written else value
+            check_value(key, field_type(hints[f.name]), spec_of(f), shown)
 
 
 def check_value(key: str, kind: FieldType, spec: Spec, value: object) -> None:

@@ -79,3 +79,10 @@ def test_mjwarp_without_cuda_exits_2_before_any_backend(tmp_path: Path) -> None:
 def test_bad_choice_exits_2() -> None:
     result = _run("--algo", "ppo", "--task", "g1_walk_flat", "--sim", "mujoco", "--print-config")
     assert result.returncode == 2
+
+
+@pytest.mark.parametrize("override", ["algo.num_envs=lots", "training.no_play=1", "algo.gamma=[0.9]"])
+def test_wrong_typed_override_exits_2_naming_the_field(override: str) -> None:
+    result = _run(*CANONICAL, "--print-config", override)
+    assert result.returncode == 2
+    assert f"{override.split('=')[0]} must be" in result.stderr

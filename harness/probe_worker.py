@@ -53,9 +53,8 @@ from runtime.env import make_env
 from runtime.timing import PhaseTimer, device_sync
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
     from runtime.backends.base import SimBackend
+    from runtime.config import ComposedConfig
     from runtime.tasks.base import TaskEnv
 
 USAGE = "usage: python -m harness.probe_worker SPEC_JSON OUT_JSON"
@@ -65,7 +64,7 @@ USAGE = "usage: python -m harness.probe_worker SPEC_JSON OUT_JSON"
 class ComposedRun:
     """The composed owner config of one backend and the values the probe reads from it."""
 
-    cfg: DictConfig
+    cfg: ComposedConfig
     owner: OwnerFacts
 
 
@@ -73,10 +72,7 @@ def _compose_for(spec: WorkerSpec) -> ComposedRun:
     """Compose the owner config the launcher's precondition check composed (same overrides)."""
     cfg = compose(spec.algo, spec.task, spec.backend, list(spec.overrides))
     owner = OwnerFacts(
-        algo=str(cfg.owner.algo),
-        task=str(cfg.owner.task),
-        sim=str(cfg.owner.sim),
-        chain=[str(x) for x in cfg.owner.chain],
+        algo=cfg.owner.algo, task=cfg.owner.task, sim=cfg.owner.sim, chain=list(cfg.owner.chain)
     )
     return ComposedRun(cfg=cfg, owner=owner)
 

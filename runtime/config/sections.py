@@ -201,7 +201,7 @@ class TaskConfig(Section):
         doc="physics substeps (0.005 s each) per control step", unit="substeps", bounds=closed(1, 100)
     )
     episode_length_s: float = owner_setting(
-        doc="time-out of an episode (truncation, not termination)", unit="s", bounds=above(0.0)
+        doc="time-out of an episode (truncation, not termination)", unit="s", bounds=left_open(0.0, 1e6)
     )
     action_scale: float = owner_setting(
         doc="joint-target offset per unit action", unit="rad", bounds=left_open(0.0, 10.0)

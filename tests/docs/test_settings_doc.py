@@ -49,11 +49,15 @@ def test_every_composed_setting_is_documented() -> None:
     )
     assert not missing, f"docs/settings.md lacks rows for: {missing}"
     # The derived sections are documented as their dataclasses declare them (validate_for_run adds some).
-    keys |= _declared(OwnerConfig, "owner.") | _declared(typing.get_type_hints(RunConfig)["resolved"], "resolved.")
+    keys |= _declared(OwnerConfig, "owner.") | _declared(
+        typing.get_type_hints(RunConfig)["resolved"], "resolved."
+    )
     documented = {line.split("`")[1] for line in text.splitlines() if line.startswith("| `")}
     stale = sorted(documented - keys)
     assert not stale, f"docs/settings.md documents settings that no owner composes: {stale}"
 
 
 def test_the_committed_page_is_the_generated_one() -> None:
-    assert DOC.read_text() == render(), "docs/settings.md is stale: python -m runtime.config.settings_doc --write"
+    assert DOC.read_text() == render(), (
+        "docs/settings.md is stale: python -m runtime.config.settings_doc --write"
+    )

@@ -104,8 +104,8 @@ class Spec:
 
 
 def setting(
-    default: T,
     *,
+    default: T,
     doc: str,
     unit: str | None = None,
     bounds: Interval | None = None,

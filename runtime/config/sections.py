@@ -43,60 +43,69 @@ class TrainingConfig(Section):
         doc="physics backend identity; set only by the owner YAML, a CLI override is rejected"
     )
     inference_slot_capacity: int = setting(
-        1, doc="weight-publication slots in the inference ring", unit="slots", bounds=closed(1, 16)
+        default=1, doc="weight-publication slots in the inference ring", unit="slots", bounds=closed(1, 16)
     )
     replay_ingress_depth: int = setting(
-        2, doc="shared-memory replay-ingress slots", unit="slots", bounds=closed(1, 16)
+        default=2, doc="shared-memory replay-ingress slots", unit="slots", bounds=closed(1, 16)
     )
     replay_ingress_slot_rows: int | None = setting(
-        None,
+        default=None,
         doc="rows per ingress slot; null resolves to algo.num_envs, otherwise it must divide it",
         unit="rows",
         bounds=at_least(1),
     )
     collector_metrics_interval: int = setting(
-        1, doc="iterations between collector progress heartbeats", unit="iterations", bounds=closed(1, 10000)
+        default=1,
+        doc="iterations between collector progress heartbeats",
+        unit="iterations",
+        bounds=closed(1, 10000),
     )
     cuda_process_sharing: Literal["mps"] | None = setting(
-        None,
+        default=None,
         doc="mps: learner and collector share the GPU through one MPS server (needs a live `cumps` daemon "
         "or an explicit CUDA_MPS_PIPE_DIRECTORY)",
     )
     no_play: bool = setting(
-        False, doc="skip the deterministic playback of the final policy (a soak always sets true)"
+        default=False, doc="skip the deterministic playback of the final policy (a soak always sets true)"
     )
     learner_device: Literal["auto", "cpu", "cuda", "mps"] = setting(
-        "auto", doc="learner device; auto picks cuda, then mps, then cpu (resolved.learner_device)"
+        default="auto", doc="learner device; auto picks cuda, then mps, then cpu (resolved.learner_device)"
     )
     mjwarp_device: Literal["cuda", "cpu"] = setting(
-        "cuda", doc="MJWarp device; cpu is an explicit diagnostic lane, never production or CUDA evidence"
+        default="cuda",
+        doc="MJWarp device; cpu is an explicit diagnostic lane, never production or CUDA evidence",
     )
     physics_threads: int | None = setting(
-        None,
+        default=None,
         doc="MuJoCo CPU worker threads; null = all cores (os.cpu_count()), see resolved.physics_threads",
         unit="threads",
         bounds=at_least(1),
     )
     learner_threads: int | None = setting(
-        None,
+        default=None,
         doc="torch intra-op threads of the learner process; null = max(1, cores - busy) capped at 8, "
         "busy = resolved.physics_threads on MuJoCo CPU, else 1 (see resolved.learner_threads)",
         unit="threads",
         bounds=at_least(1),
     )
-    torch_compile: bool = setting(False, doc="optional torch.compile of the learner; forced off on CPU")
-    cuda_graphs: bool = setting(False, doc="optional learner CUDA graphs; forced off on CPU")
+    torch_compile: bool = setting(
+        default=False, doc="optional torch.compile of the learner; forced off on CPU"
+    )
+    cuda_graphs: bool = setting(default=False, doc="optional learner CUDA graphs; forced off on CPU")
     playback_steps: int = setting(
-        200, doc="control steps of the post-training playback", unit="control steps", bounds=closed(1, 100000)
+        default=200,
+        doc="control steps of the post-training playback",
+        unit="control steps",
+        bounds=closed(1, 100000),
     )
     heartbeat_seconds: float = setting(
-        5.0, doc="progress.jsonl is written at least this often", unit="s", bounds=above(0.0)
+        default=5.0, doc="progress.jsonl is written at least this often", unit="s", bounds=above(0.0)
     )
     test_fault: Literal["learner_exception"] | None = setting(
-        None, doc="test-only fault injection; never set in production"
+        default=None, doc="test-only fault injection; never set in production"
     )
     test_fault_iteration: int = setting(
-        0, doc="iteration at which training.test_fault fires", unit="iterations", bounds=at_least(0)
+        default=0, doc="iteration at which training.test_fault fires", unit="iterations", bounds=at_least(0)
     )
 
 
@@ -303,13 +312,13 @@ class Settings(Section):
     """Everything a layer or an override may set."""
 
     seed: int = setting(
-        0,
+        default=0,
         doc="seed of env resets, commands, exploration and network init",
         unit="1",
         bounds=closed(0, 2**31 - 1),
     )
     log_dir: str | None = setting(
-        None,
+        default=None,
         doc="run directory; absolute; must be new or empty (checked before anything is built)",
         absolute_path=True,
     )

@@ -245,7 +245,8 @@ def test_mps_record_is_exported_for_the_run(tmp_path: Path, monkeypatch: pytest.
     overrides = ["training.cuda_process_sharing=mps", f"log_dir={tmp_path / 'run'}"]
     cfg = validate_for_run(compose("flashsac", "g1_motion_tracking", "mjwarp", overrides), facts)
     assert cfg.resolved.cuda_process_sharing.effective == "mps"
-    assert cfg.resolved.cuda_process_sharing.validation.source == "record"
+    validation = cfg.resolved.cuda_process_sharing.validation
+    assert validation is not None and validation.source == "record"
     assert process_sharing_environment(cfg) == {"CUDA_MPS_PIPE_DIRECTORY": str(pipe)}
     plain = validate_for_run(
         compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path / 'r2'}"]), LINUX_CPU

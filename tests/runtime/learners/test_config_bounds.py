@@ -38,7 +38,7 @@ def _edges(spec: Spec, integer: bool) -> list[tuple[float, float]]:
     """(the extreme allowed value, the nearest refused one) at each bounded end of ``spec``."""
     b = spec.bounds
     assert b is not None
-    out = []
+    out: list[tuple[float, float]] = []
     for value, is_open, outward in ((b.low, b.low_open, -math.inf), (b.high, b.high_open, math.inf)):
         if value is None:
             continue
@@ -53,16 +53,18 @@ def _edges(spec: Spec, integer: bool) -> list[tuple[float, float]]:
 
 def _cases() -> list[tuple[str, str, Any, Any]]:
     """(algo, field, value at the bound, value just past it), lists as one-item lists."""
-    cases = []
+    cases: list[tuple[str, str, Any, Any]] = []
     for algo, cls in LEARNER_SECTIONS.items():
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             spec, kind = spec_of(f), field_type(hints[f.name])
             if spec.bounds is None:
                 continue
-            wrap = (lambda v: [v]) if kind.base is list else (lambda v: v)
             for inside, outside in _edges(spec, (kind.item or kind).base is int):
-                cases.append((algo, f.name, wrap(inside), wrap(outside)))
+                if kind.base is list:
+                    cases.append((algo, f.name, [inside], [outside]))
+                else:
+                    cases.append((algo, f.name, inside, outside))
     return cases
 
 

@@ -68,8 +68,9 @@ def test_trainer_sets_threads_before_building_the_learner(tmp_path: Path) -> Non
     """The learner factory sees the resolved thread count; run_config.json records it."""
     import torch
 
+    from runtime.manager.hooks import TrainerHooks
     from runtime.manager.null_learner import null_learner_factory
-    from runtime.manager.trainer import TrainerHooks, run_training
+    from runtime.manager.trainer import run_training
 
     seen: list[int] = []
 

@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
 from foundation.vocab import ALGOS
 from runtime.backends import BACKENDS
 from runtime.config.fields import (
-    MISSING,
     ConfigError,
     FieldType,
     Spec,

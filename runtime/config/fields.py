@@ -5,7 +5,7 @@ owner YAMLs must supply it) or :func:`derived` (computed by the composer, never 
 :class:`Spec` carries the one-line docstring, the unit and the bounds; its annotation carries the type:
 ``int``, ``float``, ``bool``, ``str``, a ``Literal`` of choices or a ``list`` of those, each optionally
 ``| None``. :func:`check_section` walks a section instance and raises :class:`ConfigError` naming the
-first field that breaks its declaration. Pure: no I/O, no OmegaConf.
+first field that breaks its declaration. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, dataclass_transform
 
+from omegaconf import MISSING  # the marker of a value no layer has set yet
+
 T = TypeVar("T")
 SPEC_KEY = "soakbench.spec"
-MISSING = "???"  # OmegaConf's marker for a value no layer has set yet (omegaconf.MISSING)
 
 
 class ConfigError(ValueError):
@@ -91,7 +92,7 @@ def left_open(low: float, high: float) -> Interval:
 
 @dataclass(frozen=True)
 class Spec:
-    """Field metadata: docstring, unit, bounds and where the value comes from.
+    """Field metadata: docstring, unit and bounds.
 
     ``bounds`` apply to a number or to every item of a list; ``items`` is (min, max) list length."""
 
@@ -100,7 +101,6 @@ class Spec:
     bounds: Interval | None = None
     items: tuple[int, int | None] = (0, None)
     absolute_path: bool = False
-    source: Literal["base", "owner", "derived"] = "base"
 
 
 def setting(
@@ -124,13 +124,13 @@ def owner_setting(
     items: tuple[int, int | None] = (0, None),
 ) -> Any:  # typed by the annotation it is assigned to, like dataclasses.field
     """A field without a base default: the owner YAMLs must set it (composition fails closed otherwise)."""
-    spec = Spec(doc, unit, bounds, items, source="owner")
+    spec = Spec(doc, unit, bounds, items)
     return field(default=MISSING, metadata={SPEC_KEY: spec})
 
 
 def derived(*, doc: str, unit: str | None = None) -> Any:  # typed by its annotation, like dataclasses.field
     """A field the composer computes; not a setting, never overridden."""
-    return field(metadata={SPEC_KEY: Spec(doc, unit, source="derived")})
+    return field(metadata={SPEC_KEY: Spec(doc, unit)})
 
 
 @dataclass_transform(

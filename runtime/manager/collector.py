@@ -38,8 +38,8 @@ from runtime.manager.signals import WakeSignal
 
 if TYPE_CHECKING:
     import torch
-    from omegaconf import DictConfig
 
+    from runtime.config import RunConfig
     from runtime.learners.networks import Actor
     from runtime.manager.contracts import CollectorEnv, EnvStep, PolicyModule
 
@@ -50,7 +50,7 @@ EXIT_REPORTED_ERROR = 3
 class CollectorArgs:
     """Picklable start arguments (signals carry their fds into the spawned child)."""
 
-    config: dict[str, Any]
+    config: RunConfig
     device: str
     env_factory: str  # "module:function" building the TaskEnv: f(cfg, *, device, seed)
     policy_module: str  # module with build_actor, actor_state_vector, load_actor_state_vector
@@ -123,12 +123,10 @@ def _report(conn: Connection, owner: str, exc: BaseException) -> None:
 
 def _run(args: CollectorArgs, conn: Connection) -> None:
     import torch
-    from omegaconf import OmegaConf
 
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
-    cfg = OmegaConf.create(args.config)
-    OmegaConf.set_readonly(cfg, True)
+    cfg = args.config
     device = torch.device(args.device)
     parent_gone = _parent_check(args.parent_pid)
     env = _build_env(args.env_factory, cfg, device)
@@ -167,7 +165,7 @@ def _parent_check(parent_pid: int) -> Callable[[], bool]:
     return lambda: os.getppid() != parent_pid
 
 
-def _build_env(env_factory: str, cfg: DictConfig, device: torch.device) -> CollectorEnv:
+def _build_env(env_factory: str, cfg: RunConfig, device: torch.device) -> CollectorEnv:
     try:
         env: CollectorEnv = resolve(env_factory)(cfg, device=device, seed=int(cfg.seed))
     except Exception as exc:
@@ -182,7 +180,7 @@ def _close_env(env: CollectorEnv) -> None:
         raise _BackendWorkerError(f"env.close failed: {exc}") from exc
 
 
-def _hello(env: CollectorEnv, cfg: DictConfig, device: torch.device, state_size: int) -> dict[str, Any]:
+def _hello(env: CollectorEnv, cfg: RunConfig, device: torch.device, state_size: int) -> dict[str, Any]:
     backend = getattr(env, "backend", None)
     return {
         "kind": "hello",

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
-    from omegaconf import DictConfig
 
+    from runtime.config import LearnerConfig
     from runtime.learners.networks import Actor
 
 
@@ -84,7 +84,7 @@ class CollectorEnv(Protocol):
 class PolicyModule(Protocol):
     """The module the collector builds its actor copy with (``runtime.learners``)."""
 
-    def build_actor(self, algo_cfg: DictConfig, obs_dim: int, action_dim: int) -> Actor: ...
+    def build_actor(self, algo_cfg: LearnerConfig, obs_dim: int, action_dim: int) -> Actor: ...
 
     def actor_state_vector(self, actor: Actor) -> torch.Tensor: ...
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
-    from omegaconf import DictConfig
 
+    from runtime.config import RunConfig
     from runtime.manager.contracts import ManagedLearner
 
-LearnerFactory = Callable[["DictConfig", int, int, "torch.device"], "ManagedLearner"]
+LearnerFactory = Callable[["RunConfig", int, int, "torch.device"], "ManagedLearner"]
 
 
 @dataclass

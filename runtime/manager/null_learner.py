@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
-
 if TYPE_CHECKING:
     import torch
+
+    from runtime.config import RunConfig
 
 
 class NullLearner:
@@ -22,7 +22,7 @@ class NullLearner:
     ``ready()`` is always False, so the trainer never calls ``update()`` and publishes only the initial
     and final weights."""
 
-    def __init__(self, cfg: DictConfig, obs_dim: int, action_dim: int, device: torch.device) -> None:
+    def __init__(self, cfg: RunConfig, obs_dim: int, action_dim: int, device: torch.device) -> None:
         import torch
 
         from runtime.learners import build_actor
@@ -81,6 +81,6 @@ class NullLearner:
         self.actor.load_state_dict(state["actor"])
 
 
-def null_learner_factory(cfg: DictConfig, obs_dim: int, action_dim: int, device: torch.device) -> NullLearner:
+def null_learner_factory(cfg: RunConfig, obs_dim: int, action_dim: int, device: torch.device) -> NullLearner:
     """``TrainerHooks.learner_factory`` for benchmark 9a."""
     return NullLearner(cfg, obs_dim, action_dim, device)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
+if TYPE_CHECKING:
+    from runtime.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,8 @@ class RunPlan:
         return self.num_envs // self.slot_rows
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> RunPlan:
-        training = cfg.training
-        learner_device, physics_device = placement(cfg)
+    def from_config(cls, cfg: RunConfig) -> RunPlan:
+        training, resolved = cfg.training, cfg.resolved
         return cls(
             num_envs=int(cfg.algo.num_envs),
             slot_rows=int(cfg.resolved.replay_ingress_slot_rows),
@@ -53,40 +53,9 @@ class RunPlan:
             fault_at=int(training.test_fault_iteration)
             if training.test_fault == "learner_exception"
             else None,
-            learner_device=learner_device,
-            physics_device=physics_device,
+            learner_device=resolved.learner_device,
+            physics_device=resolved.physics_device,
             sim_backend=str(training.sim_backend),
             sharing_configured=training.cuda_process_sharing,
-            sharing_resolved=_sharing_resolved(cfg),
+            sharing_resolved=resolved.cuda_process_sharing.to_dict(),
         )
-
-
-def placement(cfg: DictConfig) -> tuple[str, str]:
-    """``(cfg.resolved.learner_device, cfg.resolved.physics_device)``, the only source of placement.
-
-    Until composition records both fields for every config, a missing one is resolved here by the
-    config's own rules (runtime.config), never by a second copy of them."""
-    learner = _resolved(cfg, "learner_device")
-    if learner is None:
-        from runtime.config import PlatformFacts, resolve_learner_device
-
-        learner = resolve_learner_device(cfg, PlatformFacts.detect())
-    physics = _resolved(cfg, "physics_device")
-    if physics is None:
-        physics = str(cfg.training.mjwarp_device) if cfg.training.sim_backend == "mjwarp" else "cpu"
-    return str(learner), str(physics)
-
-
-def _resolved(cfg: DictConfig, key: str) -> Any:
-    # getattr with a default works for a struct DictConfig (a missing key raises an AttributeError
-    # subclass) and for a typed config object alike.
-    return getattr(cfg.resolved, key, None)
-
-
-def _sharing_resolved(cfg: DictConfig) -> dict[str, Any] | None:
-    block = _resolved(cfg, "cuda_process_sharing")
-    if block is None:
-        return None
-    data = OmegaConf.to_container(block) if isinstance(block, DictConfig) else block
-    assert isinstance(data, dict)
-    return {str(k): v for k, v in data.items()}

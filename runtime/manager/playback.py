@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from runtime.manager.collector import resolve
 from runtime.manager.shutdown import RunFailure
 
 if TYPE_CHECKING:
     import torch
 
+    from runtime.config import RunConfig
     from runtime.learners.networks import Actor
     from runtime.manager.contracts import CollectorEnv
 
 
-def run_playback(cfg: DictConfig, actor: Actor, env_factory: str, device: str) -> dict[str, Any]:
+def run_playback(cfg: RunConfig, actor: Actor, env_factory: str, device: str) -> dict[str, Any]:
     """``training.playback_steps`` deterministic steps of ``actor`` on one env built on ``device``:
     ``{steps, total_reward, episodes_completed, mean_episode_return}``. Env failures are the backend
     worker's, actor failures the learner's."""
@@ -36,13 +35,8 @@ def run_playback(cfg: DictConfig, actor: Actor, env_factory: str, device: str) -
     }
 
 
-def _playback_env(cfg: DictConfig, env_factory: str, device: torch.device) -> CollectorEnv:
-    data = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(data, dict)
-    data["algo"]["num_envs"] = 1
-    data["resolved"]["replay_ingress_slot_rows"] = 1
-    one = OmegaConf.create(data)
-    OmegaConf.set_readonly(one, True)
+def _playback_env(cfg: RunConfig, env_factory: str, device: torch.device) -> CollectorEnv:
+    one = cfg.with_num_envs(1)
     try:
         env: CollectorEnv = resolve(env_factory)(one, device=device, seed=int(cfg.seed) + 1)
     except Exception as exc:

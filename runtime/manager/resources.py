@@ -18,8 +18,7 @@ from runtime.manager.shutdown import RunFailure
 from runtime.manager.signals import WakeSignal
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
+    from runtime.config import RunConfig
     from runtime.manager.contracts import ManagedLearner
     from runtime.manager.hooks import TrainerHooks
     from runtime.metrics_schema import MetricsWriter
@@ -164,7 +163,7 @@ class StartupState:
         return SessionResources(p.progress, p.writer, p.link, p.hello, p.learner, p.arenas)
 
 
-def build_learner(cfg: DictConfig, hooks: TrainerHooks, plan: RunPlan, hello: Hello) -> ManagedLearner:
+def build_learner(cfg: RunConfig, hooks: TrainerHooks, plan: RunPlan, hello: Hello) -> ManagedLearner:
     """The hooks' learner, else the configured one, on the learner device; any failure is the
     learner's (``learner_failure``)."""
     import torch

@@ -23,10 +23,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
-
 from foundation.vocab import RunPhase
 from runtime import artifacts
+from runtime.config import RunConfig
 from runtime.manager import reporting
 from runtime.manager.collector import CollectorArgs
 from runtime.manager.diagnostics import ambient_mps_facts, learner_diagnostics_payload
@@ -55,11 +54,17 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-def run_training(cfg: DictConfig, hooks: TrainerHooks | None = None) -> int:
-    """Train with ``cfg`` (validated by runtime.config); returns the process exit code.
+def run_training(cfg: RunConfig, hooks: TrainerHooks | None = None) -> int:
+    """Train with ``cfg`` (``runtime.config.validate_for_run``'s result); returns the process exit code.
 
     0 normal completion; 2 unusable log_dir (nothing written); 128+signum on SIGINT/SIGTERM; 1 on
-    any other classified failure. run_summary.json is written on every path past log_dir creation."""
+    any other classified failure. run_summary.json is written on every path past log_dir creation.
+    A config that did not pass the host checks is refused with TypeError before anything is written."""
+    if not isinstance(cfg, RunConfig):
+        raise TypeError(
+            f"run_training needs a host-validated RunConfig, got {type(cfg).__name__}: pass the composed "
+            "config through runtime.config.validate_for_run(cfg, PlatformFacts.detect()) first"
+        )
     try:
         log_dir = artifacts.prepare_log_dir(cfg.log_dir)
     except artifacts.ArtifactError as exc:
@@ -84,7 +89,7 @@ class TrainingSession:
     same set, typed and complete, from the end of start-up on.
     """
 
-    def __init__(self, cfg: DictConfig, log_dir: Path, hooks: TrainerHooks) -> None:
+    def __init__(self, cfg: RunConfig, log_dir: Path, hooks: TrainerHooks) -> None:
         self.cfg, self.log_dir, self.hooks = cfg, log_dir, hooks
         self.plan = RunPlan.from_config(cfg)
         self.started_mono = time.monotonic()
@@ -162,14 +167,12 @@ class TrainingSession:
 
     # -- startup --------------------------------------------------------------------------------
     def _startup(self) -> None:
-        config = OmegaConf.to_container(self.cfg, resolve=True)
-        assert isinstance(config, dict)
-        artifacts.write_run_config(self.log_dir, artifacts.build_run_config(config))  # type: ignore[arg-type]  # a DictConfig's keys are str
+        artifacts.write_run_config(self.log_dir, artifacts.build_run_config(self.cfg.to_dict()))
         self.parts.progress = artifacts.ProgressLog(self.log_dir / "progress.jsonl")
         # Opened before anything can fail so every run leaves a schema-versioned event file.
         self.parts.writer = MetricsWriter(self.log_dir)
         self.heartbeat.start()
-        self.parts.link = link = CollectorLink.spawn(self._collector_args(config))
+        self.parts.link = link = CollectorLink.spawn(self._collector_args())
         timeout = self.hooks.startup_timeout_s
         reason = f"collector did not finish start-up within {timeout:.0f} s"
         self.parts.hello = hello = Hello.from_message(self._await_message(link, "hello", timeout, reason))
@@ -180,9 +183,9 @@ class TrainingSession:
         link.conn.send(self.res.arenas.attach_message(self.plan))
         self.counters.last_slot_mono = time.monotonic()
 
-    def _collector_args(self, config: dict[Any, Any]) -> CollectorArgs:
+    def _collector_args(self) -> CollectorArgs:
         return CollectorArgs(
-            config=config,
+            config=self.cfg,
             device=self.plan.physics_device,
             env_factory=self.hooks.env_factory,
             policy_module=self.hooks.policy_module,
@@ -379,7 +382,7 @@ class TrainingSession:
             "iteration": self.counters.iterations,
             "total_env_steps": self.counters.iterations * self.plan.num_envs,
             "learner": state,
-            "config": OmegaConf.to_container(self.cfg, resolve=True),
+            "config": self.cfg.to_dict(),
         }
         artifacts.save_checkpoint(self.log_dir / "checkpoints", self.counters.iterations, payload, name=name)
 

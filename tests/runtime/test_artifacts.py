@@ -142,10 +142,8 @@ def test_manifest_requires_learner_diagnostics() -> None:
 
 
 def test_run_config_from_composed_config(tmp_path: Path) -> None:
-    from omegaconf import OmegaConf
-
     cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}"])
-    doc = build_run_config(OmegaConf.to_container(cfg))  # type: ignore[arg-type]  # a DictConfig container has str keys
+    doc = build_run_config(cfg.to_dict())
     write_run_config(tmp_path, doc)
     loaded = json.loads((tmp_path / "run_config.json").read_text())
     assert loaded["owner"]["sim"] == "mujoco" and loaded["cuda_process_sharing"] == {"configured": None}

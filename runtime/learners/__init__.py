@@ -45,7 +45,7 @@ def build_learner(  # noqa: PLR0913 — the keyword-only switches mirror trainin
     torch_compile: bool = False,
     cuda_graphs: bool = False,
 ) -> Learner:
-    """The learner for ``algo_cfg.name`` on ``device``. ``torch_compile``/``cuda_graphs`` come from
+    """The learner of ``algo_cfg``'s section type on ``device``. ``torch_compile``/``cuda_graphs`` come from
     ``training.*``; they are forced off on CPU and the decision is in ``learner.runtime_diagnostics()``.
     The section's bounds were checked when it was composed; the learner does not check them again."""
     from runtime.config import FlashSacConfig, SacConfig

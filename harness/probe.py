@@ -334,20 +334,29 @@ def run_probe(
                     accepted = False
                     console.print(f"[red]acceptance: GPU not idle after {backend}: {after['reasons']}")
                     break
-    artifact = build_artifact(settings, argv, results, checks, accepted, started, time.time())
+    verdict = AcceptanceOutcome(checks=checks, accepted=accepted)
+    artifact = build_artifact(settings, argv, results, verdict, (started, time.time()))
     return artifact, 0 if accepted else 1
+
+
+@dataclass(frozen=True)
+class AcceptanceOutcome:
+    """The acceptance checks that ran and whether they all held."""
+
+    checks: list[dict[str, Any]]
+    accepted: bool
 
 
 def build_artifact(
     settings: ProbeSettings,
     argv: list[str],
     results: dict[str, dict[str, Any]],
-    checks: list[dict[str, Any]],
-    accepted: bool,
-    started: float,
-    finished: float,
+    acceptance: AcceptanceOutcome,
+    span: tuple[float, float],
 ) -> dict[str, Any]:
-    """Assemble the probe artifact (schema ``probe-0.3.0``)."""
+    """Assemble the probe artifact (schema ``probe-0.3.0``); ``span`` is (started, finished) in Unix s."""
+    started, finished = span
+    checks, accepted = acceptance.checks, acceptance.accepted
     settings_block = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()}
     settings_block["backends"] = list(settings.backends)
     settings_block["algo"] = ALGO
@@ -425,7 +434,7 @@ app = typer.Typer(add_completion=False, help="Phase-local backend probe (one pro
 
 
 @app.command()
-def probe(
+def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI option
     output: str = typer.Option(..., "--output", help="absolute path of the JSON artifact to write"),
     backends: str = typer.Option("mjwarp,mujoco", "--backends", help="comma-separated backends"),
     num_envs: int = typer.Option(2048, "--num-envs"),

@@ -1,4 +1,4 @@
-"""Benchmark 9b: full SAC and FlashSAC trainers at 64 and 256 envs on this host's CPUs.
+"""Learner throughput: full SAC and FlashSAC trainers at 64 and 256 envs on this host's CPUs.
 
 For every (learner, num_envs) cell it runs the real trainer (``run_training``: collector process,
 shared-memory ingress, inference ring) and reads the figures from the run's own artifacts:
@@ -161,7 +161,7 @@ def main(
             if not json_out:
                 typer.echo(json.dumps(cell))
     if json_out:
-        typer.echo(json.dumps({"benchmark": "9b", "task": task, "cells": cells}, indent=2))
+        typer.echo(json.dumps({"benchmark": "learner_throughput", "task": task, "cells": cells}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
-"""Benchmark 9a/9b: what the training machinery costs, measured as ratios within one run.
+"""Machinery overhead: what the training machinery costs, measured as ratios within one run.
 
-9a (default): bare env throughput (``make_env`` + uniform random actions, this process) against the
+Default (``--learner null``): bare env throughput (``make_env`` + uniform random actions, this process) against the
 collector's env throughput inside ``run_training`` with the *null learner* (ingests and releases every
 slot, no gradient steps), same host, same config, interleaved bare -> trainer -> bare. ``ratio`` is
 the same workload (random actions for the whole run); ``ratio_with_policy`` has the collector act with
 the actor (policy inference per step). Target ratio >= 0.85.
 
-9b (``--learner sac|flashsac``): the full trainer with a real learner: env steps/s, learner updates/s and
+Full trainer (``--learner sac|flashsac``): the full trainer with a real learner: env steps/s, learner updates/s and
 the share of the learner's loop time spent waiting on the replay ingress.
 
     uv run --frozen python benchmarks/machinery_overhead.py --num-envs 64 --iterations 200
@@ -101,7 +101,7 @@ def trainer_run(
 def overhead_figures(
     cfg: ComposedConfig, runs: list[RunConfig], iterations: int, threads: int | None
 ) -> dict[str, Any]:
-    """9a: bare env before/after the two null-learner trainer runs (random actions, then the actor)."""
+    """Bare env before/after the two null-learner trainer runs (random actions, then the actor)."""
     # Bare env both with torch's default threads and with the collector's thread count; the ratio is
     # taken against the faster configuration (the stricter baseline), before/after averaged.
     before = [
@@ -132,7 +132,7 @@ def overhead_figures(
 
 
 def trainer_figures(run: RunConfig, threads: int | None) -> dict[str, Any]:
-    """9b: the full trainer with a real learner."""
+    """The full trainer with a real learner."""
     summary = trainer_run(run, null_learner=False, collector_torch_threads=threads)
     loop_s = summary["total_env_steps"] / max(summary["env_steps_per_s"], 1e-9)
     replay = summary["runtime_manifest"]["replay_ingress"]
@@ -150,14 +150,16 @@ def main(  # noqa: PLR0913 — one parameter per command-line option (typer)
     iterations: Annotated[int, typer.Option(help="vector steps per measurement")] = 200,
     task: Annotated[str, typer.Option(help="task owner")] = "g1_walk_flat",
     algo: Annotated[str, typer.Option(help="algo owner (actor shape; learner only with --learner)")] = "sac",
-    learner: Annotated[str, typer.Option(help="null (9a) | sac | flashsac (9b)")] = "null",
+    learner: Annotated[
+        str, typer.Option(help="null (machinery overhead) | sac | flashsac (full trainer)")
+    ] = "null",
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     override: Annotated[list[str] | None, typer.Option(help="extra dotted.key=value config override")] = None,
     collector_torch_threads: Annotated[
         int, typer.Option(help="collector torch threads (0: torch default)")
     ] = 1,
 ) -> None:
-    """Measure the machinery overhead (9a) or the full trainer (9b) on this host."""
+    """Measure the machinery overhead (null learner) or the full trainer on this host."""
     from runtime.config import ConfigError, compose
 
     if learner not in ("null", "sac", "flashsac"):
@@ -178,7 +180,10 @@ def main(  # noqa: PLR0913 — one parameter per command-line option (typer)
     except ConfigError as exc:
         typer.echo(f"machinery_overhead: configuration error: {exc}", err=True)
         raise typer.Exit(2) from None
-    result: dict[str, Any] = {"benchmark": "9a" if learner == "null" else "9b", "learner": learner}
+    result: dict[str, Any] = {
+        "benchmark": "machinery_overhead" if learner == "null" else "full_trainer",
+        "learner": learner,
+    }
     result.update(algo=algo, task=task, num_envs=num_envs, iterations=iterations, overrides=override or [])
     threads = collector_torch_threads or None
     if learner == "null":

@@ -2,7 +2,7 @@
 
 Runs the real monitor (``harness.soak.driver.watch``) in this process over a tree of about 10 processes
 (tests/harness/soak/faults/tree.py: a parent and 9 light workers) at 1 s sampling, then prints the
-figures measured in that one run. Targets (issue 4 §11): CPU share <= 2 % of one core, p95 sample time
+figures measured in that one run. Targets (docs/soak.md): CPU share <= 2 % of one core, p95 sample time
 <= 50 ms. Not a test: no thresholds are asserted, the figures are printed.
 
     uv run --frozen python benchmarks/soak_overhead.py [--seconds 30] [--interval 1] [--children 9]

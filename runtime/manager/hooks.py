@@ -20,7 +20,7 @@ class TrainerHooks:
     """Wiring that tests and benchmarks swap; deliberately not a user config key.
 
     ``learner_factory(cfg, obs_dim, action_dim, device) -> learner`` replaces the configured learner
-    (benchmark 9a's null learner); ``env_factory``/``policy_module`` are import paths for the collector.
+    (the machinery-overhead benchmark's null learner); ``env_factory``/``policy_module`` are import paths for the collector.
     """
 
     learner_factory: LearnerFactory | None = None

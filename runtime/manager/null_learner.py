@@ -1,4 +1,4 @@
-"""The null learner of benchmark 9a: ingests and releases like a learner, never takes a gradient step.
+"""The null learner of the machinery-overhead benchmark (benchmarks/machinery_overhead.py): ingests and releases like a learner, never takes a gradient step.
 
 It isolates the cost of the machinery (collector process, ingress, ring, signalling) from learning.
 Reachable only through ``TrainerHooks.learner_factory`` (benchmarks/machinery_overhead.py), never
@@ -82,5 +82,5 @@ class NullLearner:
 
 
 def null_learner_factory(cfg: RunConfig, obs_dim: int, action_dim: int, device: torch.device) -> NullLearner:
-    """``TrainerHooks.learner_factory`` for benchmark 9a."""
+    """``TrainerHooks.learner_factory`` for the machinery-overhead benchmark."""
     return NullLearner(cfg, obs_dim, action_dim, device)

@@ -1,0 +1,8 @@
+"""The bundle tools are scripts, not a package: their folder goes on sys.path for these tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts" / "gpu"))

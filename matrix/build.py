@@ -1,11 +1,12 @@
 """Edges of the matrix: read the inventory, the evidence index and filed evidence, ask git about
-freshness, and grade every cell (grading itself is pure, in matrix.grading)."""
+freshness, ask the runtime for the backends' capabilities, note which linked pages exist, and grade
+every cell (grading itself is pure, in matrix.grading)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +20,24 @@ from matrix.evidence import (
 from matrix.gitfacts import head_commit, resolve_commit, runtime_fingerprint
 from matrix.grading import CellResult, grade_cell
 from matrix.inventory import load_inventory
-from matrix.model import EvidenceFacts, Inventory, MatrixInputError
-from matrix.runtime_facts import ConfiguredCheck, Registry
+from matrix.model import PLATFORMS, CellKey, EvidenceFacts, Inventory, MatrixInputError
+from matrix.runtime_facts import CapabilityQuery, CapabilityRow, ConfiguredCheck, Registry
 from matrix.schema_check import validate_or_raise
 
 
 @dataclass(frozen=True)
 class MatrixState:
-    """Everything the renderers need: graded cells, normalized evidence, HEAD's runtime fingerprint."""
+    """Everything the renderers need: graded cells, normalized evidence, HEAD's runtime fingerprint,
+    the backends' capabilities per platform and the repo-relative pages the matrix links to: the probe
+    history (None when it does not exist) and each soak's HTML report by evidence id."""
 
     inventory: Inventory
     evidence: tuple[EvidenceFacts, ...]
     results: tuple[CellResult, ...]
     head_fingerprint: str
+    capabilities: tuple[CapabilityRow, ...] = ()
+    probe_history: str | None = None
+    soak_reports: dict[str, str] = field(default_factory=dict)
 
 
 def read_json(path: Path, display: str) -> Any:
@@ -138,15 +144,65 @@ def registered_reason(registry: Registry, algo: str, task: str, backend: str) ->
     return "; ".join(missing) or None
 
 
-def compute(repo: Path, registry: Registry, configured: ConfiguredCheck) -> MatrixState:
-    """Read all inputs of ``repo`` and grade every inventory cell."""
-    inventory = load_inventory(repo, registry)
-    head_fp = runtime_fingerprint(repo, head_commit(repo))
-    evidence = load_evidence(repo, head_fp)
+PROBE_HISTORY_REL = "reports/probe-history.html"
+
+
+def soak_report_rel(evidence_file: str) -> str:
+    """Where ``soak report`` puts a filed soak artifact's HTML report: beside it, same stem."""
+    return str(Path(evidence_file).with_suffix(".html").as_posix())
+
+
+def linked_pages(repo: Path, evidence: tuple[EvidenceFacts, ...]) -> tuple[str | None, dict[str, str]]:
+    """The probe history page and the soak reports that exist in ``repo`` (only existing pages are linked)."""
+    history = PROBE_HISTORY_REL if (repo / PROBE_HISTORY_REL).is_file() else None
+    reports = {
+        ev.id: soak_report_rel(ev.file)
+        for ev in evidence
+        if ev.kind == "soak" and (repo / soak_report_rel(ev.file)).is_file()
+    }
+    return history, reports
+
+
+def capability_keys(inventory: Inventory, registry: Registry) -> list[CellKey]:
+    """One declared cell per registered backend x platform column (its owner config is the one asked)."""
+    first: dict[tuple[str, str], CellKey] = {}
+    for policy in sorted(inventory.cells, key=lambda p: p.key):
+        key = policy.key
+        if key.backend in registry.backends:
+            first.setdefault((key.backend, key.platform), key)
+    return sorted(first.values(), key=lambda k: (PLATFORMS.index(k.platform), k.backend))
+
+
+def grade_all(
+    inventory: Inventory,
+    evidence: tuple[EvidenceFacts, ...],
+    registry: Registry,
+    configured: ConfiguredCheck,
+) -> tuple[CellResult, ...]:
+    """Grade every inventory cell against ``evidence``."""
     results = []
     for policy in inventory.cells:
         key = policy.key
         registered = registered_reason(registry, key.algo, key.task, key.backend)
         configured_reason = configured(key) if registered is None else "not registered"
         results.append(grade_cell(policy, registered, configured_reason, evidence, inventory.canonical_soak))
-    return MatrixState(inventory, evidence, tuple(results), head_fp)
+    return tuple(results)
+
+
+def compute(
+    repo: Path, registry: Registry, configured: ConfiguredCheck, capabilities: CapabilityQuery
+) -> MatrixState:
+    """Read all inputs of ``repo`` and grade every inventory cell."""
+    inventory = load_inventory(repo, registry)
+    head_fp = runtime_fingerprint(repo, head_commit(repo))
+    evidence = load_evidence(repo, head_fp)
+    history, reports = linked_pages(repo, evidence)
+    return MatrixState(
+        inventory,
+        evidence,
+        grade_all(inventory, evidence, registry, configured),
+        head_fp,
+        tuple(capabilities(key) for key in capability_keys(inventory, registry)),
+        history,
+        reports,
+    )

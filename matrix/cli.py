@@ -9,14 +9,22 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from matrix.build import MatrixState, compute
+from matrix.build import MatrixState, compute, grade_all
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import GitQueryError, repo_root
 from matrix.grading import CellResult
 from matrix.ingest import ingest
 from matrix.model import LANES, PLATFORMS, CellKey, MatrixInputError
+from matrix.prune import DEFAULT_KEEP, apply_prune, historical_count, plan_prune, store_warning
 from matrix.render import PAGE_REL, render_all
-from matrix.runtime_facts import ConfiguredCheck, Registry, load_registry, runtime_configured
+from matrix.runtime_facts import (
+    CapabilityQuery,
+    ConfiguredCheck,
+    Registry,
+    load_registry,
+    runtime_capabilities,
+    runtime_configured,
+)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 out = Console(highlight=False, soft_wrap=True)
@@ -31,6 +39,11 @@ def runtime_inputs() -> tuple[Registry, ConfiguredCheck]:
     return load_registry(), runtime_configured
 
 
+def capability_inputs() -> CapabilityQuery:
+    """The backends' own capability declarations, resolved per platform (tests may replace this)."""
+    return runtime_capabilities
+
+
 def _fail(message: str) -> typer.Exit:
     err.print(f"[red]error:[/red] {message}", markup=True)
     return typer.Exit(2)
@@ -40,27 +53,37 @@ def _repo(repo: Path | None) -> Path:
     return repo_root(repo or Path.cwd())
 
 
-def _state(repo: Path) -> MatrixState:
+def _inputs() -> tuple[Registry, ConfiguredCheck]:
     try:
-        registry, configured = runtime_inputs()
+        return runtime_inputs()
     except ImportError as exc:
         raise MatrixInputError(
             "runtime", "import", f"the runtime registries cannot be imported: {exc}"
         ) from None
-    return compute(repo, registry, configured)
 
 
-def generated_files(repo: Path) -> dict[str, str]:
-    """Repo-relative path -> generated text, computed in memory."""
-    state = _state(repo)
-    page_path = repo / PAGE_REL
+def _state(repo: Path) -> MatrixState:
+    registry, configured = _inputs()
     try:
-        page = page_path.read_text(encoding="utf-8")
+        return compute(repo, registry, configured, capability_inputs())
+    except ImportError as exc:
+        raise MatrixInputError(
+            "runtime", "import", f"the backends' capability declarations cannot be imported: {exc}"
+        ) from None
+
+
+def _page(repo: Path) -> str:
+    try:
+        return (repo / PAGE_REL).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise MatrixInputError(
             PAGE_REL, "$", "the hand-written page with the generated-block markers is missing"
         ) from None
-    return render_all(state, page)
+
+
+def generated_files(repo: Path, state: MatrixState | None = None) -> dict[str, str]:
+    """Repo-relative path -> generated text, computed in memory (from ``state`` when given)."""
+    return render_all(state or _state(repo), _page(repo))
 
 
 @app.command("ingest")
@@ -143,9 +166,13 @@ def check_cmd(repo: RepoOption = None) -> None:
     """Regenerate in memory; exit 1 with a diff summary when the committed outputs differ."""
     try:
         root = _repo(repo)
-        summary = drift(generated_files(root), root)
+        state = _state(root)
+        summary = drift(generated_files(root, state), root)
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
+    warning = store_warning(state.evidence)
+    if warning:
+        err.print(f"warning: {warning}", markup=False)
     if summary:
         err.print("support matrix is out of date (hand edit, new evidence, or a runtime change):")
         for line in summary:
@@ -153,6 +180,48 @@ def check_cmd(repo: RepoOption = None) -> None:
         err.print("fix: uv run matrix generate, review, commit")
         raise typer.Exit(1)
     out.print("support matrix is up to date")
+
+
+@app.command("prune")
+def prune_cmd(
+    keep_historical: Annotated[
+        int,
+        typer.Option(
+            "--keep-historical",
+            min=0,
+            help="historical pieces kept per cell, kind and platform (newest first)",
+        ),
+    ] = DEFAULT_KEEP,
+    repo: RepoOption = None,
+) -> None:
+    """Remove surplus historical evidence and its index entries, and regenerate the outputs (fresh
+    evidence is never removed; git history keeps what is removed)."""
+    try:
+        root = _repo(repo)
+        registry, configured = _inputs()
+        state = _state(root)
+        plan = plan_prune(state.evidence, [r.policy.key for r in state.results], keep_historical)
+        if not plan.remove:
+            out.print(f"nothing to prune: {historical_count(state.evidence)} historical evidence files kept")
+            return
+        deleted = apply_prune(
+            root,
+            state,
+            plan,
+            _page(root),
+            lambda kept: grade_all(state.inventory, kept, registry, configured),
+        )
+    except (MatrixInputError, GitQueryError) as exc:
+        raise _fail(str(exc)) from None
+    for rel in deleted:
+        out.print(f"removed: {rel}")
+    out.print(
+        f"pruned {len(plan.remove)} historical evidence files; kept {historical_count(plan.keep)} historical "
+        f"and {len(plan.keep) - historical_count(plan.keep)} other; regenerated the matrix"
+    )
+    out.print(
+        "next: commit matrix/evidence/, docs/ and reports/ together (git history keeps the removed files)"
+    )
 
 
 def explain_lines(result: CellResult) -> list[str]:

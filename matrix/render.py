@@ -7,6 +7,7 @@ Output is deterministic: sorted inputs, no clock; the only times shown are those
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from matrix.build import MatrixState
 from matrix.gitfacts import FINGERPRINT_PATHS
 from matrix.grading import CellResult, freshness
+from matrix.grid import build_grid, capability_view, details
 from matrix.model import GRADE_MEANING, GRADES, PLATFORMS, MatrixInputError, SoakBudget
+from matrix.runtime_facts import CapabilityRow
 
 MATRIX_JSON_VERSION = 1
 PAGE_REL = "docs/support-matrix.md"
@@ -70,6 +73,11 @@ def cell_doc(result: CellResult) -> dict[str, Any]:
     }
 
 
+def capability_doc(row: CapabilityRow) -> dict[str, Any]:
+    """One backend x platform capability row of the JSON document."""
+    return {**asdict(row), "host_transfers": dict(row.host_transfers)}
+
+
 def matrix_doc(state: MatrixState) -> dict[str, Any]:
     """The machine-readable matrix."""
     return {
@@ -80,6 +88,8 @@ def matrix_doc(state: MatrixState) -> dict[str, Any]:
         "platforms": list(PLATFORMS),
         "canonical_soak": _budget(state.inventory.canonical_soak),
         "cells": [cell_doc(r) for r in state.results],
+        "capabilities": [capability_doc(row) for row in state.capabilities],
+        "links": {"probe_history": state.probe_history},
         "evidence": [
             {
                 "id": ev.id,
@@ -94,6 +104,7 @@ def matrix_doc(state: MatrixState) -> dict[str, Any]:
                 "detail": ev.status_detail,
                 "problems": list(ev.problems),
                 "time": ev.time,
+                "report": state.soak_reports.get(ev.id),
             }
             for ev in state.evidence
         ],
@@ -119,9 +130,13 @@ def _env(autoescape: bool) -> Environment:
 
 
 def _context(doc: dict[str, Any]) -> dict[str, Any]:
-    by_platform = {p: [c for c in doc["cells"] if c["platform"] == p] for p in doc["platforms"]}
-    counts = {p: {g: sum(c["grade"] == g for c in cells) for g in GRADES} for p, cells in by_platform.items()}
-    return {"doc": doc, "by_platform": by_platform, "counts": counts, "grades": GRADES}
+    return {
+        "doc": doc,
+        "grid": build_grid(doc),
+        "details": details(doc),
+        "capabilities": [capability_view(row) for row in doc["capabilities"]],
+        "grades": GRADES,
+    }
 
 
 def render_block(doc: dict[str, Any]) -> str:

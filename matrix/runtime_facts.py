@@ -1,24 +1,53 @@
-"""What the runtime says about a cell: registries (Registered) and composition per platform (Configured).
+"""What the runtime says about a cell: registries (Registered), composition per platform (Configured) and
+what each backend declares it offers per platform (the capabilities table).
 
-The runtime is imported lazily so that ``matrix`` never imports torch or a physics backend. Platform
-facts are stated explicitly per platform (never read from this host), so ``linux-cuda`` is validated
-here exactly as it would be on a CUDA host.
+The runtime is imported lazily, inside these functions, so importing ``matrix`` imports no torch; the
+registries and the Configured check never import a backend, while the capabilities are read from the
+backend classes themselves (which import torch and MuJoCo, never Warp). Platform facts are stated
+explicitly per platform (never read from this host), so ``linux-cuda`` is validated and described here
+exactly as it would be on a CUDA host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from foundation.vocab import ALGOS
 from matrix.model import PLATFORM_SYSTEM, CellKey
 
 if TYPE_CHECKING:  # the runtime is imported lazily at run time (see the module docstring)
+    from runtime.backends.contract import BackendCapabilities
     from runtime.config import PlatformFacts
 
 # ConfiguredCheck(key) -> None when the owner composes and validates for key.platform, else the reason.
 ConfiguredCheck = Callable[[CellKey], "str | None"]
+# CapabilityQuery(key) -> what key.backend offers on key.platform (key.algo/task pick the owner config).
+CapabilityQuery = Callable[[CellKey], "CapabilityRow"]
+MpsSharing = Literal["shares the GPU", "no effect", "unavailable"]
+
+
+@dataclass(frozen=True)
+class CapabilityRow:
+    """One backend x platform row of the capabilities table, as the runtime declares it.
+
+    ``physics_device`` is None when the backend cannot run there (``note`` says why); the learner device
+    and MPS sharing come from the runtime's host validation of the owner config, the rest from the
+    backend class.
+    """
+
+    backend: str
+    platform: str
+    data_plane: str
+    physics_device: str | None
+    learner_device: str
+    process_model: str
+    cuda_graph_requested: bool
+    cuda_graph_possible: bool
+    mps_sharing: MpsSharing
+    host_transfers: tuple[tuple[str, int], ...]
+    note: str | None
 
 
 @dataclass(frozen=True)
@@ -61,3 +90,54 @@ def runtime_configured(key: CellKey) -> str | None:
         return f"compose failed: {exc}"
     problems = platform_blockers(cfg, platform_facts(key.platform))
     return f"not valid on {key.platform}: {problems[0]}" if problems else None
+
+
+MPS_OVERRIDE = "training.cuda_process_sharing=mps"
+
+
+def _mps_sharing(key: CellKey, facts: PlatformFacts, physics_device: str | None) -> MpsSharing:
+    """Whether the owner config with MPS sharing passes the platform check, and whether it would share
+    anything: MPS only helps when the collector is a CUDA client too."""
+    from runtime.config import ConfigError, compose, platform_blockers
+
+    try:
+        blocked = platform_blockers(compose(key.algo, key.task, key.backend, [MPS_OVERRIDE]), facts)
+    except ConfigError:
+        return "unavailable"
+    if blocked:
+        return "unavailable"
+    return "shares the GPU" if physics_device == "cuda" else "no effect"
+
+
+def capability_row(
+    key: CellKey, declared: BackendCapabilities, learner_device: str, mps: MpsSharing
+) -> CapabilityRow:
+    """The table row from the backend's declaration and the runtime's host facts (pure)."""
+    return CapabilityRow(
+        backend=key.backend,
+        platform=key.platform,
+        data_plane=declared.data_plane,
+        physics_device=declared.physics_device,
+        learner_device=learner_device,
+        process_model=declared.process_model,
+        cuda_graph_requested=declared.cuda_graph_requested,
+        cuda_graph_possible=declared.cuda_graph_possible,
+        mps_sharing=mps,
+        host_transfers=declared.host_transfers,
+        note=declared.unavailable_reason,
+    )
+
+
+def runtime_capabilities(key: CellKey) -> CapabilityRow:
+    """Ask ``key.backend``'s class what it offers on ``key.platform``; the learner device is the one the
+    runtime resolves for ``key``'s owner config there (``unresolved`` when that config does not compose)."""
+    from runtime.backends import backend_class
+    from runtime.config import ConfigError, compose, resolve_learner_device
+
+    facts = platform_facts(key.platform)
+    declared = backend_class(key.backend).capabilities(facts)
+    try:
+        learner = resolve_learner_device(compose(key.algo, key.task, key.backend), facts)
+    except ConfigError:
+        learner = "unresolved"
+    return capability_row(key, declared, learner, _mps_sharing(key, facts, declared.physics_device))

@@ -16,10 +16,12 @@ import mujoco
 import torch
 
 from runtime.backends.contract import (
+    BackendCapabilities,
     DataPlane,
     HostSteppingInfo,
     OptimizationDiagnostic,
     PhysicsWarnings,
+    PlatformView,
     TransferCount,
     TransferDeclaration,
 )
@@ -87,6 +89,19 @@ class SimBackend(ABC):
     @abstractmethod
     def get_tensor_runtime_diagnostics(self) -> dict[str, OptimizationDiagnostic]:
         """Per optimization ``{requested, enabled, disable_reason}``; plain JSON, cold path."""
+
+    @classmethod
+    @abstractmethod
+    def capabilities(cls, platform: PlatformView) -> BackendCapabilities:
+        """What this backend offers on ``platform``, read from the stated facts alone (never the host)."""
+
+    @classmethod
+    def host_transfers_by_phase(cls) -> tuple[tuple[str, int], ...]:
+        """The declared copies per control step summed by phase, in declaration order."""
+        totals: dict[str, int] = {}
+        for item in cls.TRANSFER_INVENTORY:
+            totals[item.phase] = totals.get(item.phase, 0) + item.max_per_control_step
+        return tuple(totals.items())
 
     @classmethod
     def transfer_inventory(cls) -> tuple[TransferDeclaration, ...]:

@@ -14,6 +14,34 @@ DataPlane = Literal["host_bridge", "device"]
 TransferDirection = Literal["h2d", "d2h"]
 
 
+class PlatformView(Protocol):
+    """The platform facts a capability declaration reads (``runtime.config.PlatformFacts`` has them)."""
+
+    @property
+    def system(self) -> str: ...
+
+    @property
+    def cuda_available(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class BackendCapabilities:
+    """What a backend offers on one platform, declared by its class without building it (plain data).
+
+    ``physics_device`` is None when the backend cannot run on that platform; ``unavailable_reason`` says
+    why. ``host_transfers`` pairs each declared transfer phase with its host<->device copies per control
+    step (the :attr:`SimBackend.TRANSFER_INVENTORY` summed by phase; empty for a device-resident backend).
+    """
+
+    data_plane: DataPlane
+    physics_device: str | None
+    unavailable_reason: str | None
+    process_model: str
+    cuda_graph_requested: bool
+    cuda_graph_possible: bool
+    host_transfers: tuple[tuple[str, int], ...]
+
+
 class OptimizationDiagnostic(TypedDict):
     """State of one runtime optimization. ``disable_reason`` is non-empty iff ``enabled`` is false."""
 

@@ -31,7 +31,7 @@ import torch
 
 from runtime.backends._layout import StateLayout
 from runtime.backends.base import PublicState, SimBackend
-from runtime.backends.contract import OptimizationDiagnostic
+from runtime.backends.contract import BackendCapabilities, OptimizationDiagnostic, PlatformView
 from runtime.backends.validation import check_ctrl, check_reset_args
 
 INSTALL_HINT = "install the MJWarp extra with `uv sync --extra mjwarp`"
@@ -85,6 +85,21 @@ class MjwarpBackend(SimBackend):
 
     backend_type = "mjwarp"
     data_plane = "device"
+
+    @classmethod
+    def capabilities(cls, platform: PlatformView) -> BackendCapabilities:
+        """Production runs on Linux with a CUDA device, where the substeps are captured as a CUDA graph;
+        Warp's CPU device is a diagnostic lane, so it is not offered as a physics device."""
+        cuda = platform.system == "Linux" and platform.cuda_available
+        return BackendCapabilities(
+            data_plane=cls.data_plane,
+            physics_device="cuda" if cuda else None,
+            unavailable_reason=None if cuda else "needs Linux with a CUDA device",
+            process_model="spawned collector; all worlds in Warp arrays on one device, zero-copy views",
+            cuda_graph_requested=True,
+            cuda_graph_possible=cuda,
+            host_transfers=cls.host_transfers_by_phase(),
+        )
 
     def __init__(
         self,

@@ -26,9 +26,11 @@ from runtime.backends._layout import StateLayout
 from runtime.backends._mujoco_engines import ENGINES, WARNING_NAMES, make_engine
 from runtime.backends.base import PublicState, SimBackend
 from runtime.backends.contract import (
+    BackendCapabilities,
     HostSteppingInfo,
     OptimizationDiagnostic,
     PhysicsWarnings,
+    PlatformView,
     TransferCount,
     TransferDeclaration,
 )
@@ -94,6 +96,19 @@ class MujocoBackend(SimBackend):
             "packed public state [k, W] of the reset rows back to the tensor device",
         ),
     )
+
+    @classmethod
+    def capabilities(cls, platform: PlatformView) -> BackendCapabilities:
+        """Host physics runs wherever MuJoCo does; nothing is captured, every bridge copy is declared."""
+        return BackendCapabilities(
+            data_plane=cls.data_plane,
+            physics_device="cpu",
+            unavailable_reason=None,
+            process_model="spawned collector; MuJoCo worlds stepped on a host thread pool",
+            cuda_graph_requested=False,
+            cuda_graph_possible=False,
+            host_transfers=cls.host_transfers_by_phase(),
+        )
 
     def __init__(
         self,

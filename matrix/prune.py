@@ -1,0 +1,118 @@
+"""``matrix prune``: drop surplus historical evidence from ``matrix/evidence/`` (git history keeps it).
+
+Historical evidence (a runtime fingerprint other than HEAD's) never counts again, yet every collection
+adds a copy per cell. Pruning keeps the newest ``keep`` historical pieces per (cell, kind, platform) and
+removes the rest with their index entries and soak reports; fresh and invalid evidence always stays.
+The selection is pure; :func:`apply_prune` writes the new index and the regenerated pages as one unit,
+then deletes the files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from matrix.build import MatrixState, load_index, soak_report_rel
+from matrix.evidence import INDEX_REL, INDEX_VERSION
+from matrix.fileio import write_all_atomic
+from matrix.grading import CellResult, freshness
+from matrix.model import CellKey, EvidenceFacts
+from matrix.render import render_all
+
+# ``matrix check`` warns above this many historical evidence files (README, "Support-matrix evidence").
+HISTORICAL_WARN_LIMIT = 40
+DEFAULT_KEEP = 1
+Group = tuple[str, str, str, str, str]  # (algo, task, backend, platform, kind)
+Regrade = Callable[[tuple[EvidenceFacts, ...]], tuple[CellResult, ...]]
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """The evidence to remove and the evidence that stays (in the store's order)."""
+
+    remove: tuple[EvidenceFacts, ...]
+    keep: tuple[EvidenceFacts, ...]
+
+
+def groups(ev: EvidenceFacts, keys: Sequence[CellKey]) -> set[Group]:
+    """The (cell, kind, platform) groups ``ev`` belongs to: each declared algo/task/backend it covers,
+    on the platform it was recorded for; evidence covering no declared cell forms its own group."""
+    found = {(k.algo, k.task, k.backend, ev.platform, ev.kind) for k in keys if ev.covers_cell(k)}
+    return found or {("*", "*", "*", ev.platform, ev.kind)}
+
+
+def _newest_first(ev: EvidenceFacts) -> tuple[str, str]:
+    # the time the evidence carries (same format within a kind); evidence without one sorts oldest
+    return ev.time or "", ev.id
+
+
+def plan_prune(evidence: Sequence[EvidenceFacts], keys: Sequence[CellKey], keep: int) -> PrunePlan:
+    """Keep every fresh and invalid piece, and per group the ``keep`` newest historical ones; a piece
+    kept for one group stays for all of its groups."""
+    if keep < 0:
+        raise ValueError(f"keep must be >= 0, got {keep}")
+    kept_in: dict[Group, int] = {}
+    staying: set[str] = set()
+    historical = [ev for ev in evidence if freshness(ev) == "historical"]
+    for ev in sorted(historical, key=_newest_first, reverse=True):
+        mine = groups(ev, keys)
+        if any(kept_in.get(g, 0) < keep for g in mine):
+            staying.add(ev.id)
+            for g in mine:
+                kept_in[g] = kept_in.get(g, 0) + 1
+    remove = tuple(ev for ev in historical if ev.id not in staying)
+    gone = {ev.id for ev in remove}
+    return PrunePlan(remove, tuple(ev for ev in evidence if ev.id not in gone))
+
+
+def historical_count(evidence: Sequence[EvidenceFacts]) -> int:
+    """How many filed pieces of evidence are historical."""
+    return sum(freshness(ev) == "historical" for ev in evidence)
+
+
+def store_warning(evidence: Sequence[EvidenceFacts], limit: int = HISTORICAL_WARN_LIMIT) -> str | None:
+    """The ``matrix check`` warning when the store holds more than ``limit`` historical files."""
+    count = historical_count(evidence)
+    if count <= limit:
+        return None
+    return (
+        f"matrix/evidence/ holds {count} historical evidence files (more than {limit}); "
+        "run: uv run matrix prune, then commit (git history keeps the removed files)"
+    )
+
+
+def pruned_state(state: MatrixState, plan: PrunePlan, regrade: Regrade) -> MatrixState:
+    """``state`` without the removed evidence, regraded (grades stay: historical evidence never counts)."""
+    gone = {ev.id for ev in plan.remove}
+    return replace(
+        state,
+        evidence=plan.keep,
+        results=regrade(plan.keep),
+        soak_reports={k: v for k, v in state.soak_reports.items() if k not in gone},
+    )
+
+
+def _index_bytes(entries: list[dict[str, object]]) -> bytes:
+    index = {"schema_version": INDEX_VERSION, "entries": entries}
+    return (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
+
+
+def apply_prune(repo: Path, state: MatrixState, plan: PrunePlan, page: str, regrade: Regrade) -> list[str]:
+    """Write the pruned index and the regenerated outputs as one unit, then delete the removed files
+    (each evidence file and its soak report, if filed); returns the repo-relative paths deleted."""
+    gone = {ev.id for ev in plan.remove}
+    entries = [e for e in load_index(repo) if e["id"] not in gone]
+    outputs = render_all(pruned_state(state, plan, regrade), page)
+    files = {repo / rel: text.encode() for rel, text in outputs.items()}
+    files[repo / INDEX_REL] = _index_bytes(entries)
+    write_all_atomic(files)
+    deleted: list[str] = []
+    for ev in plan.remove:
+        for rel in (ev.file, soak_report_rel(ev.file)) if ev.kind == "soak" else (ev.file,):
+            path = repo / rel
+            if path.is_file():
+                path.unlink()
+                deleted.append(rel)
+    return deleted

@@ -15,7 +15,14 @@ from matrix.gitfacts import GitQueryError, repo_root
 from matrix.grading import CellResult
 from matrix.ingest import ingest
 from matrix.model import LANES, PLATFORMS, CellKey, MatrixInputError
-from matrix.prune import DEFAULT_KEEP, apply_prune, historical_count, plan_prune, store_warning
+from matrix.prune import (
+    DEFAULT_KEEP,
+    apply_prune,
+    evidence_age,
+    historical_count,
+    plan_prune,
+    store_warning,
+)
 from matrix.render import PAGE_REL, render_all
 from matrix.runtime_facts import (
     CapabilityQuery,
@@ -200,7 +207,8 @@ def prune_cmd(
         root = _repo(repo)
         registry, configured = _inputs()
         state = _state(root)
-        plan = plan_prune(state.evidence, [r.policy.key for r in state.results], keep_historical)
+        keys = [r.policy.key for r in state.results]
+        plan = plan_prune(state.evidence, keys, keep_historical, evidence_age(root, state.evidence))
         if not plan.remove:
             out.print(f"nothing to prune: {historical_count(state.evidence)} historical evidence files kept")
             return

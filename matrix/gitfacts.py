@@ -68,6 +68,14 @@ def runtime_fingerprint(repo: Path, commit: str) -> str:
     return _fingerprint_cached(str(repo.resolve()), commit)
 
 
+def commits_since(repo: Path, commit: str) -> int:
+    """How many commits HEAD is ahead of ``commit`` (0 for HEAD itself): how old evidence is in history."""
+    done = _git(repo, "rev-list", "--count", f"{commit}..HEAD")
+    if done.returncode != 0:
+        raise GitQueryError(f"git rev-list --count {commit}..HEAD: {done.stderr.strip()}")
+    return int(done.stdout.strip())
+
+
 def repo_root(start: Path) -> Path:
     """Top level of the git work tree containing ``start``."""
     done = _git(start, "rev-parse", "--show-toplevel")

@@ -3,20 +3,22 @@
 Historical evidence (a runtime fingerprint other than HEAD's) never counts again, yet every collection
 adds a copy per cell. Pruning keeps the newest ``keep`` historical pieces per (cell, kind, platform) and
 removes the rest with their index entries and soak reports; fresh and invalid evidence always stays.
-The selection is pure; :func:`apply_prune` writes the new index and the regenerated pages as one unit,
-then deletes the files.
+"Newest" is by git history: the fewest commits between the evidence's commit and HEAD. The selection is
+pure; :func:`apply_prune` writes the new index and the regenerated pages as one unit, then deletes the
+files.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from matrix.build import MatrixState, load_index, soak_report_rel
 from matrix.evidence import INDEX_REL, INDEX_VERSION
 from matrix.fileio import write_all_atomic
+from matrix.gitfacts import commits_since
 from matrix.grading import CellResult, freshness
 from matrix.model import CellKey, EvidenceFacts
 from matrix.render import render_all
@@ -43,20 +45,19 @@ def groups(ev: EvidenceFacts, keys: Sequence[CellKey]) -> set[Group]:
     return found or {("*", "*", "*", ev.platform, ev.kind)}
 
 
-def _newest_first(ev: EvidenceFacts) -> tuple[str, str]:
-    # the time the evidence carries (same format within a kind); evidence without one sorts oldest
-    return ev.time or "", ev.id
-
-
-def plan_prune(evidence: Sequence[EvidenceFacts], keys: Sequence[CellKey], keep: int) -> PrunePlan:
-    """Keep every fresh and invalid piece, and per group the ``keep`` newest historical ones; a piece
-    kept for one group stays for all of its groups."""
+def plan_prune(
+    evidence: Sequence[EvidenceFacts], keys: Sequence[CellKey], keep: int, age: Mapping[str, int]
+) -> PrunePlan:
+    """Keep every fresh and invalid piece, and per group the ``keep`` newest historical ones (``age``:
+    evidence id -> commits since its commit; ties go to the later id); a piece kept for one group stays
+    for all of its groups."""
     if keep < 0:
         raise ValueError(f"keep must be >= 0, got {keep}")
     kept_in: dict[Group, int] = {}
     staying: set[str] = set()
     historical = [ev for ev in evidence if freshness(ev) == "historical"]
-    for ev in sorted(historical, key=_newest_first, reverse=True):
+    newest_first = sorted(sorted(historical, key=lambda ev: ev.id, reverse=True), key=lambda ev: age[ev.id])
+    for ev in newest_first:
         mine = groups(ev, keys)
         if any(kept_in.get(g, 0) < keep for g in mine):
             staying.add(ev.id)
@@ -67,13 +68,24 @@ def plan_prune(evidence: Sequence[EvidenceFacts], keys: Sequence[CellKey], keep:
     return PrunePlan(remove, tuple(ev for ev in evidence if ev.id not in gone))
 
 
+def evidence_age(repo: Path, evidence: Sequence[EvidenceFacts]) -> dict[str, int]:
+    """Commits since each historical piece's commit (the order :func:`plan_prune` keeps by)."""
+    return {
+        ev.id: commits_since(repo, ev.commit)
+        for ev in evidence
+        if freshness(ev) == "historical" and ev.commit is not None
+    }
+
+
 def historical_count(evidence: Sequence[EvidenceFacts]) -> int:
     """How many filed pieces of evidence are historical."""
     return sum(freshness(ev) == "historical" for ev in evidence)
 
 
-def store_warning(evidence: Sequence[EvidenceFacts], limit: int = HISTORICAL_WARN_LIMIT) -> str | None:
-    """The ``matrix check`` warning when the store holds more than ``limit`` historical files."""
+def store_warning(evidence: Sequence[EvidenceFacts], limit: int | None = None) -> str | None:
+    """The ``matrix check`` warning when the store holds more than ``limit`` (default
+    :data:`HISTORICAL_WARN_LIMIT`) historical files."""
+    limit = HISTORICAL_WARN_LIMIT if limit is None else limit
     count = historical_count(evidence)
     if count <= limit:
         return None

@@ -2,7 +2,8 @@
 # Collect and file linux-cpu support-matrix evidence from a CLEAN checkout, then regenerate the matrix.
 #   1. the whole CPU test lane as JUnit with cell bindings (any failure -> the lane is rejected);
 #   2. a probe per task and a soak per linux-cpu/mujoco cell at the inventory's soak budget;
-#   3. `matrix ingest` each artifact (validated, filed under matrix/evidence/), `matrix generate`.
+#   3. `matrix ingest` each artifact (validated, filed under matrix/evidence/), `matrix generate`, then
+#      `matrix prune` (drops surplus historical evidence, which git history keeps).
 # Commit matrix/evidence, docs/support-matrix.md and reports/support-matrix.* afterwards: evidence and
 # generated pages are outside the runtime fingerprint, so committing them keeps the evidence fresh.
 set -euo pipefail
@@ -42,5 +43,8 @@ for artifact in "$OUT"/probe-*.json "$OUT"/soak-*.json; do
   $RUN matrix ingest "$artifact" --platform linux-cpu
 done
 $RUN matrix generate
+# The evidence filed above makes the previous collection historical: prune it (the newest historical
+# piece per cell, kind and platform stays; git history keeps the rest; the matrix is regenerated).
+$RUN matrix prune
 $RUN matrix check
 echo "evidence filed from $OUT; commit matrix/evidence docs/support-matrix.md reports/support-matrix.*"

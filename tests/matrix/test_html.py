@@ -1,7 +1,9 @@
-"""The generated HTML rendered by headless Chromium: structure, grade colours, evidence links."""
+"""The generated HTML rendered by headless Chromium: the grid, grade colours, evidence links, and a
+first screen that fits 1400 pixels without scrolling sideways."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 
 
 class Cells(HTMLParser):
-    """Collects each matrix row's grade and its evidence links from the rendered DOM."""
+    """Collects each grid cell's grade and each cell detail's evidence links from the rendered DOM."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,14 +36,19 @@ class Cells(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
-        if tag == "tr" and a.get("data-cell"):
+        if tag == "td" and a.get("data-cell"):
+            self.grades[str(a["data-cell"])] = str(a.get("data-grade"))
+        elif tag == "section" and a.get("data-cell"):
             self.current = str(a["data-cell"])
-            self.grades[self.current] = str(a.get("data-grade"))
             self.links[self.current] = []
-        elif tag == "a" and self.current and a.get("href"):
+        elif tag == "a" and self.current and a.get("class") == "evidence" and a.get("href"):
             self.links[self.current].append(str(a["href"]))
         elif tag == "table" and a.get("id") == "legend":
             self.legend = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "section":
+            self.current = None
 
 
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
@@ -83,3 +90,33 @@ def test_html_renders_in_headless_chromium(repo: Path, run_matrix: Invoke, tmp_p
     assert shows((0xA5, 0xD8, 0xFF))  # a Benchmarked cell is painted in its grade colour
     assert shows((0xFF, 0xF3, 0xBF))  # Configured
     assert shows((0xE9, 0xEC, 0xEF))  # Unsupported
+
+
+# Opens every <details> and writes the page's widths into the DOM for --dump-dom to carry out.
+MEASURE = (
+    "<script>document.querySelectorAll('details').forEach(d => { d.open = true; });"
+    "const e = document.documentElement;"
+    "document.body.dataset.scrollWidth = String(e.scrollWidth);"
+    "document.body.dataset.clientWidth = String(e.clientWidth);"
+    "document.body.dataset.gridBottom = String(Math.ceil(document.getElementById('grid')"
+    ".getBoundingClientRect().bottom));</script>"
+)
+
+
+def test_the_page_fits_1400_pixels_without_sideways_scrolling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.matrix.test_render_grid import real_shape_repo
+
+    repo = real_shape_repo(tmp_path, monkeypatch)
+    page = (repo / "reports" / "support-matrix.html").read_text()
+    measured = tmp_path / "measure.html"
+    measured.write_text(page.replace("</body>", MEASURE + "</body>"))
+    dom = chromium("--window-size=1400,900", "--dump-dom", measured.as_uri(), profile=tmp_path / "profile")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = dict(re.findall(r'data-(scroll-width|client-width|grid-bottom)="(\d+)"', dom.stdout))
+    assert found.keys() == {"scroll-width", "client-width", "grid-bottom"}, dom.stdout[-2000:]
+    assert int(found["scroll-width"]) <= 1400
+    assert int(found["scroll-width"]) <= int(found["client-width"])  # nothing overflows sideways
+    assert int(found["grid-bottom"]) <= 900  # the whole grid is on the first screen
+    assert page.index('id="grid"') < page.index('id="capabilities"') < page.index('id="cells"')

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from matrix.audit import CellMarker, audit, bound_to, collect_markers
 from matrix.build import MatrixState, compute, grade_all
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import GitQueryError, repo_root
@@ -170,7 +172,8 @@ def drift(files: dict[str, str], root: Path, context_lines: int = 20) -> list[st
 
 @app.command("check")
 def check_cmd(repo: RepoOption = None) -> None:
-    """Regenerate in memory; exit 1 with a diff summary when the committed outputs differ."""
+    """Regenerate in memory and audit the test bindings; exit 1 when the committed outputs differ or a
+    cell marker and the inventory disagree."""
     try:
         root = _repo(repo)
         state = _state(root)
@@ -180,13 +183,21 @@ def check_cmd(repo: RepoOption = None) -> None:
     warning = store_warning(state.evidence)
     if warning:
         err.print(f"warning: {warning}", markup=False)
+    findings = audit(state.inventory, collect_markers(root))
+    if findings:
+        err.print("test bindings and matrix/inventory.yaml disagree:")
+        for line in findings:
+            err.print(f"  {line}", markup=False)
+        err.print("fix: mark a real test of the cell with @pytest.mark.cell(algo, task, backend, kind=...)")
     if summary:
         err.print("support matrix is out of date (hand edit, new evidence, or a runtime change):")
         for line in summary:
             err.print(line, markup=False)
         err.print("fix: uv run matrix generate, review, commit")
+    if findings or summary:
         raise typer.Exit(1)
     out.print("support matrix is up to date")
+    out.print("test bindings agree with the inventory: every marker names a cell, every cell has its tests")
 
 
 @app.command("prune")
@@ -232,19 +243,33 @@ def prune_cmd(
     )
 
 
-def explain_lines(result: CellResult) -> list[str]:
-    """The explanation printed by ``matrix explain``."""
+def _policy_lines(result: CellResult, bound: Sequence[CellMarker]) -> list[str]:
+    """The Tested and Benchmarked rules of a supported cell, and the tests bound to it."""
+    p = result.policy
+    assert p.soak is not None
+    kinds = f"; bound kinds required: {', '.join(p.test_kinds)}" if p.test_kinds else ""
+    lines = [
+        f"  Tested needs: lane {p.test_lane!r} JUnit evidence in which every test bound to the cell passed, "
+        f"at least {p.min_passed}, none failed, skipped or xfailed{kinds}",
+        f"  Benchmarked needs: {'a passing probe and ' if p.probe_required else ''}a passing soak of at "
+        f"least {p.soak.min_duration_s} s, {p.soak.num_envs} envs and {p.soak.iterations} iterations",
+        f"  bound tests in tests/ (read by matrix check): {len(bound)}",
+    ]
+    lines.extend(f"    - {m.describe()}" for m in bound)
+    missing = [k for k in p.test_kinds if k not in {m.kind for m in bound}]
+    if missing:
+        lines.append(f"    missing: a bound test of kind {', '.join(missing)}")
+    return lines
+
+
+def explain_lines(result: CellResult, bound: Sequence[CellMarker] = ()) -> list[str]:
+    """The explanation printed by ``matrix explain`` (``bound``: the markers binding tests to the cell)."""
     p = result.policy
     lines = [f"{p.key.label()}: {result.grade}"]
     if p.unsupported_reason:
         lines.append(f"  declared unsupported (fail-closed): {p.unsupported_reason}")
     else:
-        assert p.soak is not None
-        lines.append(
-            f"  policy: tests lane {p.test_lane!r} (>= {p.min_passed} passing), probe "
-            f"{'required' if p.probe_required else 'not required'}, soak >= {p.soak.min_duration_s} s / "
-            f"{p.soak.num_envs} envs / {p.soak.iterations} iterations"
-        )
+        lines.extend(_policy_lines(result, bound))
         rec = p.recommendation
         lines.append(
             f"  recommendation: {f'{rec.decision} ({rec.date}): {rec.rationale}' if rec else 'none'}"
@@ -265,7 +290,8 @@ def explain_lines(result: CellResult) -> list[str]:
 def explain_cmd(algo: str, task: str, backend: str, platform: str, repo: RepoOption = None) -> None:
     """Print a cell's grade, every piece of evidence considered with its verdict, and each higher grade's blockers."""
     try:
-        state = _state(_repo(repo))
+        root = _repo(repo)
+        state = _state(root)
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
     key = CellKey(algo, task, backend, platform)
@@ -275,7 +301,7 @@ def explain_cmd(algo: str, task: str, backend: str, platform: str, repo: RepoOpt
         close = difflib.get_close_matches(key.label(), known, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; declared cells: {len(known)}"
         raise _fail(f"matrix/inventory.yaml: cells: no cell {key.label()} is declared{hint}")
-    for line in explain_lines(match[0]):
+    for line in explain_lines(match[0], bound_to(collect_markers(root), key)):
         out.print(line, markup=False)
 
 

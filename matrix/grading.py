@@ -59,26 +59,38 @@ def _general_disqualifier(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
     return None
 
 
+def _junit_verdict(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
+    """None when the lane's bound tests meet Tested (all passed, enough of them), else why not."""
+    key = policy.key
+    tally = ev.tests[(key.algo, key.task, key.backend)]
+    if tally.failed or tally.errors:
+        return f"bound tests failed: {tally.failed} failed, {tally.errors} errors"
+    if tally.passed < policy.min_passed:
+        return f"{tally.passed} bound tests passed, {policy.min_passed} needed"
+    if tally.skipped:
+        # pytest's JUnit XML writes an xfailed test as skipped; the cell plugin makes a bound xpass fail
+        return f"bound tests not all run: {tally.skipped} skipped or xfailed ({tally.passed} passed)"
+    return None
+
+
+def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts) -> str | None:
+    short = budget.shortfalls(ev.duration_s, ev.num_envs, ev.iterations)
+    return "soak under the cell's budget: " + ", ".join(short) if short else None
+
+
 def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
     """Verdict of one piece of evidence (already known to cover the cell's algo/task/backend)."""
     reason = _general_disqualifier(policy, ev)
+    if reason is None and ev.kind == "junit":
+        reason = _junit_verdict(policy, ev)
+    elif reason is None and ev.kind == "soak" and policy.soak is not None:
+        reason = _soak_verdict(policy.soak, ev)
     counts = reason is None
-    if counts and ev.kind == "junit":
+    if ev.kind == "junit" and counts:
         tally = ev.tests[(policy.key.algo, policy.key.task, policy.key.backend)]
-        if tally.failed or tally.errors:
-            reason, counts = f"bound tests failed: {tally.failed} failed, {tally.errors} errors", False
-        elif tally.passed < policy.min_passed:
-            reason, counts = f"{tally.passed} bound tests passed, {policy.min_passed} needed", False
-        else:
-            reason = f"counts: {tally.passed} bound tests passed, none failed ({tally.skipped} skipped)"
-    elif counts and ev.kind == "soak" and policy.soak is not None:
-        short = policy.soak.shortfalls(ev.duration_s, ev.num_envs, ev.iterations)
-        if short:
-            reason, counts = "soak under the cell's budget: " + ", ".join(short), False
-        else:
-            reason = (
-                f"counts: passing soak, {ev.duration_s} s, {ev.num_envs} envs, {ev.iterations} iterations"
-            )
+        reason = f"counts: all {tally.passed} bound tests passed (none failed, skipped or xfailed)"
+    elif ev.kind == "soak" and counts:
+        reason = f"counts: passing soak, {ev.duration_s} s, {ev.num_envs} envs, {ev.iterations} iterations"
     elif counts:
         reason = f"counts: passing {ev.kind}"
     return EvidenceVerdict(ev.id, ev.kind, ev.file, freshness(ev), counts, reason or "")
@@ -126,8 +138,9 @@ def _tested_shortfalls(policy: CellPolicy, junit: Sequence[EvidenceVerdict]) -> 
         return ["bound tests failed in " + ", ".join(v.id for v in failed)]
     if not any(v.counts for v in junit):
         return [
-            f"no fresh, clean, passing {key.platform} JUnit evidence (lane {policy.test_lane!r}) with "
-            f">= {policy.min_passed} passing test(s) marked cell({key.algo}, {key.task}, {key.backend})"
+            f"no fresh, clean {key.platform} JUnit evidence (lane {policy.test_lane!r}) in which every test "
+            f"marked cell({key.algo}, {key.task}, {key.backend}) passed, at least {policy.min_passed}, "
+            "none failed, skipped or xfailed"
         ]
     return []
 

@@ -47,6 +47,56 @@ def _budget(raw: dict[str, Any]) -> SoakBudget:
     )
 
 
+def _axes(
+    entry: dict[str, Any], index: int, known: dict[str, frozenset[str]], display: str
+) -> dict[str, list[str]]:
+    """The values of each axis of one entry, every one a known name."""
+    axes: dict[str, list[str]] = {}
+    for axis in ("algo", "task", "backend", "platform"):
+        values = _as_list(entry[axis])
+        allowed = PLATFORMS if axis == "platform" else tuple(sorted(known[axis]))
+        for value in values:
+            if value not in allowed:
+                what = "platform" if axis == "platform" else f"{axis} (not in the runtime registry)"
+                raise MatrixInputError(
+                    display,
+                    f"cells[{index}].{axis}",
+                    f"unknown {what} {value!r}; allowed: {', '.join(allowed)}",
+                )
+        axes[axis] = values
+    return axes
+
+
+def _check_test_policy(entry: dict[str, Any], index: int, display: str) -> None:
+    """Each required kind is one bound test at least, so the minimum cannot be below their number."""
+    tests = entry.get("tests") or {}
+    kinds = tests.get("kinds", [])
+    minimum = tests.get("min_passed", 1)
+    if minimum < len(kinds):
+        raise MatrixInputError(
+            display,
+            f"cells[{index}].tests.min_passed",
+            f"{minimum} is below the {len(kinds)} required kinds ({', '.join(kinds)}); "
+            f"allowed: an integer >= {len(kinds)}",
+        )
+
+
+def _policy(entry: dict[str, Any], key: CellKey) -> CellPolicy:
+    tests = entry.get("tests") or {}
+    rec = entry.get("recommendation")
+    unsupported = entry.get("unsupported")
+    return CellPolicy(
+        key=key,
+        unsupported_reason=unsupported["reason"] if unsupported else None,
+        test_lane=tests.get("lane"),
+        min_passed=int(tests.get("min_passed", 1)),
+        test_kinds=tuple(tests.get("kinds", ())),
+        probe_required=bool(entry.get("probe_required", False)),
+        soak=_budget(entry["soak"]) if "soak" in entry else None,
+        recommendation=Recommendation(rec["decision"], rec["date"], rec["rationale"]) if rec else None,
+    )
+
+
 def parse_inventory(document: Any, registry: Registry, display: str) -> Inventory:
     """Validate an inventory document and expand it into unique cells (pure; raises MatrixInputError)."""
     if isinstance(document, dict) and isinstance(document.get("schema_version"), int):
@@ -62,21 +112,8 @@ def parse_inventory(document: Any, registry: Registry, display: str) -> Inventor
     seen: dict[CellKey, int] = {}
     cells: list[CellPolicy] = []
     for index, entry in enumerate(document["cells"]):
-        axes: dict[str, list[str]] = {}
-        for axis in ("algo", "task", "backend", "platform"):
-            values = _as_list(entry[axis])
-            allowed = PLATFORMS if axis == "platform" else tuple(sorted(known[axis]))
-            for value in values:
-                if value not in allowed:
-                    what = "platform" if axis == "platform" else f"{axis} (not in the runtime registry)"
-                    raise MatrixInputError(
-                        display,
-                        f"cells[{index}].{axis}",
-                        f"unknown {what} {value!r}; allowed: {', '.join(allowed)}",
-                    )
-            axes[axis] = values
-        tests = entry.get("tests") or {}
-        rec = entry.get("recommendation")
+        axes = _axes(entry, index, known, display)
+        _check_test_policy(entry, index, display)
         for algo, task, backend, platform in itertools.product(
             axes["algo"], axes["task"], axes["backend"], axes["platform"]
         ):
@@ -88,20 +125,7 @@ def parse_inventory(document: Any, registry: Registry, display: str) -> Inventor
                     f"duplicate cell {key.label()} (already declared by cells[{seen[key]}])",
                 )
             seen[key] = index
-            unsupported = entry.get("unsupported")
-            cells.append(
-                CellPolicy(
-                    key=key,
-                    unsupported_reason=unsupported["reason"] if unsupported else None,
-                    test_lane=tests.get("lane"),
-                    min_passed=int(tests.get("min_passed", 1)),
-                    probe_required=bool(entry.get("probe_required", False)),
-                    soak=_budget(entry["soak"]) if "soak" in entry else None,
-                    recommendation=Recommendation(rec["decision"], rec["date"], rec["rationale"])
-                    if rec
-                    else None,
-                )
-            )
+            cells.append(_policy(entry, key))
     order = {p: i for i, p in enumerate(PLATFORMS)}
     cells.sort(key=lambda c: (order[c.key.platform], c.key.algo, c.key.task, c.key.backend))
     return Inventory(

@@ -14,12 +14,17 @@ GRADE_MEANING: dict[str, str] = {
     "Unsupported": "declared fail-closed in the inventory, with the reason",
     "Registered": "the task and the backend exist in the runtime registries",
     "Configured": "the owner YAML composes and validates for this platform",
-    "Tested": "fresh test-lane JUnit evidence: the bound tests passed and none failed",
-    "Benchmarked": "fresh, clean, passing probe and soak artifacts for this cell and platform",
+    "Tested": "fresh test-lane JUnit evidence: every bound test passed (none failed, skipped or xfailed), "
+    "at least the inventory's minimum",
+    "Benchmarked": "fresh, clean, passing probe and soak artifacts for this cell and platform, the soak at "
+    "the cell's budget",
     "Recommended": "Benchmarked, a dated recommendation record, and a soak at the canonical budget",
 }
 EVIDENCE_KINDS: tuple[str, ...] = ("junit", "soak", "probe")
 LANES: tuple[str, ...] = ("cpu", "cuda", "mps")
+# What a bound test exercises (``@pytest.mark.cell(..., kind=...)``): a real ``train`` run, a fault injected
+# into a real run, a soak monitor over a real run, or the cell's in-process path (compose, env, learner).
+TEST_KINDS: tuple[str, ...] = ("train", "fault", "soak", "smoke")
 # What every platform offers, stated explicitly: configuration is validated "as if" on it.
 PLATFORM_SYSTEM: dict[str, str] = {"linux-cuda": "Linux", "linux-cpu": "Linux", "macos-mps": "Darwin"}
 
@@ -83,7 +88,8 @@ class CellPolicy:
     key: CellKey
     unsupported_reason: str | None = None
     test_lane: str | None = None
-    min_passed: int = 1
+    min_passed: int = 1  # bound tests that must pass in the lane; every bound test must pass
+    test_kinds: tuple[str, ...] = ()  # each needs at least one bound test of that kind (see TEST_KINDS)
     probe_required: bool = True
     soak: SoakBudget | None = None
     recommendation: Recommendation | None = None

@@ -44,7 +44,7 @@ LAST_CHECKPOINTS = ("ckpt_00003000.pt", "ckpt_00003500.pt", "ckpt_00004000.pt")
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.cell("sac", "g1_walk_flat", "mujoco")
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train")
 def test_sac_lengthens_episodes_over_random_policy(tmp_path: Path) -> None:
     log_dir = tmp_path / "run"
     cmd = [

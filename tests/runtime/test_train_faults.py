@@ -86,6 +86,7 @@ def _collector(trainer_pid: int) -> psutil.Process:
     return procs[0]
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
 def test_sigkill_collector_is_collector_failure(tmp_path: Path) -> None:
     log_dir = tmp_path / "run"
     proc = _start(log_dir)
@@ -103,6 +104,7 @@ def test_sigkill_collector_is_collector_failure(tmp_path: Path) -> None:
     assert summary["runtime_manifest"]["collector"]["exitcode"] == -9
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
 def test_collector_killed_during_startup_is_collector_failure(tmp_path: Path) -> None:
     """Killed before its first vector step, the collector breaks the trainer's pipe mid-handshake; that
     is still the collector's failure, not an unknown one."""
@@ -123,6 +125,7 @@ def test_collector_killed_during_startup_is_collector_failure(tmp_path: Path) ->
     assert summary["runtime_manifest"]["collector"]["exitcode"] == -9
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
 def test_sigterm_trainer_is_external_cancellation(tmp_path: Path) -> None:
     log_dir = tmp_path / "run"
     proc = _start(log_dir)
@@ -140,6 +143,7 @@ def test_sigterm_trainer_is_external_cancellation(tmp_path: Path) -> None:
     assert ri["early_returns"] == ri["dropped_batches"] == ri["closed_returns"] + ri["stop_returns"]
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
 def test_sigterm_to_the_process_group_is_external_cancellation(tmp_path: Path) -> None:
     """What the soak monitor does on a timeout or its own cancellation: the collector receives the
     signal too and must not be mistaken for a crashed collector."""
@@ -154,6 +158,7 @@ def test_sigterm_to_the_process_group_is_external_cancellation(tmp_path: Path) -
     assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped by the trainer
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
 def test_injected_learner_exception_is_learner_failure(tmp_path: Path) -> None:
     log_dir = tmp_path / "run"
     proc = _start(log_dir, "training.test_fault=learner_exception", "training.test_fault_iteration=6")
@@ -170,6 +175,7 @@ def test_injected_learner_exception_is_learner_failure(tmp_path: Path) -> None:
     assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped, not crashed
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train")
 def test_normal_run_counts_and_leaves_nothing(tmp_path: Path) -> None:
     """Baseline for the faults above: the same real trainer completes and accounts for every slot."""
     log_dir = tmp_path / "run"

@@ -35,6 +35,7 @@ def _soak_run_argv(tmp: Path, iterations: int, min_duration: float) -> tuple[lis
     return argv, output
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="soak")
 def test_clean_cpu_soak_passes(tmp_path: Path) -> None:
     # min duration 1 s: spawning the trainer alone takes longer on any host, so the row is exercised but
     # never races the host's speed (5 s once failed: a quiet host ran the 120 iterations in 4.8 s)
@@ -75,6 +76,7 @@ def _collector(samples: Path, root_pid: int) -> dict[str, Any] | None:
     return max(kids, key=lambda p: p["rss_bytes"]) if kids else None
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
 def test_sigkill_of_the_collector_is_collector_failure_and_leaves_nothing(tmp_path: Path) -> None:
     argv, output = _soak_run_argv(tmp_path, iterations=100000, min_duration=0)
     monitor = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

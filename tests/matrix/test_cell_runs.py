@@ -1,0 +1,129 @@
+"""Real runs of the CPU cells that no other test covers: for sac/g1_motion_tracking,
+flashsac/g1_walk_flat and flashsac/g1_motion_tracking on MuJoCo, a short `train` run that completes and
+accounts for every slot, an injected learner fault that is classified and leaves nothing behind, and a
+short `soak run` that passes its pass table. sac/g1_walk_flat has its own (tests/runtime/test_learning.py,
+tests/runtime/test_train_faults.py, tests/harness/soak/test_driver_real.py).
+
+Sizes: 16 envs; FlashSAC gets CPU-sized batches (as in scripts/matrix/collect_cpu_evidence.sh) so that its
+learner updates within the run. The soak runs 1500 iterations with 0.5 s sampling, so that even on a fast
+host the leak verdicts see well over 30 post-start-up samples.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.artifacts import read_run_summary
+from runtime.manager.shm import list_segments
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+NUM_ENVS = 16
+FLASHSAC_CPU = ("algo.batch_size=256", "algo.learning_starts=512")
+
+
+def _overrides(algo: str) -> tuple[str, ...]:
+    return FLASHSAC_CPU if algo == "flashsac" else ()
+
+
+TRAIN = [
+    pytest.param("sac", "g1_motion_tracking", marks=pytest.mark.cell("sac", "g1_motion_tracking", "mujoco", kind="train")),
+    pytest.param("flashsac", "g1_walk_flat", marks=pytest.mark.cell("flashsac", "g1_walk_flat", "mujoco", kind="train")),
+    pytest.param("flashsac", "g1_motion_tracking", marks=pytest.mark.cell("flashsac", "g1_motion_tracking", "mujoco", kind="train")),
+]  # fmt: skip
+FAULT = [
+    pytest.param("sac", "g1_motion_tracking", marks=pytest.mark.cell("sac", "g1_motion_tracking", "mujoco", kind="fault")),
+    pytest.param("flashsac", "g1_walk_flat", marks=pytest.mark.cell("flashsac", "g1_walk_flat", "mujoco", kind="fault")),
+    pytest.param("flashsac", "g1_motion_tracking", marks=pytest.mark.cell("flashsac", "g1_motion_tracking", "mujoco", kind="fault")),
+]  # fmt: skip
+SOAK = [
+    pytest.param("sac", "g1_motion_tracking", marks=pytest.mark.cell("sac", "g1_motion_tracking", "mujoco", kind="soak")),
+    pytest.param("flashsac", "g1_walk_flat", marks=pytest.mark.cell("flashsac", "g1_walk_flat", "mujoco", kind="soak")),
+    pytest.param("flashsac", "g1_motion_tracking", marks=pytest.mark.cell("flashsac", "g1_motion_tracking", "mujoco", kind="soak")),
+]  # fmt: skip
+
+
+def _train(algo: str, task: str, log_dir: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    """Run `train` to its end; its exit code and run summary. No shared-memory segment may outlive it."""
+    cmd = [
+        sys.executable, "-m", "runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
+        f"algo.num_envs={NUM_ENVS}", "training.no_play=true", "training.physics_threads=1",
+        f"log_dir={log_dir}", *_overrides(algo), *extra,
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = proc.communicate(timeout=540)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert (log_dir / "run_summary.json").exists(), output[-3000:]
+    assert [n for n in list_segments() if n.startswith(f"soakbench_{proc.pid}_")] == []
+    return proc.returncode, read_run_summary(log_dir / "run_summary.json")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("algo", "task"), TRAIN)
+def test_train_completes_and_accounts_for_every_slot(algo: str, task: str, tmp_path: Path) -> None:
+    iterations = 60
+    code, summary = _train(
+        algo, task, tmp_path / "run", f"algo.max_iterations={iterations}", "algo.learning_starts=256"
+    )
+    assert code == 0, summary["failure_reason"]
+    manifest = summary["runtime_manifest"]
+    assert summary["status"] == "completed"
+    assert manifest["shutdown"]["classification"] == "normal_completion"
+    assert summary["total_env_steps"] == NUM_ENVS * iterations
+    assert summary["learner_updates"] > 0  # the learner really trained, not only collected
+    replay = manifest["replay_ingress"]
+    assert replay["published_sequence"] == replay["release_sequence"] > 0
+    assert replay["final_occupancy"] == 0 and replay["dropped_batches"] == 0
+    assert list((tmp_path / "run").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("algo", "task"), FAULT)
+def test_injected_learner_fault_is_classified(algo: str, task: str, tmp_path: Path) -> None:
+    code, summary = _train(
+        algo, task, tmp_path / "run", "algo.max_iterations=100000",
+        "training.test_fault=learner_exception", "training.test_fault_iteration=6",
+    )  # fmt: skip
+    assert code == 1, summary["failure_reason"]
+    shutdown = summary["runtime_manifest"]["shutdown"]
+    assert summary["status"] == "failed" and summary["failure_classification"] == "learner_failure"
+    assert shutdown["classification"] == "learner_failure" and shutdown["owner"] == "learner"
+    assert shutdown["cleanup"]["errors"] == []
+    assert summary["iterations"] == 6
+    assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped by the trainer, not crashed
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("algo", "task"), SOAK)
+def test_short_soak_passes_its_pass_table(algo: str, task: str, tmp_path: Path) -> None:
+    output = tmp_path / "soak.json"
+    argv = [
+        sys.executable, "-m", "harness.soak.cli", "run",
+        "--algo", algo, "--task", task, "--sim", "mujoco",
+        "--num-envs", str(NUM_ENVS), "--iterations", "1500",
+        "--min-duration-seconds", "1", "--sample-interval-seconds", "0.5",
+        "--startup-timeout-seconds", "240", "--stale-progress-seconds", "120",
+        "--post-shutdown-grace-seconds", "2", "--termination-grace-seconds", "20",
+        "--shm-attribution", "evidence", "--live", "plain",
+        "--extra-override", "training.heartbeat_seconds=1",
+        *(arg for override in _overrides(algo) for arg in ("--extra-override", override)),
+        "--log-dir", str(tmp_path / "run"), "--output", str(output),
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=850, check=False)
+    art = json.loads(output.read_text())
+    assert done.returncode == 0, (art["failure_reason"], done.stderr[-3000:])
+    assert art["status"] == "passed" and art["run_status"] == "completed"
+    assert art["run_settings"]["algo"] == algo and art["run_settings"]["task"] == task
+    assert all(c["result"] == "pass" for c in art["criteria"] if c["name"] != "leak_verdicts")
+    assert "growing" not in art["resource_summary"]["leak_verdicts"].values()
+    assert art["replay"]["release_sequence"] == art["replay"]["published_sequence"] > 0
+    assert art["post_shutdown_residual_processes"] == [] and art["orphaned_shm_segments"] == []

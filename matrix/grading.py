@@ -69,7 +69,7 @@ def _junit_verdict(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
         return f"{tally.passed} bound tests passed, {policy.min_passed} needed"
     if tally.skipped:
         # pytest's JUnit XML writes an xfailed test as skipped; the cell plugin makes a bound xpass fail
-        return f"bound tests not all run: {tally.skipped} skipped or xfailed ({tally.passed} passed)"
+        return f"bound tests did not all pass: {tally.skipped} skipped or xfailed ({tally.passed} passed)"
     return None
 
 

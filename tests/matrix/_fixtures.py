@@ -77,6 +77,27 @@ cells:
     soak: {min_duration_s: 60, num_envs: 8, iterations: 100}
 """
 
+# The fixture repo's tests: one bound test per cell the fixture inventory supports (the audit of
+# `matrix check` needs them).
+BOUND_TESTS = """\
+import pytest
+
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train")
+def test_sac_walk_mujoco():
+    pass
+
+
+@pytest.mark.cell("flashsac", "g1_walk_flat", "mujoco", kind="train")
+def test_flashsac_walk_mujoco():
+    pass
+
+
+@pytest.mark.cell("sac", "g1_motion_tracking", "mjwarp", kind="smoke")
+def test_sac_tracking_mjwarp():
+    pass
+"""
+
 PAGE = f"# Support matrix\n\nHand-written intro.\n\n{BEGIN_MARKER}\n{END_MARKER}\n\nHand-written outro.\n"
 
 
@@ -95,6 +116,8 @@ def make_repo(root: Path, inventory: str = INVENTORY) -> Path:
     (repo / "matrix" / "inventory.yaml").write_text(inventory)
     (repo / "docs").mkdir()
     (repo / "docs" / "support-matrix.md").write_text(PAGE)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_bound.py").write_text(BOUND_TESTS)
     (repo / ".gitignore").write_text("/runs/\n")
     git(root, "init", "-q", "-b", "main", str(repo))
     git(repo, "config", "user.email", "matrix@test.invalid")

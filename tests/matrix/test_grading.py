@@ -116,3 +116,64 @@ def test_unsupported_cell_that_composes_gets_a_note() -> None:
     result = grade(policy=replace(POLICY, unsupported_reason="needs CUDA"))
     assert result.notes and "not enforced" in result.notes[0]
     assert grade(policy=replace(POLICY, unsupported_reason="x"), configured="fails").notes == ()
+
+
+CPU_POLICY = replace(
+    POLICY, min_passed=3, test_kinds=("train", "fault", "soak"), soak=SoakBudget(600, 64, 5000)
+)
+CPU_SOAK = replace(SOAK, duration_s=650.0, num_envs=64, iterations=6000)
+
+
+def _junit(**tally: int) -> EvidenceFacts:
+    return replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(**tally)})
+
+
+NO_TESTED = (
+    "no fresh, clean linux-cpu JUnit evidence (lane 'cpu') in which every test marked cell(sac, g1_walk_flat, "
+    "mujoco) passed, at least 3, none failed, skipped or xfailed"
+)
+
+
+@pytest.mark.parametrize(
+    ("tally", "verdict", "blocker"),
+    [
+        ({"passed": 3, "skipped": 1}, "bound tests did not all pass: 1 skipped or xfailed (3 passed)", NO_TESTED),
+        ({"passed": 2}, "2 bound tests passed, 3 needed", NO_TESTED),
+        ({"passed": 5, "errors": 1}, "bound tests failed: 0 failed, 1 errors", "bound tests failed in junit-a"),
+    ],
+)  # fmt: skip
+def test_tested_needs_every_bound_test_passed_and_the_minimum(
+    tally: dict[str, int], verdict: str, blocker: str
+) -> None:
+    result = grade(CPU_POLICY, (_junit(**tally), PROBE, CPU_SOAK))
+    assert result.grade == "Configured"
+    assert [v.verdict for v in result.evidence if v.kind == "junit"] == [verdict]
+    assert dict(result.blockers)["Tested"] == (blocker,)
+
+
+def test_tested_with_all_bound_tests_passed() -> None:
+    result = grade(CPU_POLICY, (_junit(passed=3), PROBE, CPU_SOAK))
+    assert result.grade == "Benchmarked"  # CPU_SOAK is under the canonical budget
+    (junit,) = [v for v in result.evidence if v.kind == "junit"]
+    assert (
+        junit.counts and junit.verdict == "counts: all 3 bound tests passed (none failed, skipped or xfailed)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("soak", "shortfall"),
+    [
+        (replace(CPU_SOAK, duration_s=599.0), "duration 599.0 s < 600 s"),
+        (replace(CPU_SOAK, duration_s=61.0, num_envs=16), "duration 61.0 s < 600 s, num_envs 16 < 64"),
+        (replace(CPU_SOAK, iterations=4000), "iterations 4000 < 5000"),
+    ],
+)
+def test_benchmarked_on_cpu_needs_600_s_and_64_envs(soak: EvidenceFacts, shortfall: str) -> None:
+    result = grade(CPU_POLICY, (_junit(passed=3), PROBE, soak))
+    assert result.grade == "Tested"
+    (verdict,) = [v for v in result.evidence if v.kind == "soak"]
+    assert not verdict.counts and verdict.verdict == f"soak under the cell's budget: {shortfall}"
+    assert dict(result.blockers)["Benchmarked"] == (
+        f"no fresh, clean, passing linux-cpu soak artifact meeting the cell budget (under budget: {SOAK.id})",
+    )
+    assert grade(CPU_POLICY, (_junit(passed=3), PROBE, CPU_SOAK)).grade == "Benchmarked"

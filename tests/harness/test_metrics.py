@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.metrics import MetricsError, Record, app, windows_from_records
-from runtime.metrics_schema import SCHEMA_TAG, MetricsWriter
+from harness.metrics import UNITS, MetricsError, Record, app, windows_from_records
+from runtime.metrics_schema import SCHEMA_TAG, TAGS, MetricsWriter
 
 runner = CliRunner()
 
@@ -90,3 +90,63 @@ def test_windows_merge_later_record_wins() -> None:
     assert out["windows"][0]["metrics"] == {"loss/critic": 2.0}
     with pytest.raises(MetricsError, match="--last"):
         windows_from_records(files, last=0)
+
+
+def _run_with_windows(log_dir: Path, count: int, offset: float = 0.0) -> None:
+    """A real schema-v1 run: ``count`` windows written by the runtime's MetricsWriter."""
+    with MetricsWriter(log_dir) as writer:
+        for i in range(1, count + 1):
+            writer.write(i * 64, {"episode/reward_mean": offset + i, "throughput/env_steps_per_s": 100.0 * i})
+
+
+def test_a_directory_holding_two_runs_is_refused_naming_them(tmp_path: Path) -> None:
+    _run_with_windows(tmp_path / "run_a", 5)
+    _run_with_windows(tmp_path / "run_b", 7, offset=100.0)
+    code, out = _run(str(tmp_path), "--last", "3", "--json")
+    assert code == 2
+    assert "holds the event files of 2 runs: run_a, run_b" in out and "--all-runs" in out
+    code, out = _run(str(tmp_path), "--last", "3", "--json", "--all-runs")
+    assert code == 0, out
+    data = json.loads(out)
+    assert [(r["run"], r["window_count"], len(r["windows"])) for r in data["runs"]] == [
+        ("run_a", 5, 3),
+        ("run_b", 7, 3),
+    ]
+    assert [w["step"] for w in data["runs"][1]["windows"]] == [320, 384, 448]
+    assert data["runs"][1]["averages"][0] == {
+        "tag": "episode/reward_mean", "unit": "return", "mean": 106.0, "values": 3, "non_finite": 0,
+    }  # fmt: skip
+    code, out = _run(str(tmp_path / "run_b"), "--last", "3", "--json")  # one run: as before
+    assert code == 0 and json.loads(out)["window_count"] == 7
+    code, out = _run(str(tmp_path), "--last", "2", "--all-runs")  # table mode, one table per run
+    assert code == 0 and "run_a" in out and "run_b" in out and "mean, last 2" in out
+
+
+def test_last_n_averages_are_named_rows_with_units_beside_the_windows(tmp_path: Path) -> None:
+    with MetricsWriter(tmp_path) as writer:
+        writer.write(64, {"loss/critic": 9.0, "replay/occupancy": 1.0})
+        writer.write(128, {"loss/critic": 2.0, "replay/occupancy": 1.0})
+        writer.write(192, {"loss/critic": float("nan"), "replay/occupancy": 0.0})
+        writer.write(256, {"loss/critic": 4.0, "learner/updates_per_s": 50.0})
+    code, out = _run(str(tmp_path), "--last", "3", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["last"] == 3 and [w["step"] for w in data["windows"]] == [128, 192, 256]
+    assert data["averages"] == [
+        {"tag": "learner/updates_per_s", "unit": "updates/s", "mean": 50.0, "values": 1, "non_finite": 0},
+        {"tag": "loss/critic", "unit": "loss", "mean": 3.0, "values": 2, "non_finite": 1},
+        {"tag": "replay/occupancy", "unit": "slots", "mean": 0.5, "values": 2, "non_finite": 0},
+    ]
+    code, out = _run(str(tmp_path), "--last", "3")
+    assert code == 0 and "updates/s" in out and "mean, last 3" in out
+
+
+def test_mixed_stamped_and_unstamped_files_in_one_run_are_refused(tmp_path: Path) -> None:
+    _run_with_windows(tmp_path, 2)
+    _raw_events(tmp_path, {"Episode/rew": 3.0})
+    code, out = _run(str(tmp_path), "--json", "--legacy-unversioned")
+    assert code == 2 and "mixed schema-stamped" in out and "unstamped" in out
+
+
+def test_every_schema_tag_has_a_unit() -> None:
+    assert set(UNITS) == set(TAGS) - {SCHEMA_TAG}

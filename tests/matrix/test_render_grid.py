@@ -43,8 +43,9 @@ def invoke(repo: Path, *args: str) -> Result:
 def _file_cpu_evidence(repo: Path, tmp: Path, tag: str) -> None:
     head = git(repo, "rev-parse", "HEAD")
     xml = tmp / f"junit-{tag}.xml"
-    xml.write_text(junit_xml(head, [("test_a", SAC_WALK, "passed")]))
-    soak = soak_artifact(head, num_envs=16, iterations=800)
+    # the shipped linux-cpu policy: 3 bound tests, a soak of 600 s with 64 envs and 5000 iterations
+    xml.write_text(junit_xml(head, [(f"test_{n}", SAC_WALK, "passed") for n in "abc"]))
+    soak = soak_artifact(head, num_envs=64, iterations=5000, duration_s=650.0)
     for path, flags in (
         (xml, ()),
         (write_json(tmp / f"probe-{tag}.json", probe_artifact(head)), ("--platform", "linux-cpu")),

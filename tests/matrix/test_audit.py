@@ -159,3 +159,22 @@ def test_explain_shows_the_rules_and_the_bound_tests(repo: Path, run_matrix: Inv
     assert "Benchmarked needs: a passing probe and a passing soak of at least 60.0 s, 8 envs" in out
     assert "bound tests in tests/ (read by matrix check): 1" in out
     assert "train at tests/test_bound.py:4 (test_sac_walk_mujoco)" in out
+
+
+def test_explain_says_which_bound_kind_is_missing(repo: Path, run_matrix: Invoke) -> None:
+    inventory = repo / "matrix" / "inventory.yaml"
+    inventory.write_text(
+        inventory.read_text().replace(
+            "tests: {lane: cpu, min_passed: 1}", "tests: {lane: cpu, min_passed: 2, kinds: [train, fault]}", 1
+        )
+    )
+    commit_all(repo, "sac walk needs a fault test")
+    out = run_matrix("explain", "sac", "g1_walk_flat", "mujoco", "linux-cpu").output
+    assert "at least 2, none failed, skipped or xfailed; bound kinds required: train, fault" in out
+    assert "missing: a bound test of kind fault" in out
+    assert run_matrix("generate").exit_code == 0
+    check = run_matrix("check")
+    assert (
+        check.exit_code == 1
+        and "sac/g1_walk_flat/mujoco@linux-cpu: no bound test of kind fault" in check.output
+    )

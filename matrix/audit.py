@@ -72,7 +72,8 @@ def _read_call(call: ast.Call, file: str, test: str) -> CellMarker:
     base = CellMarker(file, call.lineno, test)
     if unknown or len(call.keywords) != len(named):
         return _with(
-            base, f"cell marker takes algo, task, backend and kind only, got {unknown or '**kwargs'}"
+            base,
+            f"cell marker takes algo, task, backend and kind only, got {', '.join(unknown) or '**kwargs'}",
         )
     if len(values) != 3 or any(v is None for v in literals):
         return _with(base, "cell marker needs (algo, task, backend) as three non-empty string literals")

@@ -53,9 +53,12 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             *SHUTDOWN_FAILURES,
             "trainer_failure",
             "run_summary_missing",
+            "schema_violation",
             "run_contract_violation",
+            "shutdown_contract_violation",
             "resource_leak",
             "too_short",
+            "insufficient_observation",
         )
     )
 )

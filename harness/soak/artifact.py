@@ -153,6 +153,7 @@ class MonitorRecord:
         monitor_overhead: ``driver.overhead(result)``.
         monitor: what the monitor did: root_pid, console_log_path, shm_attribution, monitor_error,
             progress_parse_errors, known_processes, killed_by_monitor (schema ``monitor``).
+        samples_sha256: sha256 hex digest of the samples file as written.
     """
 
     samples: Sequence[Mapping[str, Any]]
@@ -164,6 +165,7 @@ class MonitorRecord:
     run_settings: Mapping[str, Any] | None = None
     monitor_overhead: Mapping[str, Any] | None = None
     monitor: Mapping[str, Any] | None = None
+    samples_sha256: str | None = None
 
 
 def build_artifact(
@@ -187,7 +189,7 @@ def build_artifact(
         raise ArtifactError(
             "obs.leak_verdicts: expected the full trends.leak_verdicts() result {leak_verdicts, trends}"
         )
-    summary = obs.run_summary if obs.mode == "run" else None
+    summary = obs.run_summary if obs.judges_summary else None
     artifact: dict[str, Any] = {
         "artifact_schema_version": ARTIFACT_SCHEMA_VERSION,
         "mode": obs.mode,
@@ -210,12 +212,18 @@ def build_artifact(
             "startup_end_t": record.startup_end_t,
         },
         "samples_path": os.fspath(record.samples_path),
+        "run_contract": obs.judges_summary,
+        "run_summary": dict(summary) if summary is not None else None,
         "context": dict(context),
         "criteria": evaluation.criteria_dicts(),
         "timing": dict(record.timing),
         "command": list(record.command),
         "log_dir": os.fspath(record.log_dir),
     }
+    if obs.observation is not None:
+        artifact["resource_summary"]["observation"] = dict(obs.observation)
+    if record.samples_sha256 is not None:
+        artifact["samples_sha256"] = record.samples_sha256
     optional = {
         "run_settings": record.run_settings,
         "monitor_overhead": record.monitor_overhead,

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
+from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
 from harness.soak.outcome import run_monitor
 from runtime.choices import Algo, Sim, Task
 
@@ -187,6 +188,13 @@ TermGrace = Annotated[
     float,
     typer.Option("--termination-grace-seconds", help="SIGTERM -> SIGKILL delay when the monitor stops a run"),
 ]
+TrendSamples = Annotated[
+    int,
+    typer.Option(
+        "--min-trend-samples",
+        help="post-start-up samples every observable resource class's verdict must rest on",
+    ),
+]
 LogDir = Annotated[Path, typer.Option("--log-dir", help="absolute, new or empty run directory")]
 Output = Annotated[Path, typer.Option("--output", help="absolute path of the soak artifact (.json)")]
 LiveOpt = Annotated[Live, typer.Option("--live", help="auto: rich on a TTY, plain lines otherwise")]
@@ -208,9 +216,11 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     termination_grace_s: float,
     live: Live,
     shm_attribution: ShmAttribution,
+    min_trend_samples: int,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
+        "min_trend_samples": min_trend_samples,
         "output": output,
         "min_duration_s": min_duration_s,
         "sample_interval_s": sample_interval_s,
@@ -242,6 +252,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     sim: Annotated[Sim, typer.Option("--sim")] = Sim.mjwarp,
     live: LiveOpt = Live.auto,
     shm_attribution: ShmOpt = ShmAttribution.host,
+    min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
 ) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
@@ -262,6 +273,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 termination_grace_seconds,
                 live,
                 shm_attribution,
+                min_trend_samples,
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -286,13 +298,22 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     termination_grace_seconds: TermGrace = 20.0,
     live: LiveOpt = Live.auto,
     shm_attribution: ShmOpt = ShmAttribution.host,
+    min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
+    run_contract: Annotated[
+        bool,
+        typer.Option(
+            "--run-contract",
+            help="judge <log-dir>/run_summary.json against the trainer's contract, as `soak run` does",
+        ),
+    ] = False,
 ) -> None:
     """Watch any COMMAND that writes its progress under --log-dir (criteria needing a run_summary are
-    not_applicable)."""
+    not_applicable unless --run-contract)."""
     settings = MonitorSettings(
         command=tuple(command),
         mode="monitor",
         log_dir=log_dir,
+        run_contract=run_contract,
         **_monitor_fields(
             output,
             min_duration_seconds,
@@ -303,6 +324,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             termination_grace_seconds,
             live,
             shm_attribution,
+            min_trend_samples,
         ),
     )
     _execute(settings)

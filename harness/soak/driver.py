@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from foundation.vocab import MonitorFailure
 from harness.soak.live import LiveMode, LiveView, summarize
+from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
 from harness.soak.sampler import LivenessState, ProgressTail, Sampler
 from harness.soak.shm import (
@@ -72,6 +73,12 @@ class MonitorSettings:
     max_iterations: int | None = None
     run_settings: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] | None = None
+    run_contract: bool = False  # monitor mode: judge <log-dir>/run_summary.json as `soak run` does
+    min_trend_samples: int = DEFAULT_MIN_TREND_SAMPLES
+
+    @property
+    def judges_summary(self) -> bool:
+        return self.mode == "run" or self.run_contract
 
     @property
     def samples_path(self) -> Path:
@@ -154,6 +161,9 @@ def _timing_problem(s: MonitorSettings) -> str | None:
     for name, value in non_negative.items():
         if not value >= 0:
             return f"{name}: must be >= 0, got {value}"
+    samples = s.min_trend_samples
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        return f"--min-trend-samples: must be an integer >= 1, got {samples!r}"
     return None
 
 
@@ -399,14 +409,24 @@ def _append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
         fh.flush()
 
 
+def _strict_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def read_run_summary(log_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """``run_summary.json`` of the run, or None with the reason it is missing/unreadable."""
+    """``run_summary.json`` of the run, or None with the reason it is missing or unreadable: absent, a
+    directory, a symlink leading out of the log dir, not UTF-8, not strict JSON (truncated, NaN) or not
+    an object. Never raises for what the trainer left behind."""
     path = log_dir / "run_summary.json"
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None, f"{path} does not exist"
+    if path.is_symlink() and not path.resolve().is_relative_to(log_dir.resolve()):
+        return None, f"{path} is a symlink to {path.resolve()}, outside the log dir"
+    if path.is_dir():
+        return None, f"{path} is a directory, not a file"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_strict_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         return None, f"{path} is unreadable: {exc}"
     if not isinstance(data, dict):
         return None, f"{path} is not a JSON object"

@@ -10,6 +10,10 @@ monitor_status                      the monitor saw the command through (no star
                                     timeout, stale progress, cancellation or monitor
                                     error)
 trainer_returncode                  the command exited 0                                  trainer
+shutdown_contract                   the shutdown block keeps the shutdown contract        shutdown
+                                    (harness.soak.contract)
+run_summary_schema                  run_summary and its manifest validate, both schema    schema
+                                    versions the integer 1
 run_status                          run_summary.status == "completed"                     run_contract
 run_failure                         run_summary.failure_reason and the shutdown           run_contract
                                     exception are both null
@@ -18,15 +22,21 @@ replay_final_occupancy              replay final occupancy 0                    
 replay_no_drops                     replay dropped batches and early returns both 0       run_contract
 replay_release_sequence             release sequence == published sequence                run_contract
 replay_published_sequence           published sequence == total_env_steps / slot_rows     run_contract
+replay_invariants                   every replay ingress cross-invariant holds            run_contract
+inference_invariants                every inference ring cross-invariant holds            run_contract
 shutdown_classification             shutdown classification "normal_completion"           run_contract
 shutdown_cleanup_errors             shutdown cleanup errors == []                         run_contract
 post_shutdown_residual_processes    no tree process alive after the grace period          resource_leak
 orphaned_shm_segments               no /dev/shm segment of the run left behind            resource_leak
 leak_verdicts                       no resource class ``growing``                         resource_leak
 min_duration                        the run lasted at least the minimum duration          too_short
+trend_observation                   every observable resource class has a verdict on at   observation
+                                    least ``min_trend_samples`` post-start-up samples
+                                    (harness.soak.observation)
 ==================================  ====================================================  ===============
 
-In ``monitor`` mode the ``run_contract`` rows are ``not_applicable`` (they need a run_summary).
+In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_contract rows are
+``not_applicable`` (they need a run_summary).
 
 ``failure_classification`` is one of the closed vocabulary ``foundation.vocab.SOAK_FAILURE_CLASSIFICATIONS``; the first failed
 row decides it (rows are ordered by precedence):
@@ -36,9 +46,14 @@ row decides it (rows are ordered by precedence):
 - ``trainer_returncode`` fails -> the run_summary's shutdown classification when it names a failure
   (``learner_failure``, ``collector_failure``, ``backend_worker_failure``, ``timeout/stale_tick``,
   ``external_cancellation``, ``unknown_failure``), else ``trainer_failure``;
-- a ``run_contract`` row fails -> ``run_summary_missing`` (no readable run_summary in run mode) or
-  ``run_contract_violation``;
-- a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``.
+  When the shutdown contract row failed too (a non-zero exit claiming ``normal_completion``), the class
+  is ``shutdown_contract_violation``;
+- with no readable run_summary, any row that needs one -> ``run_summary_missing``;
+- ``shutdown_contract`` fails -> ``shutdown_contract_violation`` (it precedes the schema row, so a
+  shutdown block outside the vocabulary is named as such); ``run_summary_schema`` fails ->
+  ``schema_violation``; a ``run_contract`` row fails -> ``run_contract_violation``;
+- a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``;
+  ``trend_observation`` fails -> ``insufficient_observation``.
 
 ``failure_reason`` is one sentence naming the first failed row, then the names of any other failed rows.
 """
@@ -51,12 +66,21 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
+from harness.soak.contract import (
+    Violation,
+    inference_violations,
+    replay_violations,
+    schema_violations,
+    shutdown_violations,
+)
 
 Result = Literal["pass", "fail", "not_applicable"]
 
 CRITERIA: tuple[str, ...] = (
     "monitor_status",
     "trainer_returncode",
+    "shutdown_contract",
+    "run_summary_schema",
     "run_status",
     "run_failure",
     "inference_drained",
@@ -64,15 +88,19 @@ CRITERIA: tuple[str, ...] = (
     "replay_no_drops",
     "replay_release_sequence",
     "replay_published_sequence",
+    "replay_invariants",
+    "inference_invariants",
     "shutdown_classification",
     "shutdown_cleanup_errors",
     "post_shutdown_residual_processes",
     "orphaned_shm_segments",
     "leak_verdicts",
     "min_duration",
+    "trend_observation",
 )
-RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[2:11])
-RESOURCE_LEAK: frozenset[str] = frozenset(CRITERIA[11:14])
+NEEDS_SUMMARY: frozenset[str] = frozenset(CRITERIA[2:15])
+RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[4:15])
+RESOURCE_LEAK: frozenset[str] = frozenset(CRITERIA[15:18])
 
 _MISSING = object()
 
@@ -95,6 +123,12 @@ class MonitorObservation:
     duration_s: float
     min_duration_s: float
     run_summary_error: str | None = None  # why a run_summary could not be read, when it could not
+    run_contract: bool = False  # `soak monitor --run-contract`: judge the run_summary as `soak run` does
+    observation: Mapping[str, Any] | None = None  # harness.soak.observation.observe_classes(...)
+
+    @property
+    def judges_summary(self) -> bool:
+        return self.mode == "run" or self.run_contract
 
 
 @dataclass(frozen=True)
@@ -149,6 +183,35 @@ def verdict_map(leak: Mapping[str, Any]) -> dict[str, str]:
 
 def _row(name: str, expected: str, value: Any, ok: bool) -> Criterion:
     return Criterion(name, expected, value, "pass" if ok else "fail")
+
+
+def _contract_row(name: str, expected: str, violations: list[Violation]) -> Criterion:
+    return _row(name, expected, [v.as_dict() for v in violations], not violations)
+
+
+def _contract_rows(summary: Mapping[str, Any], returncode: int | None) -> dict[str, Criterion]:
+    """The rows of harness.soak.contract, by name."""
+    return {
+        "run_summary_schema": _contract_row(
+            "run_summary_schema",
+            "valid run-summary-1 and runtime-manifest-1, schema versions the integer 1",
+            schema_violations(summary),
+        ),
+        "shutdown_contract": _contract_row(
+            "shutdown_contract",
+            "classification in the vocabulary, owner and phase set, exception null or {type, message}, "
+            "cleanup.errors a list, no normal_completion on a non-zero exit",
+            shutdown_violations(summary, returncode),
+        ),
+        "replay_invariants": _contract_row(
+            "replay_invariants", "every replay ingress cross-invariant holds", replay_violations(summary)
+        ),
+        "inference_invariants": _contract_row(
+            "inference_invariants",
+            "every inference ring cross-invariant holds",
+            inference_violations(summary),
+        ),
+    }
 
 
 def _summary_rows(summary: Mapping[str, Any] | None) -> list[Criterion]:
@@ -222,17 +285,29 @@ def _summary_rows(summary: Mapping[str, Any] | None) -> list[Criterion]:
     ]
 
 
-def _classify(obs: MonitorObservation, first: Criterion) -> str:
+_ROW_CLASS = {
+    "run_summary_schema": "schema_violation",
+    "shutdown_contract": "shutdown_contract_violation",
+    "min_duration": "too_short",
+    "trend_observation": "insufficient_observation",
+}
+
+
+def _classify(obs: MonitorObservation, first: Criterion, failed: Sequence[Criterion]) -> str:
     if first.name == "monitor_status":
         return str(obs.monitor_failure)  # evaluate() checked it is in MONITOR_FAILURES
     if first.name == "trainer_returncode":
+        if any(c.name == "shutdown_contract" for c in failed) and obs.run_summary is not None:
+            return "shutdown_contract_violation"  # e.g. exit 1 while the summary claims normal_completion
         shutdown = lookup(obs.run_summary, "runtime_manifest.shutdown.classification")
         return str(shutdown) if shutdown in SHUTDOWN_FAILURES else "trainer_failure"
+    if first.name in NEEDS_SUMMARY and obs.run_summary is None:
+        return "run_summary_missing"
     if first.name in RUN_CONTRACT:
-        return "run_summary_missing" if obs.run_summary is None else "run_contract_violation"
+        return "run_contract_violation"
     if first.name in RESOURCE_LEAK:
         return "resource_leak"
-    return "too_short"
+    return _ROW_CLASS[first.name]
 
 
 def _render(value: Any, limit: int = 200) -> str:
@@ -246,8 +321,25 @@ def _render(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_CONTRACT_ROWS = frozenset(
+    ("run_summary_schema", "shutdown_contract", "replay_invariants", "inference_invariants")
+)
+
+
+def _violations_text(violations: Sequence[Mapping[str, Any]]) -> str:
+    first = violations[0]
+    shown = json.dumps(first["value"], default=str)
+    text = f"{first['field']} = {shown if len(shown) <= 80 else shown[:77] + '...'}: {first['rule']}"
+    return text + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
+
+
 def _what_failed(first: Criterion) -> str:
     value = first.value
+    if first.name in _CONTRACT_ROWS and isinstance(value, list) and value:
+        return _violations_text(value)
+    if first.name == "trend_observation" and isinstance(value, Mapping):
+        short = [f"{k}: {v}" for k, v in value.items() if str(v).startswith("insufficient_data")]
+        return f"too few post-start-up samples for a verdict on {', '.join(short)}; {first.expected}"
     if first.name == "leak_verdicts" and isinstance(value, Mapping):
         return f"resource classes still growing after start-up: {', '.join(value['growing'])}"
     if first.name == "post_shutdown_residual_processes" and isinstance(value, list):
@@ -267,6 +359,73 @@ def _reason(first: Criterion, failed: Sequence[Criterion]) -> str:
     return sentence + "."
 
 
+def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
+    """Every row that needs a run_summary, in CRITERIA order; each fails when none could be read."""
+    by_name = {c.name: c for c in _summary_rows(obs.run_summary)}
+    by_name.update(_contract_rows(obs.run_summary or {}, obs.trainer_returncode))
+    rows = [by_name[name] for name in CRITERIA if name in NEEDS_SUMMARY]
+    if not obs.judges_summary:
+        return [Criterion(c.name, c.expected, None, "not_applicable") for c in rows]
+    if obs.run_summary is None:
+        why = obs.run_summary_error or "no run_summary.json was found in the log dir"
+        return [Criterion(c.name, c.expected, f"run_summary unavailable: {why}", "fail") for c in rows]
+    return rows
+
+
+def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
+    classes = observation.get("classes") if isinstance(observation, Mapping) else None
+    if not isinstance(classes, Mapping):
+        return _row("trend_observation", "an observation record", "no observation record", False)
+    threshold = observation.get("min_trend_samples") if observation else None
+    value = {
+        name: f"{entry.get('status')} ({entry.get('samples')} samples)"
+        if entry.get("status") != "not_observable"
+        else f"not_observable ({entry.get('reason')})"
+        for name, entry in classes.items()
+        if isinstance(entry, Mapping)
+    }
+    short = [
+        n for n, e in classes.items() if not isinstance(e, Mapping) or e.get("status") == "insufficient_data"
+    ]
+    return _row(
+        "trend_observation",
+        f"every observable resource class has a verdict on >= {threshold} post-start-up samples",
+        value,
+        not short and bool(classes),
+    )
+
+
+def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list[Criterion]:
+    growing = sorted(c for c, v in verdicts.items() if v == "growing")
+    return [
+        _row(
+            "post_shutdown_residual_processes",
+            "[]",
+            [dict(p) for p in obs.residual_processes],
+            not obs.residual_processes,
+        ),
+        _row(
+            "orphaned_shm_segments",
+            "[]",
+            [dict(s) for s in obs.orphaned_shm_segments],
+            not obs.orphaned_shm_segments,
+        ),
+        _row(
+            "leak_verdicts",
+            "no resource class growing",
+            {"growing": growing, "verdicts": dict(verdicts)},
+            not growing,
+        ),
+        _row(
+            "min_duration",
+            f">= {obs.min_duration_s:g} s",
+            round(float(obs.duration_s), 3),
+            obs.duration_s >= obs.min_duration_s,
+        ),
+        _observation_row(obs.observation),
+    ]
+
+
 def evaluate(obs: MonitorObservation) -> Evaluation:
     """Apply the pass table to one observation (pure; raises ValueError on an out-of-vocabulary input)."""
     if obs.mode not in ("run", "monitor"):
@@ -284,45 +443,14 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
             obs.monitor_failure is None,
         ),
         _row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
-    ]
-    if obs.mode == "run":
-        summary_rows = _summary_rows(obs.run_summary)
-        if obs.run_summary is None:
-            why = obs.run_summary_error or "no run_summary.json was found in the log dir"
-            summary_rows = [
-                Criterion(c.name, c.expected, f"run_summary unavailable: {why}", "fail") for c in summary_rows
-            ]
-        rows += summary_rows
-    else:
-        rows += [Criterion(c.name, c.expected, None, "not_applicable") for c in _summary_rows(None)]
-    growing = sorted(c for c, v in verdicts.items() if v == "growing")
-    rows += [
-        _row(
-            "post_shutdown_residual_processes",
-            "[]",
-            [dict(p) for p in obs.residual_processes],
-            not obs.residual_processes,
-        ),
-        _row(
-            "orphaned_shm_segments",
-            "[]",
-            [dict(s) for s in obs.orphaned_shm_segments],
-            not obs.orphaned_shm_segments,
-        ),
-        _row(
-            "leak_verdicts",
-            "no resource class growing",
-            {"growing": growing, "verdicts": verdicts},
-            not growing,
-        ),
-        _row(
-            "min_duration",
-            f">= {obs.min_duration_s:g} s",
-            round(float(obs.duration_s), 3),
-            obs.duration_s >= obs.min_duration_s,
-        ),
+        *_judged_summary_rows(obs),
+        *_resource_rows(obs, verdicts),
     ]
     failed = [c for c in rows if c.result == "fail"]
     if not failed:
         return Evaluation("passed", None, None, rows)
-    return Evaluation("failed", _reason(failed[0], failed), _classify(obs, failed[0]), rows)
+    classification = _classify(obs, failed[0], failed)
+    lead = failed[0]
+    if classification == "shutdown_contract_violation":  # the reason names the contract rule broken
+        lead = next(c for c in failed if c.name == "shutdown_contract")
+    return Evaluation("failed", _reason(lead, failed), classification, rows)

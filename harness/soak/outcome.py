@@ -7,10 +7,12 @@ the outputs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from harness.soak.driver import (
@@ -64,16 +66,25 @@ def _short_json(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def samples_digest(path: Path) -> str:
+    """sha256 of the samples file; a run that took no sample gets an empty file, so the artifact's
+    reference always resolves."""
+    if not path.exists():
+        path.write_bytes(b"")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
     from harness.soak.artifact import MonitorRecord, build_artifact, write_artifact
     from harness.soak.evaluation import MonitorObservation, evaluate
+    from harness.soak.observation import observe_classes
     from harness.soak.report import render_report
     from harness.soak.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
-    if settings.mode == "run":
+    if settings.judges_summary:
         run_summary, summary_error = read_run_summary(settings.log_dir)
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
     observation = MonitorObservation(
@@ -87,6 +98,8 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         duration_s=result.duration_s,
         min_duration_s=settings.min_duration_s,
         run_summary_error=summary_error,
+        run_contract=settings.run_contract,
+        observation=observe_classes(result.samples, verdicts, settings.min_trend_samples),
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(
@@ -109,6 +122,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),
+        samples_sha256=samples_digest(settings.samples_path),
     )
     artifact = build_artifact(
         obs=observation, evaluation=evaluation, record=record, context=collect_context()

@@ -22,6 +22,7 @@ from harness.soak.artifact import (
     write_artifact,
 )
 from harness.soak.evaluation import MonitorObservation, evaluate
+from harness.soak.observation import observe_classes
 from harness.soak.trends import leak_verdicts
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -57,6 +58,7 @@ def build(**obs_changes: Any) -> dict[str, Any]:
         "leak_verdicts": leak_verdicts(samples, 40.0),
         "duration_s": 1200.0,
         "min_duration_s": 600.0,
+        "observation": observe_classes(samples, leak_verdicts(samples, 40.0), 30),
     }
     fields.update(obs_changes)
     obs = MonitorObservation(**fields)
@@ -137,7 +139,7 @@ def test_malformed_run_summary_still_gives_a_writable_failed_artifact(tmp_path: 
     summary["runtime_manifest"]["replay_ingress"]["final_occupancy"] = "lots"
     summary["runtime_manifest"]["shutdown"]["exception"] = 42
     artifact = build(run_summary=summary)
-    assert artifact["status"] == "failed" and artifact["failure_classification"] == "run_contract_violation"
+    assert artifact["status"] == "failed" and artifact["failure_classification"] == "shutdown_contract_violation"
     write_artifact(tmp_path / "a.json", artifact)
     row = next(c for c in artifact["criteria"] if c["name"] == "replay_final_occupancy")
     assert row["value"] == "lots" and artifact["replay"]["final_occupancy"] is None

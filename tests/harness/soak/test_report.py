@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.soak.artifact import ArtifactError
+from harness.soak.evaluation import CRITERIA
 from harness.soak.report import read_samples, render_report, report_command
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -58,7 +59,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     dom = _chromium(tmp_path, "--dump-dom", url).stdout
     assert 'id="verdicts"' in dom
     rows = re.findall(r'<tr class="(pass|fail|not_applicable)" data-criterion="([a-z_]+)"', dom)
-    assert len(rows) == 15
+    assert len(rows) == len(CRITERIA)
     assert ("fail", "leak_verdicts") in rows
     assert re.search(r'id="status">FAILED<', dom)
     assert "resource classes still growing after start-up: eventfd, fd_total" in dom

@@ -1,8 +1,10 @@
 """``matrix ingest``: validate one piece of evidence and file it under ``matrix/evidence/``.
 
-Accepted: a soak artifact (JSON), a probe artifact (JSON), or a pytest JUnit XML (converted to a JUnit
-summary). Invalid, failing, dirty or platform-contradicting input is rejected with a MatrixInputError
-(exit 2) before anything is written.
+Accepted: a soak artifact (JSON, with the samples file it names beside it), a probe artifact (JSON), or a
+pytest JUnit XML (converted to a JUnit summary). Invalid, failing, dirty or platform-contradicting input,
+and a soak artifact whose verdicts its own evidence does not bear out (matrix.rederive), is rejected
+with a MatrixInputError (exit 2) before anything is written. The filed soak artifact keeps the samples'
+sha256, not the samples.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from matrix.fileio import write_all_atomic
 from matrix.gitfacts import head_commit, runtime_fingerprint
 from matrix.junit import summarize_junit
 from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError
+from matrix.rederive import check_soak_evidence
 from matrix.schema_check import validate_or_raise
 
 
@@ -134,6 +137,8 @@ def ingest(
     kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
     schema_name = JUNIT_SCHEMA if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc[VERSION_FIELD[kind]]]
     validate_or_raise(doc, schema_name, display)
+    if kind == "soak":  # trust no self-declared verdict: re-derive it from the artifact's own evidence
+        check_soak_evidence(source, display, doc)
     sha = hashlib.sha256(filed).hexdigest()
     draft = {
         "id": "pending",

@@ -67,6 +67,8 @@ def summarize_junit(
 ) -> dict[str, Any]:
     """Parse JUnit XML bytes into the summary document (pure; raises MatrixInputError naming display)."""
     suites = _suites(data, display)
+    for position, suite in enumerate(suites):
+        _check_declared_counts(suite, position, display)
     facts = _suite_facts(suites)
     commit = facts.get("commit") or ""
     if not commit:
@@ -109,6 +111,27 @@ def _suites(data: bytes, display: str) -> list[ET.Element]:
     if not suites:
         raise MatrixInputError(display, "$", f"root element <{root.tag}> is not <testsuites>/<testsuite>")
     return suites
+
+
+#: testsuite attribute -> the testcase child element it counts (None: every testcase)
+_DECLARED = {"tests": None, "failures": "failure", "errors": "error", "skipped": "skipped"}
+
+
+def _check_declared_counts(suite: ET.Element, position: int, display: str) -> None:
+    """A suite's declared ``tests/failures/errors/skipped`` must be what its testcases show; counts are
+    always recomputed from the testcases, so a hand-edited total never reaches the summary."""
+    cases = list(suite.iter("testcase"))
+    for attribute, child in _DECLARED.items():
+        declared = suite.get(attribute)
+        if declared is None:
+            continue
+        found = len(cases) if child is None else sum(1 for c in cases if c.find(child) is not None)
+        if declared.strip() != str(found):
+            raise MatrixInputError(
+                display,
+                f"testsuite[{position}] @{attribute}",
+                f"declares {attribute}={declared} but its testcases give {found}",
+            )
 
 
 def _suite_facts(suites: list[ET.Element]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from foundation import schema
 from foundation.atomic import write_atomic
-from foundation.vocab import SHUTDOWN_CLASSIFICATIONS
+from foundation.vocab import RUN_STATUSES, SHUTDOWN_CLASSIFICATIONS
 from harness.soak.evaluation import Evaluation, MonitorObservation, lookup_or_none
 
 ARTIFACT_SCHEMA_VERSION = "0.3.0"
@@ -195,13 +195,10 @@ def build_artifact(
         "mode": obs.mode,
         "status": evaluation.status,
         "trainer_returncode": obs.trainer_returncode,
-        "run_status": _enum_or_none(lookup_or_none(summary, "status"), ("completed", "failed", "cancelled")),
         "failure_reason": evaluation.failure_reason,
         "failure_classification": evaluation.failure_classification,
         "monitor_failure": obs.monitor_failure,
-        "inference": _inference_section(summary),
-        "replay": _replay_section(summary),
-        "shutdown": _shutdown_section(summary),
+        **summary_sections(summary),
         "post_shutdown_residual_processes": [dict(p) for p in obs.residual_processes],
         "orphaned_shm_segments": [dict(s) for s in obs.orphaned_shm_segments],
         "resource_summary": {
@@ -231,6 +228,17 @@ def build_artifact(
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     return artifact
+
+
+def summary_sections(summary: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The artifact fields read from the run_summary: ``run_status``, ``inference``, ``replay`` and
+    ``shutdown`` (each field null where the summary lacks it or holds a malformed value)."""
+    return {
+        "run_status": _enum_or_none(lookup_or_none(summary, "status"), RUN_STATUSES),
+        "inference": _inference_section(summary),
+        "replay": _replay_section(summary),
+        "shutdown": _shutdown_section(summary),
+    }
 
 
 def _manifest_section(summary: Mapping[str, Any] | None, name: str) -> Mapping[str, Any]:

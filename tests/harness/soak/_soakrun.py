@@ -47,8 +47,11 @@ def monitor_args(
     grace: float = 0.5,
     min_duration: float = 0.5,
     attribution: str = "evidence",
+    trend_samples: int = 8,
+    run_contract: bool = False,
 ) -> tuple[list[str], Path]:
-    """argv of `soak monitor` over ``faults/<program>`` (log dir and artifact under ``tmp``)."""
+    """argv of `soak monitor` over ``faults/<program>`` (log dir and artifact under ``tmp``). The fault
+    programs run seconds, not minutes: ``trend_samples`` (``--min-trend-samples``) is sized for them."""
     log_dir, output = tmp / "run", tmp / "soak.json"
     argv = [
         sys.executable, "-m", "harness.soak.cli", "monitor",
@@ -56,7 +59,8 @@ def monitor_args(
         "--sample-interval-seconds", str(interval), "--startup-timeout-seconds", str(startup),
         "--stale-progress-seconds", str(stale), "--post-shutdown-grace-seconds", str(grace),
         "--termination-grace-seconds", "3", "--min-duration-seconds", str(min_duration),
-        "--shm-attribution", attribution, "--live", "plain",
+        "--shm-attribution", attribution, "--live", "plain", "--min-trend-samples", str(trend_samples),
+        *(["--run-contract"] if run_contract else []),
         "--", sys.executable, str(FAULTS / program), str(log_dir), *program_args,
     ]  # fmt: skip
     return argv, output

@@ -176,7 +176,7 @@ from pathlib import Path
 from harness.soak.driver import MonitorSettings
 from harness.soak.outcome import run_monitor
 rc = run_monitor(MonitorSettings(
-    command=(sys.executable, {str(FAULTS / "healthy_sawtooth.py")!r}, {str(log_dir)!r}, "2"), mode="monitor",
+    command=(sys.executable, {str(FAULTS / "healthy_sawtooth.py")!r}, {str(log_dir)!r}, "5"), mode="monitor", min_trend_samples=8,
     log_dir=Path({str(log_dir)!r}), output=Path({str(output)!r}), min_duration_s=0, sample_interval_s=0.2,
     startup_timeout_s=5, stale_progress_s=2, post_shutdown_grace_s=0.2, live="off"))
 assert "torch" not in sys.modules, "run"

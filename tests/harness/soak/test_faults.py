@@ -29,7 +29,7 @@ def _verdicts(outcome: SoakOutcome) -> dict[str, str]:
 
 @pytest.mark.parametrize("program", ["healthy_sawtooth.py", "healthy_plateau.py"])
 def test_healthy_programs_pass(tmp_path: Path, program: str) -> None:
-    outcome = soak_monitor(tmp_path, program, "4")
+    outcome = soak_monitor(tmp_path, program, "6")
     art = outcome.artifact
     assert outcome.returncode == 0, (art["failure_reason"], outcome.stderr[-2000:])
     assert art["status"] == "passed" and art["failure_classification"] is None

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
+from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors
 
 INDEX_REL = "matrix/evidence/index.json"
@@ -220,6 +221,12 @@ def _soak_outcome(doc: Mapping[str, Any], facts: dict[str, Any]) -> tuple[bool, 
     problems = []
     if doc.get("mode") != "run" or not isinstance(facts["task"], str):
         problems.append("a `soak monitor` artifact does not record its cell; only `soak run` artifacts count")
+    missing = missing_fields(doc)
+    if missing:  # filed before ingest re-derived soak verdicts: nothing vouches for its status
+        problems.append(
+            f"predates re-derivable soak evidence (no {', '.join(missing)}), so its verdict cannot be "
+            "re-derived and it does not count; re-run the soak and ingest the new artifact"
+        )
     backend = facts["backend"]
     devices = [(backend, soak_mjwarp_device(facts["overrides"]))] if isinstance(backend, str) else []
     return status == "passed", detail, problems, devices

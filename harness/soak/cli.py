@@ -359,7 +359,7 @@ def demo(
         raise _fail(f"--reports-dir: {folder} already exists; retry in a second") from None
     settings = run_settings(
         TrainRoute("sac", "g1_walk_flat", "mujoco", num_envs=16, iterations=iterations, log_dir=folder / "run"),
-        output=folder / "soak.json", min_duration_s=min_duration_seconds, sample_interval_s=2.0,
+        output=folder / "soak.json", min_duration_s=min_duration_seconds, sample_interval_s=1.0,
         startup_timeout_s=300.0, stale_progress_s=120.0, post_shutdown_grace_s=5.0, live=live.value,
     )  # fmt: skip
     try:

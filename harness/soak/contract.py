@@ -175,12 +175,13 @@ def _replay_shape(ingress: Mapping[str, Any]) -> list[Violation]:
     out: list[Violation] = []
     for name in ("depth", "slot_rows"):
         value = ingress.get(name)
-        if _is_int(value) and value <= 0:
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             out.append(Violation("run_contract_violation", f"{INGRESS}.{name}", value, "must be > 0"))
     for name in ("backpressure_waits", "backpressure_wait_s", "learner_wait_s"):
         value = ingress.get(name)
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if number and not (math.isfinite(value) and value >= 0):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue  # the schema reports a missing or non-numeric field
+        if not (math.isfinite(value) and value >= 0):
             out.append(
                 Violation("run_contract_violation", f"{INGRESS}.{name}", value, "must be finite and >= 0")
             )

@@ -172,8 +172,8 @@ if [[ "$DRY" == "cpu" ]]; then
     --output "$OUT/probe-8192.json"
   step train 180 0 -- "${PY[@]}" -m runtime.cli --algo flashsac --task g1_motion_tracking --sim mujoco \
     algo.num_envs=16 algo.max_iterations=30 training.no_play=true log_dir="$OUT/train-run"
-  step soak 240 0 -- "${PY[@]}" -m harness.soak.cli run --sim mujoco --num-envs 16 --iterations 60 --min-duration-seconds 1 \
-    --sample-interval-seconds 1 --startup-timeout-seconds 120 --stale-progress-seconds 60 \
+  step soak 240 0 -- "${PY[@]}" -m harness.soak.cli run --sim mujoco --num-envs 16 --iterations 200 --min-duration-seconds 1 \
+    --sample-interval-seconds 0.5 --min-trend-samples 8 --startup-timeout-seconds 120 --stale-progress-seconds 60 \
     --post-shutdown-grace-seconds 2 --live plain --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
 else
   echo "acceptance: GPU run into $OUT via $RUNNER (budget ${BUDGET_S}s)"
@@ -219,7 +219,7 @@ EOF
     algo.num_envs=1024 algo.max_iterations="$TRAIN_ITERS" algo.save_interval=100 training.no_play=true \
     log_dir="$OUT/train-run"
   step soak 130 0 -- "${PY[@]}" -m harness.soak.cli run --sim mjwarp --num-envs 1024 --iterations "$SOAK_ITERS" \
-    --min-duration-seconds 10 --sample-interval-seconds 2 --startup-timeout-seconds 90 \
+    --min-duration-seconds 10 --sample-interval-seconds 0.5 --min-trend-samples 8 --startup-timeout-seconds 90 \
     --stale-progress-seconds 45 --post-shutdown-grace-seconds 5 --live plain \
     --extra-override algo.save_interval=200 --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
 fi

@@ -28,6 +28,8 @@ done
 # (64 envs: SAC 30 iterations/s, FlashSAC with CPU-sized batches 4.2 iterations/s). There each soak takes
 # about 22 min, ~1.5 h for all four; on a host twice as fast about 45 min. FlashSAC uses CPU-sized
 # batches so its learner really updates within the budget; the overrides are recorded in the artifact.
+# At 5 s sampling the 30 trend-window samples each verdict needs take 240 s after start-up (docs/soak.md,
+# "No pass without observation"); a 600 s soak leaves ~75.
 FLASHSAC_CPU=(--extra-override algo.batch_size=256 --extra-override algo.learning_starts=512)
 for algo in sac flashsac; do
   for task in g1_walk_flat g1_motion_tracking; do

@@ -139,7 +139,9 @@ def test_malformed_run_summary_still_gives_a_writable_failed_artifact(tmp_path: 
     summary["runtime_manifest"]["replay_ingress"]["final_occupancy"] = "lots"
     summary["runtime_manifest"]["shutdown"]["exception"] = 42
     artifact = build(run_summary=summary)
-    assert artifact["status"] == "failed" and artifact["failure_classification"] == "shutdown_contract_violation"
+    assert (
+        artifact["status"] == "failed" and artifact["failure_classification"] == "shutdown_contract_violation"
+    )
     write_artifact(tmp_path / "a.json", artifact)
     row = next(c for c in artifact["criteria"] if c["name"] == "replay_final_occupancy")
     assert row["value"] == "lots" and artifact["replay"]["final_occupancy"] is None

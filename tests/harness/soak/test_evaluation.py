@@ -86,7 +86,7 @@ RI = "runtime_manifest.replay_ingress"
 
 
 def _mutated_all(changes: dict[str, Any]) -> dict[str, Any]:
-    summary = _json("run_summary_completed.json")
+    summary: dict[str, Any] = _json("run_summary_completed.json")
     for path, value in changes.items():
         summary = _mutated_from(summary, path, value)
     return summary

@@ -254,5 +254,7 @@ def check_soak_evidence(source: Path, display: str, artifact: Mapping[str, Any])
     except (ValueError, KeyError, TypeError) as exc:  # a malformed sample or field the schema let through
         raise MatrixInputError(display, "samples_path", f"cannot re-derive the verdicts: {exc}") from None
     if found:
-        listed = "; ".join(found[:8]) + (f"; ... and {len(found) - 8} more" if len(found) > 8 else "")
-        raise MatrixInputError(display, found[0].split(":", 1)[0], f"re-derived verdicts disagree: {listed}")
+        head, _, first = found[0].partition(": ")
+        others = "; ".join(found[1:8]) + (f"; ... and {len(found) - 8} more" if len(found) > 8 else "")
+        also = f" (also: {others})" if others else ""
+        raise MatrixInputError(display, head, f"{first}; the artifact's own evidence disagrees{also}")

@@ -45,9 +45,8 @@ row decides it (rows are ordered by precedence):
   ``external_cancellation`` or ``monitor_error``;
 - ``trainer_returncode`` fails -> the run_summary's shutdown classification when it names a failure
   (``learner_failure``, ``collector_failure``, ``backend_worker_failure``, ``timeout/stale_tick``,
-  ``external_cancellation``, ``unknown_failure``), else ``trainer_failure``;
-  When the shutdown contract row failed too (a non-zero exit claiming ``normal_completion``), the class
-  is ``shutdown_contract_violation``;
+  ``external_cancellation``, ``unknown_failure``), else ``trainer_failure``; when the shutdown contract
+  row failed too (a non-zero exit claiming ``normal_completion``), ``shutdown_contract_violation``;
 - with no readable run_summary, any row that needs one -> ``run_summary_missing``;
 - ``shutdown_contract`` fails -> ``shutdown_contract_violation`` (it precedes the schema row, so a
   shutdown block outside the vocabulary is named as such); ``run_summary_schema`` fails ->
@@ -55,7 +54,8 @@ row decides it (rows are ordered by precedence):
 - a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``;
   ``trend_observation`` fails -> ``insufficient_observation``.
 
-``failure_reason`` is one sentence naming the first failed row, then the names of any other failed rows.
+``failure_reason`` is one sentence naming the row that decided the class (the first failed row, or the
+shutdown contract row for a ``shutdown_contract_violation``), then the names of any other failed rows.
 """
 
 from __future__ import annotations

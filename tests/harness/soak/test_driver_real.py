@@ -25,7 +25,8 @@ def _soak_run_argv(tmp: Path, iterations: int, min_duration: float) -> tuple[lis
         sys.executable, "-m", "harness.soak.cli", "run",
         "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
         "--num-envs", "16", "--iterations", str(iterations),
-        "--min-duration-seconds", str(min_duration), "--sample-interval-seconds", "1",
+        "--min-duration-seconds", str(min_duration), "--sample-interval-seconds", "0.25",
+        "--min-trend-samples", "8",
         "--startup-timeout-seconds", "240", "--stale-progress-seconds", "120",
         "--post-shutdown-grace-seconds", "2", "--termination-grace-seconds", "20",
         "--shm-attribution", "evidence", "--live", "plain",
@@ -38,8 +39,10 @@ def _soak_run_argv(tmp: Path, iterations: int, min_duration: float) -> tuple[lis
 @pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="soak")
 def test_clean_cpu_soak_passes(tmp_path: Path) -> None:
     # min duration 1 s: spawning the trainer alone takes longer on any host, so the row is exercised but
-    # never races the host's speed (5 s once failed: a quiet host ran the 120 iterations in 4.8 s)
-    argv, output = _soak_run_argv(tmp_path, iterations=120, min_duration=1)
+    # never races the host's speed (5 s once failed: a quiet host ran the 120 iterations in 4.8 s). 600
+    # iterations at 0.25 s sampling leave a quiet host (~75 iterations/s) ~30 post-start-up samples, the
+    # 8-sample trend window a verdict needs (the 30-sample default is for real soaks, docs/soak.md)
+    argv, output = _soak_run_argv(tmp_path, iterations=600, min_duration=1)
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     outcome = SoakOutcome(done.returncode, done.stdout, done.stderr, output)
     art = outcome.artifact

@@ -137,6 +137,7 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
     failed, errors = totals.get("failed"), totals.get("errors")
     passed = failed == 0 and errors == 0
     if not problems:
+        problems += junit_count_problems(doc)
         problems += _declared_mismatch(entry, doc.get("platform"), doc.get("lane"))
         problems += platform_problems(
             entry["platform"], entry.get("lane"), doc.get("system"), _as_bool(doc.get("gpu_available")), []
@@ -156,6 +157,26 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         tests=tests,
         time=doc.get("timestamp") if isinstance(doc, Mapping) else None,
     )
+
+
+_OUTCOMES = ("passed", "failed", "errors", "skipped")
+
+
+def junit_count_problems(doc: Mapping[str, Any]) -> list[str]:
+    """A schema-valid JUnit summary's counts recomputed: the totals add up to ``totals.tests`` and each
+    cell's outcome counts add up to the tests it lists (a hand-edited count shows here)."""
+    out = []
+    totals = doc["totals"]
+    counted = sum(totals[k] for k in _OUTCOMES)
+    if counted != totals["tests"]:
+        out.append(f"totals.tests is {totals['tests']} but its outcomes add up to {counted}")
+    for position, cell in enumerate(doc["cells"]):
+        counted = sum(cell[k] for k in _OUTCOMES)
+        if counted != len(cell["tests"]):
+            out.append(
+                f"cells[{position}]: outcome counts add up to {counted} but it lists {len(cell['tests'])} tests"
+            )
+    return out
 
 
 def _declared_mismatch(entry: Mapping[str, Any], platform: Any, lane: Any) -> list[str]:

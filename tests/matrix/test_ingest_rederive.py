@@ -149,3 +149,18 @@ def _with_suite_attribute(xml: str, attribute: str, value: str) -> str:
         return tag[:-1] + f' {attribute}="{value}">'
 
     return re.sub(r"<testsuite(?=[ >])[^>]*>", add, xml, count=1)
+
+
+def test_a_filed_junit_summary_has_its_counts_recomputed() -> None:
+    from matrix.evidence import junit_count_problems
+    from matrix.junit import summarize_junit
+
+    xml = junit_xml("a" * 40, [("t1", SAC_WALK, "passed"), ("t2", SAC_WALK, "failed")])
+    summary = summarize_junit(xml.encode(), "j.xml")
+    assert junit_count_problems(summary) == []
+    summary["totals"].update(passed=2, failed=1)
+    summary["cells"][0].update(passed=2, failed=0, skipped=1)
+    assert junit_count_problems(summary) == [
+        "totals.tests is 2 but its outcomes add up to 3",
+        "cells[0]: outcome counts add up to 3 but it lists 2 tests",
+    ]

@@ -334,7 +334,8 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
 #: iteration count, not a time, so the duration depends on the host: with the learner pinned to the cores
 #: the physics leaves free, the 2-core dev VM ran 53-75 iterations/s when quiet (8000 in 107 s) and
 #: several times fewer when shared. 12000 iterations take about 2.5-3 minutes there; the 30 s floor
-#: leaves a host 5x faster still passing.
+#: leaves a host 5x faster still passing. Sampling every 1 s, the 30 trend samples each verdict needs
+#: take 48 s after start-up.
 DEMO_ITERATIONS = 12000
 DEMO_MIN_DURATION_S = 30.0
 

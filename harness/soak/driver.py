@@ -421,7 +421,7 @@ def read_run_summary(log_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not path.exists() and not path.is_symlink():
         return None, f"{path} does not exist"
     if path.is_symlink() and not path.resolve().is_relative_to(log_dir.resolve()):
-        return None, f"{path} is a symlink to {path.resolve()}, outside the log dir"
+        return None, f"{path} is a symlink outside the log dir (to {path.resolve()})"
     if path.is_dir():
         return None, f"{path} is a directory, not a file"
     try:

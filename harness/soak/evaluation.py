@@ -321,6 +321,7 @@ def _render(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_UNAVAILABLE = "run_summary unavailable: "
 _CONTRACT_ROWS = frozenset(
     ("run_summary_schema", "shutdown_contract", "replay_invariants", "inference_invariants")
 )
@@ -337,6 +338,9 @@ def _what_failed(first: Criterion) -> str:
     value = first.value
     if first.name in _CONTRACT_ROWS and isinstance(value, list) and value:
         return _violations_text(value)
+    if isinstance(value, str) and value.startswith(_UNAVAILABLE):
+        return value  # the reason the summary could not be read, whole
+
     if first.name == "trend_observation" and isinstance(value, Mapping):
         short = [f"{k}: {v}" for k, v in value.items() if str(v).startswith("insufficient_data")]
         return f"too few post-start-up samples for a verdict on {', '.join(short)}; {first.expected}"
@@ -368,7 +372,7 @@ def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
         return [Criterion(c.name, c.expected, None, "not_applicable") for c in rows]
     if obs.run_summary is None:
         why = obs.run_summary_error or "no run_summary.json was found in the log dir"
-        return [Criterion(c.name, c.expected, f"run_summary unavailable: {why}", "fail") for c in rows]
+        return [Criterion(c.name, c.expected, f"{_UNAVAILABLE}{why}", "fail") for c in rows]
     return rows
 
 

@@ -1,7 +1,8 @@
 """``probe``: phase-local backend probe. Each backend is measured in its own process; one JSON artifact.
 
-    probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 [--acceptance]
+    probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 [--processes 3] [--acceptance]
           [--mjwarp-device cpu] [--task g1_motion_tracking] --output /abs/probe.json
+    probe compare BASE.json NEW.json [--threshold 0.05] [--fail-on-regression] [--json OUT]
 
 Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed, the artifact could not
 be written (schema violation, I/O error), or acceptance evidence failed (an acceptance artifact is still
@@ -24,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from foundation.atomic import write_atomic
 from foundation.nvml import NvmlReader
-from foundation.schema import sorted_errors
 from harness.context import REPO_ROOT, collect_context
+from harness.probe_artifact import EXCLUSIONS, SCHEMA_VERSION, write_artifact
+from harness.probe_host import contention_block, sample_host
+from harness.probe_samples import backend_entry
 from harness.probe_spec import WorkerSpec
 from harness.probe_stats import (
     PROFILER_ENV_EXACT,
@@ -37,12 +38,11 @@ from harness.probe_stats import (
     idle_verdict,
     profiler_env_violations,
 )
+from harness.probe_tables import print_summary
 
 if TYPE_CHECKING:
     from runtime.config import ComposedConfig
 
-SCHEMA_VERSION = "0.3.0"
-SCHEMA_NAME = f"probe-{SCHEMA_VERSION}.schema.json"
 ALGO = "flashsac"
 # The trainer's collector steps the env with torch single-threaded (runtime/manager/trainer.py,
 # TrainerHooks.collector_torch_threads): intra-op workers fight the physics threads for the cores
@@ -51,16 +51,9 @@ ALGO = "flashsac"
 COLLECTOR_TORCH_THREADS = 1
 # Interleaved (physics-limit block, env block) rounds of the throughput loop; min(rounds, iters) run.
 DEFAULT_ROUNDS = 5
-EXCLUSIONS: tuple[dict[str, str], ...] = (
-    {
-        "name": "policy_inference",
-        "reason": "actions are seeded uniform noise sampled before the clock starts",
-    },
-    {"name": "inference_ipc", "reason": "no collector/learner processes: no weight publication or ring IPC"},
-    {"name": "replay_ingestion", "reason": "transitions are not written to the shared-memory replay ingress"},
-    {"name": "learner_updates", "reason": "no gradient updates run"},
-    {"name": "manager_dispatch", "reason": "the env is stepped directly, not through the training manager"},
-)
+# Independent worker processes per backend, interleaved across backends: process-level effects (memory
+# layout, CPU placement, a load spike) show up as spread between processes instead of hiding in one.
+DEFAULT_PROCESSES = 3
 console = Console(stderr=True)
 
 
@@ -86,6 +79,8 @@ class ProbeSettings:
     physics_threads: int | None
     torch_threads: int
     rounds: int
+    processes: int
+    test_step_sleep_ms: float
     acceptance: bool
     idle_memory_threshold_bytes: int
     idle_wait_s: float
@@ -118,6 +113,8 @@ def validate_settings(  # noqa: PLR0913 — one parameter per probe flag; the CL
     output: str,
     torch_threads: int = COLLECTOR_TORCH_THREADS,
     rounds: int = DEFAULT_ROUNDS,
+    processes: int = DEFAULT_PROCESSES,
+    test_step_sleep_ms: float = 0.0,
 ) -> ProbeSettings:
     """Check every argument (and the output location) before anything runs; raise ProbeInputError."""
     from runtime.tasks import TASKS
@@ -127,11 +124,18 @@ def validate_settings(  # noqa: PLR0913 — one parameter per probe flag; the CL
         raise ProbeInputError(f"--task {task!r} is not registered; allowed: {sorted(TASKS)}")
     if mjwarp_device is not None and "mjwarp" not in names:
         raise ProbeInputError("--mjwarp-device is only meaningful when --backends includes mjwarp")
-    for flag, value, least in (("--warmup", warmup, 0), ("--iters", iters, 1), ("--rounds", rounds, 1)):
+    for flag, value, least in (
+        ("--warmup", warmup, 0),
+        ("--iters", iters, 1),
+        ("--rounds", rounds, 1),
+        ("--processes", processes, 1),
+    ):
         if value < least:
             raise ProbeInputError(f"{flag} must be >= {least}, got {value}")
     if torch_threads < 1:
         raise ProbeInputError(f"--torch-threads must be >= 1, got {torch_threads}")
+    if not 0 <= test_step_sleep_ms < float("inf"):
+        raise ProbeInputError(f"--test-step-sleep-ms must be a finite number >= 0, got {test_step_sleep_ms}")
     if idle_memory_threshold_mib < 0 or idle_wait_s < 0 or worker_timeout_s <= 0:
         raise ProbeInputError(
             "--idle-memory-threshold-mib and --idle-wait-s must be >= 0, --worker-timeout-s > 0"
@@ -147,6 +151,8 @@ def validate_settings(  # noqa: PLR0913 — one parameter per probe flag; the CL
         physics_threads=physics_threads,
         torch_threads=torch_threads,
         rounds=rounds,
+        processes=processes,
+        test_step_sleep_ms=test_step_sleep_ms,
         acceptance=acceptance,
         idle_memory_threshold_bytes=idle_memory_threshold_mib << 20,
         idle_wait_s=idle_wait_s,
@@ -259,6 +265,7 @@ def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> 
         seed=settings.seed,
         torch_threads=settings.torch_threads,
         rounds=settings.rounds,
+        step_sleep_ms=settings.test_step_sleep_ms,
     )
     spec_path, out_path, log_path = (
         workdir / f"{backend}.{kind}" for kind in ("spec.json", "out.json", "log")
@@ -311,32 +318,55 @@ def wait_for_idle(reader: NvmlReader, threshold_bytes: int, wait_s: float) -> di
 def run_probe(
     settings: ProbeSettings, argv: list[str], nvml: Any | None = None
 ) -> tuple[dict[str, Any], int]:
-    """Measure every backend in its own process (acceptance checks around each); return (artifact, code)."""
-    started = time.time()
-    results: dict[str, dict[str, Any]] = {}
+    """Measure every backend in ``settings.processes`` processes each, interleaved across backends
+    (acceptance checks around each process); return (artifact, exit code)."""
+    started, host_start = time.time(), sample_host()
+    results: dict[str, list[dict[str, Any]]] = {backend: [] for backend in settings.backends}
     checks: list[dict[str, Any]] = []
-    accepted = True
     with NvmlReader(nvml) as reader, tempfile.TemporaryDirectory(prefix="soakbench-probe-") as tmp:
-        for backend in settings.backends:
-            if settings.acceptance:
-                before = wait_for_idle(reader, settings.idle_memory_threshold_bytes, settings.idle_wait_s)
-                checks.append({"backend": backend, "when": "before", **before})
-                if not before["idle"]:
-                    accepted = False
-                    console.print(f"[red]acceptance: GPU not idle before {backend}: {before['reasons']}")
-                    break
-            console.print(f"probe: measuring {backend} ({settings.num_envs} envs) in its own process ...")
-            results[backend] = run_worker_process(settings, backend, Path(tmp))
-            if settings.acceptance:
-                after = wait_for_idle(reader, settings.idle_memory_threshold_bytes, settings.idle_wait_s)
-                checks.append({"backend": backend, "when": "after", **after})
-                if not after["idle"]:
-                    accepted = False
-                    console.print(f"[red]acceptance: GPU not idle after {backend}: {after['reasons']}")
-                    break
+        accepted = _measure_all(settings, reader, Path(tmp), results, checks)
+        gpu = reader.snapshot()
+    contention = contention_block(host_start, sample_host(), os.cpu_count(), gpu)
+    entries = {backend: backend_entry(blocks) for backend, blocks in results.items() if blocks}
     verdict = AcceptanceOutcome(checks=checks, accepted=accepted)
-    artifact = build_artifact(settings, argv, results, verdict, (started, time.time()))
+    artifact = build_artifact(settings, argv, entries, verdict, (started, time.time()))
+    artifact["contention"] = contention
     return artifact, 0 if accepted else 1
+
+
+def _measure_all(
+    settings: ProbeSettings,
+    reader: NvmlReader,
+    tmp: Path,
+    results: dict[str, list[dict[str, Any]]],
+    checks: list[dict[str, Any]],
+) -> bool:
+    """Run every (process, backend) pair in interleaved order into ``results``; False once an
+    acceptance check fails (nothing more runs)."""
+    for index in range(settings.processes):
+        for backend in settings.backends:
+            if settings.acceptance and not _idle_check(settings, reader, checks, backend, "before"):
+                return False
+            console.print(
+                f"probe: measuring {backend} ({settings.num_envs} envs), process "
+                f"{index + 1}/{settings.processes} ..."
+            )
+            workdir = tmp / f"process-{index}"
+            workdir.mkdir(exist_ok=True)
+            results[backend].append(run_worker_process(settings, backend, workdir))
+            if settings.acceptance and not _idle_check(settings, reader, checks, backend, "after"):
+                return False
+    return True
+
+
+def _idle_check(
+    settings: ProbeSettings, reader: NvmlReader, checks: list[dict[str, Any]], backend: str, when: str
+) -> bool:
+    check = wait_for_idle(reader, settings.idle_memory_threshold_bytes, settings.idle_wait_s)
+    checks.append({"backend": backend, "when": when, **check})
+    if not check["idle"]:
+        console.print(f"[red]acceptance: GPU not idle {when} {backend}: {check['reasons']}")
+    return bool(check["idle"])
 
 
 @dataclass(frozen=True)
@@ -354,7 +384,8 @@ def build_artifact(
     acceptance: AcceptanceOutcome,
     span: tuple[float, float],
 ) -> dict[str, Any]:
-    """Assemble the probe artifact (schema ``probe-0.3.0``); ``span`` is (started, finished) in Unix s."""
+    """Assemble the probe artifact (schema ``probe-0.4.0``, ``contention`` added by the caller);
+    ``span`` is (started, finished) in Unix s."""
     started, finished = span
     checks, accepted = acceptance.checks, acceptance.accepted
     settings_block = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()}
@@ -388,48 +419,6 @@ def build_artifact(
     }
 
 
-def validate_artifact(artifact: Mapping[str, Any]) -> None:
-    """Raise ValueError naming the first schema violation (Draft 2020-12)."""
-    errors = sorted_errors(artifact, SCHEMA_NAME)
-    if errors:
-        first = errors[0]
-        where = "/".join(str(p) for p in first.absolute_path) or "<root>"
-        raise ValueError(f"probe artifact violates {SCHEMA_NAME} at {where}: {first.message}")
-
-
-def write_artifact(path: Path, artifact: Mapping[str, Any]) -> None:
-    """Validate, then write it with ``foundation.atomic.write_atomic``."""
-    validate_artifact(artifact)
-    write_atomic(path, json.dumps(artifact, indent=2, allow_nan=False) + "\n")
-
-
-def print_summary(artifact: Mapping[str, Any]) -> None:
-    table = Table(title=f"probe {artifact['settings']['task']} @ {artifact['settings']['num_envs']} envs")
-    for column in (
-        "backend",
-        "pid",
-        "device",
-        "env steps/s",
-        "physics limit steps/s ÷ decimation",
-        "efficiency",
-        "iter ms p50",
-        "auto-resets",
-    ):
-        table.add_column(column)
-    for name, r in artifact["backends"].items():
-        table.add_row(
-            name,
-            str(r["pid"]),
-            r["device"],
-            f"{r['throughput_env_control_steps_per_s']:,.0f}",
-            f"{r['physics_limit']['control_steps_per_s']:,.0f}",
-            f"{r['efficiency']:.3f}",
-            f"{r['phases']['iteration_ms']['median_ms']:.3f}",
-            "-" if r.get("physics_warnings") is None else str(r["physics_warnings"]["auto_resets"]),
-        )
-    console.print(table)
-
-
 app = typer.Typer(add_completion=False, help="Phase-local backend probe (one process per backend).")
 
 
@@ -449,6 +438,12 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
     rounds: int = typer.Option(
         DEFAULT_ROUNDS, "--rounds", help="interleaved limit/env rounds of the throughput loop (<= iters)"
     ),
+    processes: int = typer.Option(
+        DEFAULT_PROCESSES, "--processes", help="independent worker processes per backend, interleaved"
+    ),
+    test_step_sleep_ms: float = typer.Option(
+        0.0, "--test-step-sleep-ms", hidden=True, help="test only: sleep inside every timed env step"
+    ),
     torch_threads: int = typer.Option(
         COLLECTOR_TORCH_THREADS,
         "--torch-threads",
@@ -464,6 +459,7 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
         settings = validate_settings(
             backends, task, num_envs, warmup, iters, seed, mjwarp_device, physics_threads, acceptance,
             idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output, torch_threads, rounds,
+            processes, test_step_sleep_ms,
         )  # fmt: skip
         from runtime.config import PlatformFacts
 
@@ -481,7 +477,7 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
     except (ValueError, OSError) as exc:  # a schema violation is our bug; say so, write nothing
         console.print(f"[red]probe: artifact not written: {exc}")
         raise typer.Exit(1) from None
-    print_summary(artifact)
+    print_summary(artifact, console)
     console.print(f"probe: wrote {settings.output}")
     if code:
         console.print("[red]probe: acceptance FAILED (see acceptance.checks in the artifact)")
@@ -489,7 +485,12 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: ``probe compare ...`` compares two artifacts, anything else probes."""
+    if sys.argv[1:2] == ["compare"]:
+        from harness.probe_compare import compare_app
+
+        compare_app(sys.argv[2:], prog_name="probe compare")
+        return
     app()
 
 

@@ -3,7 +3,8 @@
 The worker (``harness.probe_worker``) records every measured env step as a :class:`StepRecord`, groups
 them into the phased loop and the interleaved throughput rounds (:class:`Measurement`) and gathers the
 backend's facts (:class:`BackendFacts`); :func:`backend_report` turns those into the schema's
-``backends.<name>`` block (foundation/schemas/probe-0.3.0.schema.json).
+block of one worker process (``backends.<name>.processes[i]`` in foundation/schemas/probe-0.4.0.schema.json),
+raw per-round and per-iteration samples included.
 """
 
 from __future__ import annotations
@@ -70,6 +71,24 @@ class ThroughputRound:
     env_steps: tuple[StepRecord, ...]
 
 
+class CpuSpan(TypedDict):
+    """Wall time beside CPU time over one kind of section: the whole process (MuJoCo's physics threads
+    included) and the stepping thread alone."""
+
+    wall_ms: float
+    process_cpu_ms: float
+    thread_cpu_ms: float
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """CPU beside wall time per env phase of the phased loop and per block kind of the rounds."""
+
+    phases: dict[str, CpuSpan]
+    physics_limit_blocks: CpuSpan
+    throughput_env_blocks: CpuSpan
+
+
 @dataclass(frozen=True)
 class Measurement:
     """Both measured loops of one worker: the phased loop and the interleaved throughput rounds."""
@@ -78,6 +97,7 @@ class Measurement:
     rounds: tuple[ThroughputRound, ...]
     limit: LimitDescription
     counters_total: dict[str, TransferCount]  # transfer counters over both loops
+    cpu: CpuTimes
 
 
 @dataclass(frozen=True)
@@ -141,11 +161,33 @@ def backend_report(spec: WorkerSpec, facts: BackendFacts, measured: Measurement)
         "throughput_iteration_ms": summarize_ms(plain_ms),
         "physics_limit": physics_limit_block(measured, facts.decimation),
         "efficiency": interleaved["efficiency"],
-        "rounds": interleaved["rounds"],
+        "rounds": [
+            {**rates, **raw_round(r)} for rates, r in zip(interleaved["rounds"], measured.rounds, strict=True)
+        ],
+        "phase_samples_ms": phase_samples(measured.phased),
+        "cpu": asdict(measured.cpu),
         "backend_diagnostics": facts.backend_diagnostics,
         "physics_warnings": facts.physics_warnings,
         "transfers": transfers_block(facts.inventory, measured),
         "torch": dict(facts.torch),
+    }
+
+
+def raw_round(measured: ThroughputRound) -> dict[str, Any]:
+    """A round's raw timings: the env block's per-iteration ms and the limit block's steps and seconds."""
+    return {
+        "iteration_ms": [step.iteration_ms for step in measured.env_steps],
+        "physics_steps": measured.physics_steps,
+        "physics_s": measured.physics_s,
+    }
+
+
+def phase_samples(phased: Sequence[StepRecord]) -> dict[str, list[float]]:
+    """The phased loop's raw per-iteration milliseconds: ``<phase>_ms`` per phase and ``iteration_ms``."""
+    per_phase = per_iteration_phase_ms([step.phase_ms for step in phased], PROBE_PHASES)
+    return {
+        **{f"{phase}_ms": values for phase, values in per_phase.items()},
+        "iteration_ms": [step.iteration_ms for step in phased],
     }
 
 

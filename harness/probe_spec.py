@@ -32,6 +32,7 @@ class WorkerSpec:
     seed: int
     torch_threads: int
     rounds: int
+    step_sleep_ms: float = 0.0  # test-only: a fixed sleep inside every timed env step (a known slowdown)
 
     def to_json(self) -> dict[str, object]:
         """The JSON object :func:`parse_spec` reads back."""
@@ -71,6 +72,7 @@ def parse_spec(raw: object) -> WorkerSpec:
         seed=_integer(raw, "seed"),
         torch_threads=_integer(raw, "torch_threads"),
         rounds=_integer(raw, "rounds"),
+        step_sleep_ms=_milliseconds(raw, "step_sleep_ms"),
     )
 
 
@@ -86,6 +88,13 @@ def _texts(raw: dict[str, object], name: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         raise SpecError(f"spec field {name!r} must be a list of non-empty strings, got {value!r}")
     return tuple(value)
+
+
+def _milliseconds(raw: dict[str, object], name: str) -> float:
+    value = raw[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise SpecError(f"spec field {name!r} must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 def _integer(raw: dict[str, object], name: str) -> int:

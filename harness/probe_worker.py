@@ -27,7 +27,9 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +40,8 @@ from foundation.atomic import write_atomic
 from harness.probe_limit import MjwarpLimit, MujocoRolloutLimit, PhysicsLimit
 from harness.probe_report import (
     BackendFacts,
+    CpuSpan,
+    CpuTimes,
     Measurement,
     OwnerFacts,
     StepRecord,
@@ -50,7 +54,7 @@ from harness.probe_stats import counter_delta, split_blocks
 from runtime.backends.contract import diagnostics_payload
 from runtime.config import ConfigError, compose
 from runtime.env import make_env
-from runtime.timing import PhaseTimer, device_sync
+from runtime.timing import PHASES, PhaseTimer, device_sync
 
 if TYPE_CHECKING:
     from runtime.backends.base import SimBackend
@@ -77,11 +81,49 @@ def _compose_for(spec: WorkerSpec) -> ComposedRun:
     return ComposedRun(cfg=cfg, owner=owner)
 
 
+class CpuMeter:
+    """Accumulates wall, process-CPU and thread-CPU milliseconds per named section."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+
+    @contextmanager
+    def span(self, name: str) -> Iterator[None]:
+        wall, process, thread = time.perf_counter(), time.process_time(), time.thread_time()
+        try:
+            yield
+        finally:
+            total = self.totals[name]
+            total[0] += (time.perf_counter() - wall) * 1e3
+            total[1] += (time.process_time() - process) * 1e3
+            total[2] += (time.thread_time() - thread) * 1e3
+
+    def report(self, name: str) -> CpuSpan:
+        wall, process, thread = self.totals[name]
+        return CpuSpan(wall_ms=wall, process_cpu_ms=process, thread_cpu_ms=thread)
+
+
+class CpuPhaseTimer(PhaseTimer):
+    """A PhaseTimer that also charges each phase's CPU time (process and thread) to a :class:`CpuMeter`."""
+
+    def __init__(self, device: torch.device, meter: CpuMeter) -> None:
+        super().__init__(device)
+        self.meter = meter
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        with self.meter.span(name), super().phase(name):
+            yield
+
+
 class StepDriver:
     """Steps one env with seeded uniform actions in [-1, 1], each drawn before its iteration's clock
-    starts, and records every step (wall time, phase sections, counted copies, ended episodes)."""
+    starts, and records every step (wall time, phase sections, counted copies, ended episodes).
 
-    def __init__(self, env: TaskEnv, seed: int) -> None:
+    ``step_sleep_s`` (test-only, 0 in real probes) sleeps inside every timed step: a known slowdown."""
+
+    def __init__(self, env: TaskEnv, seed: int, step_sleep_s: float = 0.0) -> None:
+        self.step_sleep_s = step_sleep_s
         self.env = env
         self.backend: SimBackend = env.backend
         self.device = torch.device(env.device)
@@ -109,6 +151,8 @@ class StepDriver:
         self.sync()
         start = time.perf_counter()
         out = self.env.step(act, timer=timer)
+        if self.step_sleep_s:
+            time.sleep(self.step_sleep_s)
         self.sync()
         elapsed_ms = (time.perf_counter() - start) * 1e3
         return StepRecord(
@@ -130,12 +174,17 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def run_rounds(driver: StepDriver, limit: PhysicsLimit, blocks: list[int]) -> tuple[ThroughputRound, ...]:
+def run_rounds(
+    driver: StepDriver, limit: PhysicsLimit, blocks: list[int], meter: CpuMeter
+) -> tuple[ThroughputRound, ...]:
     """Per block: a physics-limit block, then an untimed env block of that many steps."""
     rounds = []
     for block in blocks:
-        steps, seconds = limit.measure(block)
-        rounds.append(ThroughputRound(physics_steps=steps, physics_s=seconds, env_steps=driver.loop(block)))
+        with meter.span("physics_limit_blocks"):
+            steps, seconds = limit.measure(block)
+        with meter.span("throughput_env_blocks"):
+            env_steps = driver.loop(block)
+        rounds.append(ThroughputRound(physics_steps=steps, physics_s=seconds, env_steps=env_steps))
     return tuple(rounds)
 
 
@@ -168,13 +217,26 @@ def measure(spec: WorkerSpec, driver: StepDriver) -> Measurement:
     after the phased loop). Transfer counters are read between steps, outside the clock."""
     backend = driver.backend
     counters_start = backend.transfer_counters()
-    phased = driver.loop(spec.iters, PhaseTimer(driver.device))
+    meter = CpuMeter()
+    timer = CpuPhaseTimer(driver.device, meter)
+    phased = tuple(_metered_step(driver, timer, meter) for _ in range(spec.iters))
     blocks = split_blocks(spec.iters, spec.rounds)
     with build_limit(spec, driver, max(blocks)) as limit:
-        rounds = run_rounds(driver, limit, blocks)
+        rounds = run_rounds(driver, limit, blocks, meter)
         description = limit.describe
     counters_total = counter_delta(counters_start, backend.transfer_counters())
-    return Measurement(phased, rounds, description, counters_total)
+    phases = [name for name in (*PHASES, "iteration") if name in meter.totals]
+    cpu = CpuTimes(
+        phases={name: meter.report(name) for name in phases},
+        physics_limit_blocks=meter.report("physics_limit_blocks"),
+        throughput_env_blocks=meter.report("throughput_env_blocks"),
+    )
+    return Measurement(phased, rounds, description, counters_total, cpu)
+
+
+def _metered_step(driver: StepDriver, timer: CpuPhaseTimer, meter: CpuMeter) -> StepRecord:
+    with meter.span("iteration"):
+        return driver.step(timer)
 
 
 def torch_facts(device: torch.device) -> TorchFacts:
@@ -231,7 +293,7 @@ def run_worker(spec: WorkerSpec) -> dict[str, Any]:
     env = make_env(composed.cfg, seed=spec.seed)
     setup_s = time.perf_counter() - start
     try:
-        driver = StepDriver(env, spec.seed)
+        driver = StepDriver(env, spec.seed, spec.step_sleep_ms / 1e3)
         times = SetupTimes(setup_s=setup_s, warmup_s=driver.warm_up(spec.warmup))
         settle_heap()
         measured = measure(spec, driver)

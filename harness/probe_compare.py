@@ -1,0 +1,289 @@
+"""``probe compare BASE NEW``: a noise-aware verdict per measure between two probe artifacts.
+
+    probe compare BASE.json NEW.json [--threshold 0.05] [--allow-cross-host] [--fail-on-regression]
+                  [--json /abs/report.json]
+
+The same workload or nothing: a different task, backend set or num_envs is refused (exit 2, naming the
+field); other setting differences are listed; a different host (CPU model, cores, GPU UUIDs) is refused
+unless ``--allow-cross-host``. Per backend and measure the verdict is faster | slower | no_change |
+inconclusive from the ratio of medians NEW/BASE and its two-level bootstrap interval over the raw
+samples (harness.compare_stats). Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
+``slower``; 2 bad input (unreadable, schema-invalid or tampered artifact, different workload or host,
+bad flag), nothing written. See docs/probe.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from foundation.atomic import write_atomic
+from foundation.schema import sorted_errors
+from harness.compare_stats import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    ratio_interval,
+    samples_factor,
+    verdict,
+)
+from harness.probe_artifact import ArtifactError, load_artifact
+from harness.probe_samples import PHASE_SAMPLE_KEYS, measure_groups
+from harness.probe_tables import print_comparison
+
+REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA = f"probe-compare-{REPORT_SCHEMA_VERSION}.schema.json"
+DEFAULT_THRESHOLD = 0.05
+METHOD = "two-level bootstrap (processes, then samples) of the ratio of medians"
+# Settings that define the workload: a comparison across them compares different things.
+WORKLOAD_FIELDS: tuple[str, ...] = ("task", "backends", "num_envs")
+# Settings and facts that may differ; each difference is listed beside the verdicts.
+LISTED_FIELDS: tuple[str, ...] = (
+    "settings.warmup",
+    "settings.iters",
+    "settings.rounds",
+    "settings.processes",
+    "settings.seed",
+    "settings.mjwarp_device",
+    "settings.physics_threads",
+    "settings.torch_threads",
+    "settings.test_step_sleep_ms",
+    "settings.acceptance",
+    "context.source.commit",
+    "context.source.dirty",
+)
+# (measure, higher is better): the rates per backend, then the phased loop's iteration_ms per phase.
+MEASURES: tuple[tuple[str, bool], ...] = (
+    ("env_control_steps_per_s", True),
+    ("efficiency", True),
+    *((key, False) for key in PHASE_SAMPLE_KEYS),
+)
+console = Console(stderr=True)
+
+
+class CompareInputError(Exception):
+    """The two artifacts cannot be compared: exit 2; ``field`` names why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _dig(doc: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = doc
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def workload_refusal(base: Mapping[str, Any], new: Mapping[str, Any]) -> CompareInputError | None:
+    """The first workload field on which the artifacts differ, as the error to raise (None: same)."""
+    for name in WORKLOAD_FIELDS:
+        old, now = base["settings"][name], new["settings"][name]
+        if name == "backends":
+            old, now = sorted(old), sorted(now)
+        if old != now:
+            return CompareInputError(
+                f"settings.{name}", f"base {old!r} vs new {now!r}: a different workload is not compared"
+            )
+    return None
+
+
+def setting_differences(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``{field, base, new}`` for every listed setting or fact that differs, dependency versions too."""
+    out = [
+        {"field": f, "base": _dig(base, f), "new": _dig(new, f)}
+        for f in LISTED_FIELDS
+        if _dig(base, f) != _dig(new, f)
+    ]
+    old_versions, new_versions = base["context"]["software"], new["context"]["software"]
+    for name in sorted(set(old_versions) | set(new_versions)):
+        if old_versions.get(name) != new_versions.get(name):
+            field = f"context.software.{name}"
+            out.append({"field": field, "base": old_versions.get(name), "new": new_versions.get(name)})
+    return out
+
+
+def host_identity(artifact: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes two measurements the same machine: CPU model, logical cores, GPU UUIDs."""
+    host, gpu = artifact["context"]["host"], artifact["context"]["gpu"]
+    return {
+        "cpu_model": host["cpu_model"],
+        "cores": host["cores"],
+        "gpu_uuids": sorted(d["uuid"] for d in gpu["devices"]),
+    }
+
+
+def host_differences(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    old, now = host_identity(base), host_identity(new)
+    return [f"{key}: {old[key]!r} vs {now[key]!r}" for key in old if old[key] != now[key]]
+
+
+def measure_row(
+    backend: str, measure: str, groups: tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]],
+    threshold: float, higher_is_better: bool,
+) -> dict[str, Any] | None:  # fmt: skip
+    """One verdict row; None when a side's median is 0 (a phase that never ran has no ratio)."""
+    base, new = groups
+    try:
+        interval = ratio_interval(base, new, seed=0)
+    except ValueError:
+        return None
+    call = verdict(interval, threshold, higher_is_better=higher_is_better)
+    factor = samples_factor(interval, threshold)
+    note = None
+    if call == "inconclusive":
+        per_group = max(len(g) for g in new)
+        unit = "rounds" if measure in ("env_control_steps_per_s", "efficiency") else "iters"
+        needed = (
+            "more than can be estimated" if math.isinf(factor) else f"about {math.ceil(factor * per_group)}"
+        )
+        note = f"to resolve a {threshold:.0%} change: {needed} {unit} per process (now {per_group})"
+    return {
+        "backend": backend,
+        "measure": measure,
+        "higher_is_better": higher_is_better,
+        "base_median": _median(base),
+        "new_median": _median(new),
+        "ratio": interval.ratio,
+        "ci_low": interval.low,
+        "ci_high": interval.high,
+        "verdict": call,
+        "samples_factor": None if math.isinf(factor) else factor,
+        "note": note,
+    }
+
+
+def _median(groups: Sequence[Sequence[float]]) -> float:
+    import statistics
+
+    return float(statistics.median(v for g in groups for v in g))
+
+
+def compare_artifacts(
+    base: Mapping[str, Any], new: Mapping[str, Any], *, threshold: float, allow_cross_host: bool
+) -> dict[str, Any]:
+    """The comparison report (schema ``probe-compare-1``); raises CompareInputError."""
+    refusal = workload_refusal(base, new)
+    if refusal:
+        raise refusal
+    hosts = host_differences(base, new)
+    if hosts and not allow_cross_host:
+        raise CompareInputError(
+            "context.host",
+            "different hosts (" + "; ".join(hosts) + "); pass --allow-cross-host to compare anyway",
+        )
+    rows, skipped = [], []
+    for backend in base["settings"]["backends"]:
+        old, now = base["backends"][backend]["processes"], new["backends"][backend]["processes"]
+        for measure, higher in MEASURES:
+            groups = (measure_groups(old, measure), measure_groups(now, measure))
+            row = measure_row(backend, measure, groups, threshold, higher)
+            if row is None:
+                skipped.append({"backend": backend, "measure": measure, "reason": "a median is 0 (no ratio)"})
+            else:
+                rows.append(row)
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "kind": "soakbench.probe-compare",
+        "base": _identity(base),
+        "new": _identity(new),
+        "threshold": threshold,
+        "method": METHOD,
+        "confidence": DEFAULT_CONFIDENCE,
+        "resamples": DEFAULT_RESAMPLES,
+        "cross_host": bool(hosts),
+        "host_differences": hosts,
+        "setting_differences": setting_differences(base, new),
+        "measures": rows,
+        "skipped": skipped,
+        "regression": any(r["verdict"] == "slower" for r in rows),
+    }
+
+
+def _identity(artifact: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "commit": artifact["context"]["source"]["commit"],
+        "created_unix_s": artifact["created_unix_s"],
+        "host": host_identity(artifact),
+        "unstable": sorted(n for n, e in artifact["backends"].items() if e["stability"]["unstable"]),
+    }
+
+
+def validate_report(report: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first violation of the report schema."""
+    errors = sorted_errors(report, REPORT_SCHEMA)
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "<root>"
+        raise ValueError(f"compare report violates {REPORT_SCHEMA} at {where}: {errors[0].message}")
+
+
+def _json_output(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    out = Path(value)
+    if not out.is_absolute() or out.suffix != ".json" or not out.parent.is_dir():
+        raise CompareInputError(
+            "--json", f"must be an absolute .json path in an existing directory, got {value!r}"
+        )
+    return out
+
+
+def run_compare(
+    base_path: Path, new_path: Path, *, threshold: float, allow_cross_host: bool, json_out: str | None
+) -> dict[str, Any]:
+    """Load, check and compare; write the JSON report when asked. Raises CompareInputError/ArtifactError
+    before anything is written."""
+    if not 0 < threshold < 1:
+        raise CompareInputError("--threshold", f"must be a fraction in (0, 1), got {threshold}")
+    out = _json_output(json_out)
+    report = compare_artifacts(
+        load_artifact(base_path),
+        load_artifact(new_path),
+        threshold=threshold,
+        allow_cross_host=allow_cross_host,
+    )
+    report["base"]["path"], report["new"]["path"] = str(base_path), str(new_path)
+    validate_report(report)
+    if out is not None:
+        write_atomic(out, json.dumps(report, indent=2, allow_nan=False) + "\n")
+    return report
+
+
+compare_typer = typer.Typer(add_completion=False, help="Compare two probe artifacts (noise-aware).")
+
+
+@compare_typer.command()
+def compare(
+    base: Annotated[Path, typer.Argument(help="the baseline probe artifact")],
+    new: Annotated[Path, typer.Argument(help="the probe artifact to judge against it")],
+    threshold: float = typer.Option(
+        DEFAULT_THRESHOLD, "--threshold", help="minimum effect size (0.05 = 5 %)"
+    ),
+    allow_cross_host: bool = typer.Option(False, "--allow-cross-host", help="compare across hosts"),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="exit 1 if any is slower"),
+    json_out: str | None = typer.Option(None, "--json", help="absolute path of a JSON report to write"),
+) -> None:
+    """Verdict per measure: faster | slower | no_change | inconclusive."""
+    try:
+        report = run_compare(
+            base, new, threshold=threshold, allow_cross_host=allow_cross_host, json_out=json_out
+        )
+    except (CompareInputError, ArtifactError) as exc:
+        console.print(f"[red]probe compare: {exc}")
+        raise typer.Exit(2) from None
+    print_comparison(report, console)
+    if fail_on_regression and report["regression"]:
+        console.print("[red]probe compare: regression beyond the threshold")
+        raise typer.Exit(1)
+    raise typer.Exit(0)
+
+
+def compare_app(argv: list[str], prog_name: str) -> None:
+    """Run the ``compare`` command on ``argv`` (exits)."""
+    compare_typer(args=argv, prog_name=prog_name)

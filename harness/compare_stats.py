@@ -29,6 +29,8 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_CONFIDENCE = 0.95
 # One-sided z of the power the "samples needed" statement is sized for (80 %).
 POWER_Z = 0.8416
+# 2 x sqrt(2): two standard deviations of the difference of two independent runs (see noise_floor).
+NOISE_SPREAD = 2.0 * math.sqrt(2.0)
 
 
 @dataclass(frozen=True)
@@ -127,21 +129,41 @@ def ratio_interval(
     return RatioInterval(new_median / base_median, float(low), float(high), confidence)
 
 
-def verdict(interval: RatioInterval, threshold: float, *, higher_is_better: bool) -> Verdict:
-    """``faster``/``slower``: the interval excludes 1 and the ratio lies beyond the threshold band;
-    ``no_change``: the whole interval lies inside the band (a change of the threshold's size is ruled
-    out); ``inconclusive``: neither (the interval is too wide to tell)."""
-    if threshold <= 0:
-        raise ValueError(f"threshold must be > 0, got {threshold}")
+def verdict(
+    interval: RatioInterval, threshold: float, *, higher_is_better: bool, noise_floor: float = 0.0
+) -> Verdict:
+    """``faster``/``slower``: the interval excludes 1 and the ratio lies beyond the band of
+    ``max(threshold, noise_floor)``; ``no_change``: the noise floor is within the threshold and the whole
+    interval lies inside the threshold's band (a change of that size is ruled out); ``inconclusive``:
+    neither (the interval is too wide, or the samples' own spread is larger than the threshold)."""
+    if threshold <= 0 or noise_floor < 0:
+        raise ValueError(f"threshold must be > 0 and noise_floor >= 0, got {threshold}, {noise_floor}")
     ratio, low, high = _oriented(interval, higher_is_better)
-    band_low, band_high = 1.0 / (1.0 + threshold), 1.0 + threshold
-    if low > 1.0 and ratio > band_high:
+    effect = max(threshold, noise_floor)
+    if low > 1.0 and ratio > 1.0 + effect:
         return "faster"
-    if high < 1.0 and ratio < band_low:
+    if high < 1.0 and ratio < 1.0 / (1.0 + effect):
         return "slower"
-    if band_low <= low and high <= band_high:
+    if noise_floor <= threshold and 1.0 / (1.0 + threshold) <= low and high <= 1.0 + threshold:
         return "no_change"
     return "inconclusive"
+
+
+def noise_floor(base: Groups, new: Groups) -> float:
+    """The smallest change two runs on this host can be told apart by: ``NOISE_SPREAD`` times the larger
+    side's coefficient of variation between its groups' medians (0 with fewer than two groups a side).
+
+    Groups of one run run at different times, so their spread estimates how much the host's load moves
+    a result; two independent runs differ by sqrt(2) times that spread in standard deviation, and a
+    shift inside two such deviations is not called a change."""
+    spreads = [_between_group_cv(side) for side in (base, new)]
+    return NOISE_SPREAD * max(spreads)
+
+
+def _between_group_cv(groups: Groups) -> float:
+    if len(groups) < 2:
+        return 0.0
+    return summarize([statistics.median(group) for group in groups]).cv
 
 
 def _oriented(interval: RatioInterval, higher_is_better: bool) -> tuple[float, float, float]:

@@ -28,6 +28,7 @@ from foundation.schema import sorted_errors
 from harness.compare_stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
+    noise_floor,
     ratio_interval,
     samples_factor,
     verdict,
@@ -134,10 +135,16 @@ def measure_row(
         interval = ratio_interval(base, new, seed=0)
     except ValueError:
         return None
-    call = verdict(interval, threshold, higher_is_better=higher_is_better)
+    floor = noise_floor(base, new)
+    call = verdict(interval, threshold, higher_is_better=higher_is_better, noise_floor=floor)
     factor = samples_factor(interval, threshold)
     note = None
-    if call == "inconclusive":
+    if floor > threshold:
+        note = (
+            f"processes of one run differ so much that a change under {floor:.0%} is not called on "
+            "this host (quieter host or more processes)"
+        )
+    elif call == "inconclusive":
         per_group = max(len(g) for g in new)
         unit = "rounds" if measure in ("env_control_steps_per_s", "efficiency") else "iters"
         needed = (
@@ -154,6 +161,7 @@ def measure_row(
         "ci_low": interval.low,
         "ci_high": interval.high,
         "verdict": call,
+        "noise_floor": floor,
         "samples_factor": None if math.isinf(factor) else factor,
         "note": note,
     }

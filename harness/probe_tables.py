@@ -82,5 +82,5 @@ def print_comparison(report: Mapping[str, Any], console: Console) -> None:
             notes.append(f"{row['backend']} {SHORT_NAMES.get(row['measure'], row['measure'])}: {row['note']}")
     console.print(table)
     for note in notes:
-        console.print(f"[yellow]inconclusive[/] {note}")
+        console.print(f"[yellow]note[/] {note}")
     console.print(f"interval: {report['method']}, {report['resamples']} resamples")

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from harness.probe_samples import first_raw_disagreement
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
 from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors
@@ -23,7 +24,7 @@ JUNIT_SCHEMA = "junit-summary-1.schema.json"
 # Artifact schema versions this generator reads, and the schema file that defines each.
 ARTIFACT_SCHEMAS: dict[str, dict[str, str]] = {
     "soak": {"0.3.0": "soak-artifact-0.3.0.schema.json"},
-    "probe": {"0.3.0": "probe-0.3.0.schema.json"},
+    "probe": {"0.3.0": "probe-0.3.0.schema.json", "0.4.0": "probe-0.4.0.schema.json"},
 }
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
@@ -261,19 +262,29 @@ def _probe_outcome(
     results: Mapping[str, Any] = raw_results if isinstance(raw_results, Mapping) else {}
     failures = [f"{b}: no result" for b in requested if b not in results]
     for name, block in sorted(results.items()):
-        if not _dig(block, "transfers.within_inventory"):
+        if not all(_dig(p, "transfers.within_inventory") for p in _probe_processes(block)):
             failures.append(f"{name}: host/device transfers exceed the declared inventory")
     raw_acceptance = doc.get("acceptance")
     acceptance: Mapping[str, Any] = raw_acceptance if isinstance(raw_acceptance, Mapping) else {}
     if acceptance.get("passed") is False:
         failures.append("acceptance failed (GPU not idle around a backend)")
     problems = []
+    disagreement = first_raw_disagreement(doc)
+    if disagreement:
+        problems.append(f"{disagreement[0]}: {disagreement[1]}")
     if platform == "linux-cuda" and acceptance.get("passed") is not True:
         problems.append("linux-cuda probe evidence must be an accepted run (probe --acceptance)")
     device = facts["mjwarp_device"] if isinstance(facts["mjwarp_device"], str) else None
     devices = [(b, device if b == "mjwarp" else None) for b in requested]
     detail = "probe measured " + ", ".join(requested) + ("; " + "; ".join(failures) if failures else "")
     return not failures, detail, problems, devices
+
+
+def _probe_processes(block: Any) -> list[Any]:
+    """A backend's worker blocks: ``processes`` from 0.4.0 on, the block itself before (one process)."""
+    if isinstance(block, Mapping) and isinstance(block.get("processes"), list):
+        return list(block["processes"])
+    return [block]
 
 
 def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:

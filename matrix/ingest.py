@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.probe_samples import first_raw_disagreement
 from matrix.build import attach_freshness, load_index, normalize_entry, read_json
 from matrix.evidence import (
     ARTIFACT_SCHEMAS,
@@ -139,6 +140,8 @@ def ingest(
     validate_or_raise(doc, schema_name, display)
     if kind == "soak":  # trust no self-declared verdict: re-derive it from the artifact's own evidence
         check_soak_evidence(source, display, doc)
+    if kind == "probe" and (disagreement := first_raw_disagreement(doc)):
+        raise MatrixInputError(display, *disagreement)
     sha = hashlib.sha256(filed).hexdigest()
     draft = {
         "id": "pending",

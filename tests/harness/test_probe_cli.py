@@ -13,12 +13,8 @@ from typing import Any
 import pytest
 
 from foundation.nvml import gpu_snapshot
-from harness.probe import (
-    ProbeInputError,
-    check_preconditions,
-    validate_artifact,
-    validate_settings,
-)
+from harness.probe import ProbeInputError, check_preconditions, validate_settings
+from harness.probe_artifact import validate_artifact
 from harness.probe_stats import PROBE_PHASES
 from runtime.config import PlatformFacts
 from tests.harness import fake_nvml as fake
@@ -45,7 +41,7 @@ def mujoco_artifact(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("probe") / "mujoco.json"
     done = _probe(
         "--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "6", "--task", TASK,
-        "--output", str(out),
+        "--processes", "2", "--output", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     artifact: dict[str, Any] = json.loads(out.read_text())
@@ -54,7 +50,7 @@ def mujoco_artifact(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_real_artifact_is_schema_valid(mujoco_artifact: dict[str, Any]) -> None:
     validate_artifact(mujoco_artifact)
-    assert mujoco_artifact["schema_version"] == "0.3.0"
+    assert mujoco_artifact["schema_version"] == "0.4.0"
     names = {e["name"] for e in mujoco_artifact["exclusions"]}
     assert {"inference_ipc", "replay_ingestion", "learner_updates"} <= names
     assert mujoco_artifact["context"]["source"]["worktree_digest"].startswith("sha256:")
@@ -62,17 +58,19 @@ def test_real_artifact_is_schema_valid(mujoco_artifact: dict[str, Any]) -> None:
 
 def test_schema_rejects_a_broken_artifact(mujoco_artifact: dict[str, Any]) -> None:
     broken = json.loads(json.dumps(mujoco_artifact))
-    del broken["backends"]["mujoco"]["phases"]["iteration_ms"]
+    del broken["backends"]["mujoco"]["processes"][0]["phases"]["iteration_ms"]
     with pytest.raises(ValueError, match="iteration_ms"):
         validate_artifact(broken)
     broken = json.loads(json.dumps(mujoco_artifact))
-    broken["backends"]["mujoco"]["transfers"]["inventory"] = []  # host bridge must declare its copies
+    broken["backends"]["mujoco"]["processes"][0]["transfers"][
+        "inventory"
+    ] = []  # host bridge must declare its copies
     with pytest.raises(ValueError):
         validate_artifact(broken)
 
 
 def test_phase_accounting(mujoco_artifact: dict[str, Any]) -> None:
-    result = mujoco_artifact["backends"]["mujoco"]
+    result = mujoco_artifact["backends"]["mujoco"]["processes"][0]
     phases = result["phases"]
     iteration = phases["iteration_ms"]
     assert iteration["count"] == 6 == result["measured_iterations"]
@@ -91,7 +89,7 @@ def test_phase_accounting(mujoco_artifact: dict[str, Any]) -> None:
 
 
 def test_host_bridge_reports_inventory_limit_and_efficiency(mujoco_artifact: dict[str, Any]) -> None:
-    result = mujoco_artifact["backends"]["mujoco"]
+    result = mujoco_artifact["backends"]["mujoco"]["processes"][0]
     transfers = result["transfers"]
     assert transfers["inventory_declared"] is True and transfers["control_steps"] == 12
     exchange = {(e["direction"], e["phase"]): e for e in transfers["inventory"]}
@@ -117,7 +115,7 @@ def test_host_bridge_reports_inventory_limit_and_efficiency(mujoco_artifact: dic
 
 
 def test_worker_runs_in_its_own_process(mujoco_artifact: dict[str, Any]) -> None:
-    result = mujoco_artifact["backends"]["mujoco"]
+    result = mujoco_artifact["backends"]["mujoco"]["processes"][0]
     assert result["pid"] == result["launcher_observed_pid"]
     assert result["pid"] != mujoco_artifact["probe_pid"] != os.getpid()
     assert result["pid"] != os.getpid()
@@ -273,7 +271,7 @@ def test_acceptance_checks_after_each_backend(
 
     def leaves_a_process(settings: Any, backend: str, workdir: Path) -> dict[str, Any]:
         device.compute.append((777, 1 << 20))  # something still holds the GPU after the worker exits
-        block: dict[str, Any] = json.loads(json.dumps(mujoco_artifact["backends"]["mujoco"]))
+        block: dict[str, Any] = json.loads(json.dumps(mujoco_artifact["backends"]["mujoco"]["processes"][0]))
         return block
 
     monkeypatch.setattr(probe_module, "run_worker_process", leaves_a_process)
@@ -293,7 +291,7 @@ def test_cli_schema_violation_exits_1_and_writes_nothing(
     import harness.probe as probe_module
 
     broken = json.loads(json.dumps(mujoco_artifact))
-    del broken["backends"]["mujoco"]["phases"]  # what a worker bug would produce
+    del broken["backends"]["mujoco"]["processes"][0]["phases"]  # what a worker bug would produce
     monkeypatch.setattr(probe_module, "check_preconditions", lambda *args: None)
     monkeypatch.setattr(probe_module, "run_probe", lambda settings, argv: (broken, 0))
     out = tmp_path / "out.json"

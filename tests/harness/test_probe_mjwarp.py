@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.probe import validate_artifact
+from harness.probe_artifact import validate_artifact
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,14 +22,14 @@ def test_mjwarp_cpu_lane_and_mujoco_in_separate_processes(tmp_path: Path) -> Non
     done = subprocess.run(
         [
             sys.executable, "-m", "harness.probe", "--backends", "mjwarp,mujoco", "--mjwarp-device", "cpu",
-            "--num-envs", "8", "--warmup", "1", "--iters", "3", "--output", str(out),
+            "--num-envs", "8", "--warmup", "1", "--iters", "3", "--processes", "1", "--output", str(out),
         ],
         cwd=REPO, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     artifact = json.loads(out.read_text())
     validate_artifact(artifact)
-    mjwarp, mujoco = artifact["backends"]["mjwarp"], artifact["backends"]["mujoco"]
+    mjwarp, mujoco = (artifact["backends"][name]["processes"][0] for name in ("mjwarp", "mujoco"))
 
     pids = {mjwarp["pid"], mujoco["pid"]}
     assert len(pids) == 2 and os.getpid() not in pids and artifact["probe_pid"] not in pids

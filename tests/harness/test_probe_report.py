@@ -9,10 +9,12 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from foundation.schema import load_schema
-from harness.probe import SCHEMA_NAME
+from harness.probe_artifact import SCHEMA_NAME
 from harness.probe_limit import LimitDescription
 from harness.probe_report import (
     BackendFacts,
+    CpuSpan,
+    CpuTimes,
     Measurement,
     StepRecord,
     ThroughputRound,
@@ -79,7 +81,9 @@ COUNTERS: dict[str, TransferCount] = {
     "d2h/physics_exchange": {"count": 4, "bytes": 32},
     "h2d/physics_exchange": {"count": 4, "bytes": 64},
 }
-MEASURED = Measurement(phased=PHASED, rounds=ROUNDS, limit=LIMIT, counters_total=COUNTERS)
+SPAN = CpuSpan(wall_ms=20.0, process_cpu_ms=30.0, thread_cpu_ms=15.0)
+CPU = CpuTimes(phases={"physics_exchange": SPAN}, physics_limit_blocks=SPAN, throughput_env_blocks=SPAN)
+MEASURED = Measurement(phased=PHASED, rounds=ROUNDS, limit=LIMIT, counters_total=COUNTERS, cpu=CPU)
 
 
 def _backend_validator() -> Draft202012Validator:
@@ -140,6 +144,7 @@ def test_a_device_plane_backend_declares_nothing_and_must_count_nothing() -> Non
         ),
         limit=LIMIT,
         counters_total={},
+        cpu=CPU,
     )
     transfers = backend_report(SPEC, facts, quiet)["transfers"]
     assert transfers["inventory_declared"] is False and transfers["inventory"] == []
@@ -150,6 +155,6 @@ def test_a_device_plane_backend_declares_nothing_and_must_count_nothing() -> Non
 
 
 def test_an_unknown_phase_is_an_error_not_dropped() -> None:
-    odd = Measurement((_step(1.0, {"teleport": [0.1]}),), ROUNDS, LIMIT, COUNTERS)
+    odd = Measurement((_step(1.0, {"teleport": [0.1]}),), ROUNDS, LIMIT, COUNTERS, CPU)
     with pytest.raises(ValueError, match="teleport"):
         backend_report(SPEC, _facts(), odd)

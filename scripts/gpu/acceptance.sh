@@ -211,10 +211,11 @@ EOF
   fi
   # the cuda lane first: it also compiles and caches the Warp CUDA kernels (~/.cache/warp) for the rest
   step cuda-tests 120 0 -- "${PY[@]}" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
+  # one worker process per backend: these step timeouts were sized for one, inside the 8-minute budget
   step probe-2048 120 0 -- "${PY[@]}" -m harness.probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 \
-    --acceptance --output "$OUT/probe-2048.json"
+    --processes 1 --acceptance --output "$OUT/probe-2048.json"
   step probe-8192 45 0 -- "${PY[@]}" -m harness.probe --backends mjwarp --num-envs 8192 --warmup 20 --iters 100 \
-    --acceptance --output "$OUT/probe-8192.json"
+    --processes 1 --acceptance --output "$OUT/probe-8192.json"
   step train 70 0 -- "${PY[@]}" -m runtime.cli --algo flashsac --task g1_motion_tracking --sim mjwarp \
     algo.num_envs=1024 algo.max_iterations="$TRAIN_ITERS" algo.save_interval=100 training.no_play=true \
     log_dir="$OUT/train-run"
@@ -250,13 +251,15 @@ for name in ("probe-2048.json", "probe-8192.json"):
     art = json.loads(path.read_text())
     acc = art["acceptance"]
     print(f"{name}: acceptance requested={acc['requested']} passed={acc['passed']}")
-    for backend, r in art["backends"].items():
-        lim = r["physics_limit"]
+    for backend, entry in art["backends"].items():
+        r, med = entry["processes"][0], {k: v["median"] for k, v in entry["summary"].items() if k != "phases"}
         print(
-            f"  {backend:7s} {r['device']:7s} envs={r['num_envs']:5d} "
-            f"throughput={r['throughput_env_control_steps_per_s']:,.0f} env steps/s  "
-            f"limit={lim['control_steps_per_s']:,.0f} ({lim['method']})  efficiency={r['efficiency']:.3f}  "
-            f"iteration p50={r['phases']['iteration_ms']['median_ms']:.3f} ms"
+            f"  {backend:7s} {r['device']:7s} envs={r['num_envs']:5d} processes={len(entry['processes'])} "
+            f"throughput={med['env_control_steps_per_s']:,.0f} env steps/s  "
+            f"limit={med['physics_control_steps_per_s']:,.0f} ({r['physics_limit']['method']})  "
+            f"efficiency={med['efficiency']:.3f}  "
+            f"iteration p50={entry['summary']['phases']['iteration_ms']['median']:.3f} ms"
+            + ("  UNSTABLE: " + "; ".join(entry["stability"]["reasons"]) if entry["stability"]["unstable"] else "")
         )
 soak = out / "soak.json"
 if soak.exists():

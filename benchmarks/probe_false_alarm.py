@@ -1,19 +1,21 @@
 """False-alarm rate of ``probe compare``: A/A pairs of real probes with identical settings.
 
-Runs ``--pairs`` pairs of probes (each pair: two probes of the same settings, back to back), compares
-each pair with ``probe compare`` and prints, per measure and overall, how often a verdict was ``slower``
-or ``faster`` (a false alarm: nothing changed) and how often it was ``no_change`` / ``inconclusive``.
-With ``--sleep-fraction F`` the second probe of each pair adds a test-only sleep of F x the first probe's
-median iteration time to every timed step, and the printed rate is then the detection rate. Not a test:
-nothing is asserted, the figures are printed.
+Runs ``--probes N`` probes of the same settings one after another and compares every pair (earlier as
+BASE, later as NEW: N(N-1)/2 pairs, 21 for N = 7; pairs far apart in time see more load drift than a
+back-to-back CI pair, so the rate is if anything pessimistic). Prints, per measure and overall, how
+often a verdict was ``slower`` or ``faster`` (a false alarm: nothing changed). With
+``--sleep-fraction F`` it then runs N more probes that add a test-only sleep of F x the first probe's
+median iteration time to every timed step and compares every (plain, slowed) pair: the printed rate of
+``slower`` is then the detection rate. Not a test: nothing is asserted, the figures are printed.
 
-    uv run --frozen python benchmarks/probe_false_alarm.py [--pairs 20] [--num-envs 32] [--iters 20]
+    uv run --frozen python benchmarks/probe_false_alarm.py [--probes 7] [--num-envs 32] [--iters 20]
         [--rounds 5] [--processes 3] [--threshold 0.05] [--sleep-fraction 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -24,15 +26,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def probe(out: Path, args: argparse.Namespace, sleep_ms: float = 0.0) -> dict[str, object]:
+def probe(out: Path, args: argparse.Namespace, sleep_ms: float = 0.0) -> None:
     command = [
         sys.executable, "-m", "harness.probe", "--backends", "mujoco", "--num-envs", str(args.num_envs),
         "--warmup", "5", "--iters", str(args.iters), "--rounds", str(args.rounds),
         "--processes", str(args.processes), "--test-step-sleep-ms", str(sleep_ms), "--output", str(out),
     ]  # fmt: skip
     subprocess.run(command, cwd=REPO, check=True, capture_output=True)
-    artifact: dict[str, object] = json.loads(out.read_text())
-    return artifact
+    print(f"probed {out.name}", flush=True)
 
 
 def compare(base: Path, new: Path, report: Path, threshold: float) -> dict[str, object]:
@@ -50,9 +51,33 @@ def median_iteration_ms(artifact: dict[str, object]) -> float:
     return float(entry["summary"]["phases"]["iteration_ms"]["median"])
 
 
+def tally_pairs(pairs: list[tuple[Path, Path]], tmp: Path, threshold: float) -> dict[str, Counter[str]]:
+    """Compare every pair; per measure, how many times each verdict came out."""
+    tally: dict[str, Counter[str]] = {}
+    any_call: Counter[str] = Counter()
+    for index, (base, new) in enumerate(pairs):
+        report = compare(base, new, tmp / f"report-{index}.json", threshold)
+        verdicts = {row["measure"]: row["verdict"] for row in report["measures"]}  # type: ignore[attr-defined]
+        for measure, verdict in verdicts.items():
+            tally.setdefault(measure, Counter())[verdict] += 1
+        any_call.update({v for v in verdicts.values() if v in ("slower", "faster")})
+        print(f"pair {index + 1}/{len(pairs)} {base.name} -> {new.name}: {json.dumps(verdicts)}", flush=True)
+    tally["ANY MEASURE (pairs)"] = any_call
+    return tally
+
+
+def report(title: str, tally: dict[str, Counter[str]], pairs: int) -> None:
+    print(f"\n{title} over {pairs} pairs")
+    for measure, counts in tally.items():
+        print(
+            f"  {measure:28s} slower {counts['slower'] / pairs:4.0%}  faster {counts['faster'] / pairs:4.0%}  "
+            f"{dict(counts)}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--probes", type=int, default=7)
     parser.add_argument("--num-envs", type=int, default=32)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
@@ -60,25 +85,22 @@ def main() -> int:
     parser.add_argument("--threshold", type=float, default=0.05)
     parser.add_argument("--sleep-fraction", type=float, default=0.0)
     args = parser.parse_args()
-    tally: dict[str, Counter[str]] = {}
-    pairs_with_alarm = 0
-    with tempfile.TemporaryDirectory(prefix="probe-aa-") as tmp:
-        for pair in range(args.pairs):
-            base = Path(tmp) / f"{pair}-a.json"
-            sleep_ms = args.sleep_fraction * median_iteration_ms(probe(base, args))
-            probe(Path(tmp) / f"{pair}-b.json", args, sleep_ms)
-            report = compare(base, Path(tmp) / f"{pair}-b.json", Path(tmp) / f"{pair}.json", args.threshold)
-            verdicts = {row["measure"]: row["verdict"] for row in report["measures"]}  # type: ignore[attr-defined]
-            for measure, verdict in verdicts.items():
-                tally.setdefault(measure, Counter())[verdict] += 1
-            alarm = any(v in ("slower", "faster") for v in verdicts.values())
-            pairs_with_alarm += alarm
-            print(f"pair {pair + 1}/{args.pairs}: {json.dumps(verdicts)}", flush=True)
-    print(f"\nsettings: {vars(args)}")
-    for measure, counts in tally.items():
-        alarms = counts["slower"] + counts["faster"]
-        print(f"{measure:28s} {dict(counts)}  slower-or-faster rate {alarms / args.pairs:.0%}")
-    print(f"pairs with any slower/faster verdict: {pairs_with_alarm}/{args.pairs}")
+    print(f"settings: {vars(args)}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="probe-aa-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        plain = [tmp / f"plain-{i}.json" for i in range(args.probes)]
+        for path in plain:
+            probe(path, args)
+        pairs = list(itertools.combinations(plain, 2))
+        report("A/A (false alarms)", tally_pairs(pairs, tmp, args.threshold), len(pairs))
+        if args.sleep_fraction > 0:
+            sleep_ms = args.sleep_fraction * median_iteration_ms(json.loads(plain[0].read_text()))
+            slowed = [tmp / f"slowed-{i}.json" for i in range(args.probes)]
+            for path in slowed:
+                probe(path, args, sleep_ms)
+            pairs = list(itertools.product(plain, slowed))
+            title = f"A/B with a {sleep_ms:.3f} ms sleep per step (detection)"
+            report(title, tally_pairs(pairs, tmp, args.threshold), len(pairs))
     return 0
 
 

@@ -299,3 +299,24 @@ def test_cli_schema_violation_exits_1_and_writes_nothing(
     assert done.exit_code == 1 and not out.exists()
     assert isinstance(done.exception, SystemExit) and "artifact not written" in done.output  # no traceback
     assert not list(tmp_path.iterdir())  # no temp file left behind either
+
+
+def test_processes_raw_samples_cpu_and_contention(mujoco_artifact: dict[str, Any]) -> None:
+    from harness.probe_samples import backend_summary, raw_disagreements, stability
+
+    entry = mujoco_artifact["backends"]["mujoco"]
+    processes = entry["processes"]
+    assert len(processes) == 2 == mujoco_artifact["settings"]["processes"]
+    assert len({p["pid"] for p in processes}) == 2  # a fresh interpreter each
+    assert entry["summary"] == backend_summary(processes) and entry["stability"] == stability(processes)
+    assert raw_disagreements(mujoco_artifact) == []
+    for process in processes:
+        assert all(len(r["iteration_ms"]) >= 1 and r["physics_steps"] > 0 for r in process["rounds"])
+        assert len(process["phase_samples_ms"]["iteration_ms"]) == 6
+        cpu = process["cpu"]
+        assert {"physics_exchange", "iteration"} <= set(cpu["phases"])
+        assert cpu["phases"]["iteration"]["thread_cpu_ms"] > 0 and cpu["throughput_env_blocks"]["wall_ms"] > 0
+    contention = mujoco_artifact["contention"]
+    assert contention["probe_cpu_s"] > 0 and len(contention["loadavg_start"]) == 3
+    assert contention["gpu"]["available"] is False  # this CPU host; the NVML reason is recorded
+    assert mujoco_artifact["settings"]["test_step_sleep_ms"] == 0.0

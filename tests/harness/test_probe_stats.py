@@ -186,3 +186,19 @@ def test_idle_verdicts() -> None:
     assert full["idle"] is False and "threshold" in full["reasons"][0]
     none = idle_verdict(_snap(0, [], available=False), 1000)
     assert none["idle"] is False and "no NVML evidence" in none["reasons"][0]
+
+
+def test_host_contention_from_proc_stat_and_rusage() -> None:
+    from harness.probe_host import HostSample, busy_seconds, contention_block
+
+    stat = "cpu  100 20 30 400 50 5 5 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
+    assert busy_seconds(stat, 100) == pytest.approx((100 + 20 + 30 + 5 + 5) / 100)
+    with pytest.raises(ValueError):
+        busy_seconds("intr 1\n", 100)
+    start = HostSample(monotonic_s=0.0, loadavg=(1.0, 1.0, 1.0), busy_cpu_s=10.0, own_cpu_s=1.0)
+    end = HostSample(monotonic_s=10.0, loadavg=(2.0, 1.5, 1.0), busy_cpu_s=25.0, own_cpu_s=6.0)
+    block = contention_block(start, end, 2, {"available": False, "reason": "no driver"})
+    assert (block["host_busy_cpu_s"], block["probe_cpu_s"], block["other_cpu_s"]) == (15.0, 5.0, 10.0)
+    assert block["other_cpu_share"] == pytest.approx(0.5) and block["cpu_reason"] is None
+    blind = contention_block(start, HostSample(10.0, None, None, 6.0), 2, {"available": False})
+    assert blind["other_cpu_s"] is None and blind["loadavg_end"] is None and blind["cpu_reason"]

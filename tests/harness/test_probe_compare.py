@@ -166,11 +166,16 @@ def test_a_small_injected_slowdown_is_detected_or_sized(pair: tuple[Path, Path],
 
 @pytest.mark.slow
 def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> None:
-    """On a 2-core host one MuJoCo thread is about 1.8x slower than two."""
+    """On a 2-core host one MuJoCo thread is about 1.8x slower than two, when the second core is free:
+    with other processes holding more than one core's worth, two threads gain nothing (measured: 3.2k
+    vs 2.9k env steps/s at load 8), and the comparison rightly calls it inconclusive."""
     settings = ("--backends", "mujoco", "--num-envs", "256", "--warmup", "5", "--iters", "60")
     more = ("--rounds", "10", "--processes", "4")
     two = _probe(tmp_path / "two.json", *settings, *more, "--physics-threads", "2")
     one = _probe(tmp_path / "one.json", *settings, *more, "--physics-threads", "1")
+    other = json.loads(two.read_text())["contention"]["other_cpu_share"]
+    if other is not None and other > 0.5:  # the premise: a second core free for the second thread
+        pytest.skip(f"other processes used {other:.0%} of the CPUs during the 2-thread probe")
     report_path = tmp_path / "report.json"
     done = _compare(two, one, "--fail-on-regression", "--json", str(report_path))
     assert done.returncode == 1, done.stderr

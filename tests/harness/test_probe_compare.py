@@ -174,7 +174,8 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
     two = _probe(tmp_path / "two.json", *settings, *more, "--physics-threads", "2")
     one = _probe(tmp_path / "one.json", *settings, *more, "--physics-threads", "1")
     other = json.loads(two.read_text())["contention"]["other_cpu_share"]
-    if other is not None and other > 0.5:  # the premise: a second core free for the second thread
+    # the premise is a second core free for the second thread; a valid run here measured 58 %
+    if other is not None and other > 0.65:
         pytest.skip(f"other processes used {other:.0%} of the CPUs during the 2-thread probe")
     report_path = tmp_path / "report.json"
     done = _compare(two, one, "--fail-on-regression", "--json", str(report_path))

@@ -167,7 +167,7 @@ def test_a_small_injected_slowdown_is_detected_or_sized(pair: tuple[Path, Path],
 @pytest.mark.slow
 def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> None:
     """On a 2-core host one MuJoCo thread is about 1.8x slower than two, when the second core is free:
-    with other processes holding more than one core's worth, two threads gain nothing (measured: 3.2k
+    with other processes holding most of a core, two threads gain little or nothing (measured: 3.2k
     vs 2.9k env steps/s at load 8), and the comparison rightly calls it inconclusive."""
     settings = ("--backends", "mujoco", "--num-envs", "256", "--warmup", "5", "--iters", "60")
     more = ("--rounds", "10", "--processes", "4")

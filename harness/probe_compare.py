@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -168,8 +169,6 @@ def measure_row(
 
 
 def _median(groups: Sequence[Sequence[float]]) -> float:
-    import statistics
-
     return float(statistics.median(v for g in groups for v in g))
 
 

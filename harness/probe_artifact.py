@@ -70,7 +70,10 @@ def load_artifact(path: Path) -> dict[str, Any]:
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "$"
         raise ArtifactError(source, where, f"violates {SCHEMA_NAME}: {errors[0].message}")
-    problems = raw_disagreements(doc)
+    try:
+        problems = raw_disagreements(doc)
+    except ValueError as exc:  # e.g. a round of zero measured time: no rate can be recomputed
+        raise ArtifactError(source, "backends", f"raw samples unusable: {exc}") from None
     if problems:
         field, message = problems[0]
         raise ArtifactError(source, field, f"{message} (tampered or corrupt)")

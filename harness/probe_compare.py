@@ -8,7 +8,7 @@ field); other setting differences are listed; a different host (CPU model, cores
 unless ``--allow-cross-host``. Per backend and measure the verdict is faster | slower | no_change |
 inconclusive from the ratio of medians NEW/BASE and its two-level bootstrap interval over the raw
 samples (harness.compare_stats). Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
-``slower``; 2 bad input (unreadable, schema-invalid or tampered artifact, different workload or host,
+``slower``, or the report could not be written (nothing written); 2 bad input (unreadable, schema-invalid or tampered artifact, different workload or host,
 bad flag), nothing written. See docs/probe.md.
 """
 
@@ -214,8 +214,11 @@ def compare_artifacts(
 
 
 def _identity(artifact: Mapping[str, Any]) -> dict[str, Any]:
+    contention = artifact["contention"]
     return {
         "commit": artifact["context"]["source"]["commit"],
+        "other_cpu_share": contention["other_cpu_share"],
+        "loadavg_start": contention["loadavg_start"],
         "created_unix_s": artifact["created_unix_s"],
         "host": host_identity(artifact),
         "unstable": sorted(n for n, e in artifact["backends"].items() if e["stability"]["unstable"]),
@@ -284,6 +287,9 @@ def compare(
     except (CompareInputError, ArtifactError) as exc:
         console.print(f"[red]probe compare: {exc}")
         raise typer.Exit(2) from None
+    except (ValueError, OSError) as exc:  # a report violating its own schema is our bug; write nothing
+        console.print(f"[red]probe compare: report not written: {exc}")
+        raise typer.Exit(1) from None
     print_comparison(report, console)
     if fail_on_regression and report["regression"]:
         console.print("[red]probe compare: regression beyond the threshold")

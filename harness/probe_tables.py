@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+# Other processes' CPU share differing by more than this between BASE and NEW is pointed out.
+CONTENTION_NOTE = 0.10
 SHORT_NAMES = {"env_control_steps_per_s": "env steps/s", "iteration_ms": "iteration ms"}
 VERDICT_STYLE = {"faster": "green", "slower": "bold red", "no_change": "dim", "inconclusive": "yellow"}
 
@@ -61,6 +63,12 @@ def print_comparison(report: Mapping[str, Any], console: Console) -> None:
         console.print(
             "[bold yellow]comparison ACROSS HOSTS (--allow-cross-host): "
             + "; ".join(report["host_differences"])
+        )
+    old, new = report["base"]["other_cpu_share"], report["new"]["other_cpu_share"]
+    if old is not None and new is not None and abs(new - old) > CONTENTION_NOTE:
+        console.print(
+            f"[yellow]host contention differed: other processes used {old:.0%} (base) vs {new:.0%} (new) "
+            "of the CPUs; a verdict may reflect the load, not the code"
         )
     for diff in report["setting_differences"]:
         console.print(f"setting differs: {diff['field']}: {diff['base']!r} -> {diff['new']!r}")

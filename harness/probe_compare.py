@@ -139,19 +139,20 @@ def measure_row(
     floor = noise_floor(base, new)
     call = verdict(interval, threshold, higher_is_better=higher_is_better, noise_floor=floor)
     factor = samples_factor(interval, threshold)
-    note = None
-    if floor > threshold:
-        note = (
-            f"processes of one run differ so much that a change under {floor:.0%} is not called on "
-            "this host (quieter host or more processes)"
-        )
-    elif call == "inconclusive":
+    notes = []
+    if call == "inconclusive":
         per_group = max(len(g) for g in new)
         unit = "rounds" if measure in ("env_control_steps_per_s", "efficiency") else "iters"
         needed = (
             "more than can be estimated" if math.isinf(factor) else f"about {math.ceil(factor * per_group)}"
         )
-        note = f"to resolve a {threshold:.0%} change: {needed} {unit} per process (now {per_group})"
+        notes.append(f"to resolve a {threshold:.0%} change: {needed} {unit} per process (now {per_group})")
+    if floor > threshold:
+        notes.append(
+            f"processes of one run differ so much that a change under {floor:.0%} is not called on "
+            "this host (more processes or a quieter host)"
+        )
+    note = "; ".join(notes) or None
     return {
         "backend": backend,
         "measure": measure,

@@ -197,6 +197,8 @@ def test_mjwarp_without_cuda_needs_the_explicit_cpu_flag(tmp_path: Path) -> None
         ({"iters": 0}, "iters"),
         ({"warmup": -1}, "warmup"),
         ({"rounds": 0}, "rounds"),
+        ({"processes": 0}, "processes"),
+        ({"test_step_sleep_ms": -1.0}, "test-step-sleep-ms"),
         ({"torch_threads": 0}, "torch-threads"),
         ({"task": "nope"}, "task"),
         ({"mjwarp_device": "tpu"}, "mjwarp-device"),

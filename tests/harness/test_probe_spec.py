@@ -50,6 +50,8 @@ def test_the_launchers_spec_round_trips_through_json() -> None:
         (_raw(seed=2**31), r"'seed' must be an integer in 0\.\.2147483647"),
         (_raw(torch_threads="1"), r"'torch_threads' must be an integer >= 1"),
         (_raw(rounds=0), r"'rounds' must be an integer >= 1"),
+        (_raw(step_sleep_ms=-0.5), r"'step_sleep_ms' must be a finite number >= 0"),
+        (_raw(step_sleep_ms=True), r"'step_sleep_ms' must be a finite number >= 0"),
         (_raw(backend=""), r"'backend' must be a non-empty string"),
         (_raw(task=3), r"'task' must be a non-empty string"),
         (_raw(overrides="seed=0"), r"'overrides' must be a list of non-empty strings"),

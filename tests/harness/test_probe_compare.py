@@ -179,9 +179,13 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
         pytest.skip(f"other processes used {other:.0%} of the CPUs during the 2-thread probe")
     report_path = tmp_path / "report.json"
     done = _compare(two, one, "--fail-on-regression", "--json", str(report_path))
-    assert done.returncode == 1, done.stderr
+    assert done.returncode in (0, 1), done.stderr
     report = json.loads(report_path.read_text())
     assert {"field": "settings.physics_threads", "base": 2, "new": 1} in report["setting_differences"]
     rows = {r["measure"]: r for r in report["measures"]}
+    floor = rows["env_control_steps_per_s"]["noise_floor"]
+    if floor >= 0.8:  # another job overlapped part of a run: its processes differ by more than the effect
+        pytest.skip(f"this host could not resolve a 1.8x change in this run (noise floor {floor:.0%})")
+    assert done.returncode == 1, done.stderr
     assert "slower" in {rows["env_control_steps_per_s"]["verdict"], rows["iteration_ms"]["verdict"]}
     assert "faster" not in {rows["env_control_steps_per_s"]["verdict"], rows["iteration_ms"]["verdict"]}

@@ -19,6 +19,7 @@ import pytest
 from harness.soak.leftovers import RECORD_SCHEMA, proven_processes, proven_segments, records_dir
 from harness.soak.procs import ProcReader, StatFields
 from tests.harness.soak._soakrun import REPO, alive, monitor_args
+from tests.harness.soak.test_driver_real import _soak_run_argv
 
 pytestmark = pytest.mark.soak
 
@@ -30,27 +31,30 @@ def _env(cache: Path) -> dict[str, str]:
     return {**os.environ, "XDG_CACHE_HOME": str(cache)}
 
 
-def _wait_for_record(cache: Path, timeout_s: float = 30.0) -> dict[str, Any]:
-    """The live monitor's record once it names the whole tree (parent, child, grandchild) and a segment."""
+def _wait_for_record(cache: Path, processes: int, segments: int, timeout_s: float) -> dict[str, Any]:
+    """The live monitor's record once it names at least ``processes`` tree identities and ``segments``
+    /dev/shm segments."""
     deadline = time.monotonic() + timeout_s
     directory = cache / "soakbench" / "soak-monitors"
     while time.monotonic() < deadline:
         for path in directory.glob("*.json"):
             with_tree: dict[str, Any] = json.loads(path.read_text())
-            if len(with_tree["processes"]) >= 3 and with_tree["shm_segments"]:
+            if len(with_tree["processes"]) >= processes and len(with_tree["shm_segments"]) >= segments:
                 return with_tree
         time.sleep(0.1)
     raise AssertionError(f"no complete ownership record under {directory} within {timeout_s}s")
 
 
-def test_sigkill_of_the_monitor_leaves_nothing_running(tmp_path: Path) -> None:
-    argv, _ = monitor_args(tmp_path, "death_tree.py", "600", stale=30.0)
-    cache = tmp_path / "cache"
+def _kill_monitor_mid_run(
+    argv: list[str], cache: Path, processes: int, segments: int, timeout_s: float
+) -> None:
+    """Start the monitor, SIGKILL it once its record names the tree, and assert that within
+    GONE_WITHIN_S no tree process, no segment of the run and no record remain."""
     monitor = subprocess.Popen(
-        argv, cwd=REPO, env=_env(cache), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        argv, cwd=REPO, env=_env(cache), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        record = _wait_for_record(cache)
+        record = _wait_for_record(cache, processes, segments, timeout_s)
     finally:
         monitor.send_signal(signal.SIGKILL)
         monitor.wait()
@@ -70,6 +74,19 @@ def test_sigkill_of_the_monitor_leaves_nothing_running(tmp_path: Path) -> None:
     assert left == [], f"tree processes alive {GONE_WITHIN_S}s after the monitor's SIGKILL: {left}"
     assert stale == [], f"segments left {GONE_WITHIN_S}s after the monitor's SIGKILL: {stale}"
     assert list((cache / "soakbench" / "soak-monitors").glob("*.json")) == []
+
+
+def test_sigkill_of_the_monitor_leaves_nothing_running(tmp_path: Path) -> None:
+    # parent (the wrapper's pid), child, grandchild in its own session, and the grandchild's segment
+    argv, _ = monitor_args(tmp_path, "death_tree.py", "600", stale=30.0)
+    _kill_monitor_mid_run(argv, tmp_path / "cache", processes=3, segments=1, timeout_s=30.0)
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_soak_run_monitor_stops_the_trainer(tmp_path: Path) -> None:
+    # the trainer and its collector with the run's five /dev/shm segments, as a new user saw them survive
+    argv, _ = _soak_run_argv(tmp_path, iterations=100_000, min_duration=1)
+    _kill_monitor_mid_run(argv, tmp_path / "cache", processes=2, segments=5, timeout_s=300.0)
 
 
 @pytest.fixture

@@ -271,6 +271,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 env=env,
             )
             result.root_pid = proc.pid
+            guard.await_exec(proc.pid, reader)
             root = reader.stat(proc.pid)
             if root is None:  # cannot happen before we reap it; fail closed rather than guess
                 raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")

@@ -247,6 +247,14 @@ class OwnershipGuard:
         wrapper = [sys.executable, "-I", "-S", str(_WATCHDOG), "exec", str(os.getpid()), "--"]
         return [*wrapper, *command]
 
+    def await_exec(self, pid: int, reader: ProcReader, timeout_s: float = 5.0) -> None:
+        """Wait (bounded) until the wrapper at ``pid`` has become the command, so the tree's first record
+        of the root names the command, not the wrapper; returns early if the wrapper exits."""
+        wrapper = self.wrap(())
+        deadline = time.monotonic() + timeout_s
+        while reader.cmdline(pid)[: len(wrapper)] == wrapper and time.monotonic() < deadline:
+            time.sleep(0.002)
+
     def update(self, known: Iterable[Mapping[str, Any]], shm_seen: Iterable[str]) -> None:
         """Record the tree identities and the run's segments seen so far (rewritten only on change)."""
         processes = sorted(

@@ -60,15 +60,15 @@ def _kill_monitor_mid_run(
         monitor.wait()
     killed_at = time.monotonic()
     tree = [(p["pid"], p["start_ticks"]) for p in record["processes"]]
-    segments = [Path("/dev/shm") / s["name"] for s in record["shm_segments"]]
+    paths = [Path("/dev/shm") / s["name"] for s in record["shm_segments"]]
     while time.monotonic() - killed_at < GONE_WITHIN_S:
-        if not any(alive(*ident) for ident in tree) and not any(p.exists() for p in segments):
+        if not any(alive(*ident) for ident in tree) and not any(p.exists() for p in paths):
             break
         time.sleep(0.05)
     left = [ident for ident in tree if alive(*ident)]
     for pid, _ in left:  # never leave the test's own processes behind, even when it fails
         os.kill(pid, signal.SIGKILL)
-    stale = [p for p in segments if p.exists()]
+    stale = [p for p in paths if p.exists()]
     for path in stale:
         path.unlink()
     assert left == [], f"tree processes alive {GONE_WITHIN_S}s after the monitor's SIGKILL: {left}"
@@ -211,3 +211,18 @@ def test_segments_are_proven_by_name_and_inode() -> None:
 def test_records_live_under_the_user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert records_dir() == tmp_path / "soakbench" / "soak-monitors"
+
+
+def test_the_root_is_recorded_as_the_command_not_the_wrapper(tmp_path: Path) -> None:
+    argv, output = monitor_args(tmp_path, "healthy_plateau.py", "1", trend_samples=1)
+    argv[argv.index("--", argv.index("--live")) + 1 :] = [
+        "sh",
+        "-c",
+        f"mkdir -p {tmp_path / 'run'}; sleep 1; touch {tmp_path / 'run' / 'x'}; sleep 1",
+    ]
+    done = subprocess.run(
+        argv, cwd=REPO, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=60, check=False
+    )
+    monitor = json.loads(output.read_text())["monitor"]
+    root = next(p for p in monitor["known_processes"] if p["pid"] == monitor["root_pid"])
+    assert root["name"] == "sh", (root, done.stderr[-2000:])

@@ -58,7 +58,11 @@ def load_record(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
             raise ValueError(f"not a schema-{RECORD_SCHEMA} ownership record")
-        int(data["monitor"]["pid"]), int(data["monitor"]["start_ticks"]), str(data["token"])
+        int(data["monitor"]["pid"]), int(data["monitor"]["start_ticks"]), str(data["log_dir"])
+        if not isinstance(data["token"], str) or not all(
+            isinstance(data[key], list) for key in ("processes", "shm_segments")
+        ):
+            raise ValueError("token must be a string, processes and shm_segments lists")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise LeftoverError(
             f"{path}: unreadable soak monitor ownership record ({exc}); move it aside to continue"

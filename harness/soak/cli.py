@@ -378,6 +378,20 @@ def report(artifact: Annotated[Path, typer.Argument(help="a soak artifact (.json
     raise typer.Exit(report_command(artifact))
 
 
+def cleanup() -> None:
+    """Stop what dead soak monitors left running, and remove their /dev/shm segments: only processes and
+    segments their ownership records prove (pid + start ticks, or the run's token; name + inode)."""
+    from harness.soak.leftovers import LeftoverError, clean, describe, find_leftovers
+
+    try:
+        leftovers = find_leftovers()
+    except LeftoverError as exc:
+        raise _fail(str(exc)) from None
+    for left in leftovers:
+        clean(left.path, left.record)
+    print(f"stopped:\n{describe(leftovers)}" if leftovers else "nothing left by a dead soak monitor")
+
+
 def build_app() -> typer.Typer:
     """The `soak` typer app."""
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True)
@@ -385,6 +399,7 @@ def build_app() -> typer.Typer:
     app.command("monitor")(monitor)
     app.command("report")(report)
     app.command("demo")(demo)
+    app.command("cleanup")(cleanup)
     return app
 
 

@@ -5,8 +5,10 @@ evaluation, artifact). Never imports torch: the monitor must not become a CUDA o
 
 Life of one monitored run:
 
-1. validate settings (``SettingsError`` -> exit 2, nothing written), snapshot ``/dev/shm``, become a child
-   subreaper, spawn the command in its own session/process group with stdout+stderr to
+1. validate settings (``SettingsError`` -> exit 2, nothing written), refuse while a dead monitor's run is
+   still there (harness.soak.leftovers), snapshot ``/dev/shm``, become a child subreaper, write the
+   ownership record and start the watchdog, spawn the command through the parent-death exec wrapper
+   (harness.soak.watchdog) in its own session/process group with stdout+stderr to
    ``<artifact stem>.console.log``;
 2. every ``sample_interval_s``: sample the tree (``Sampler``), append the sample to
    ``<artifact stem>.samples.jsonl`` (flushed per sample), check start-up / stale limits;
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foundation.vocab import MonitorFailure
+from harness.soak.leftovers import RUN_TOKEN_ENV, OwnershipGuard, leftover_problem
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
@@ -236,6 +239,9 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     judgement). Settings must already be validated."""
     result = MonitorResult()
     reader = ProcReader()
+    problem = leftover_problem()  # a dead monitor's run still holding the host: refuse, name it
+    if problem is not None:
+        raise SettingsError(problem)
     try:  # environment prerequisites: refuse before spawning rather than monitor half-blind
         shm_before = snapshot_shm()
         previous_subreaper = set_child_subreaper(True)
@@ -243,15 +249,21 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
         raise SettingsError(
             f"the soak monitor needs Linux /dev/shm and prctl(PR_SET_CHILD_SUBREAPER): {exc}"
         ) from exc
+    try:
+        guard = OwnershipGuard(settings.log_dir, shm_before)
+    except OSError as exc:
+        set_child_subreaper(previous_subreaper)
+        raise SettingsError(f"the soak monitor cannot write its ownership record: {exc}") from exc
     settings.log_dir.mkdir(parents=True, exist_ok=True)
     supervisor: Supervisor | None = None
     try:
         with _cancellation_flag() as cancelled, open(settings.console_path, "wb") as console:
             env = dict(os.environ if settings.env is None else settings.env)
+            env[RUN_TOKEN_ENV] = guard.token
             t0 = time.monotonic()
             result.started_at = time.time()
             proc = subprocess.Popen(
-                list(settings.command),
+                guard.wrap(settings.command),
                 stdin=subprocess.DEVNULL,
                 stdout=console,
                 stderr=subprocess.STDOUT,
@@ -259,11 +271,12 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 env=env,
             )
             result.root_pid = proc.pid
+            guard.await_exec(proc.pid, reader)
             root = reader.stat(proc.pid)
             if root is None:  # cannot happen before we reap it; fail closed rather than guess
                 raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
-            tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks)
-            supervisor = Supervisor(proc, tracker, reader)
+            tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks, exclude={guard.watchdog.pid})
+            supervisor = Supervisor(proc, tracker, reader, guard)
             supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
             sampler = Sampler(reader, tracker, settings.log_dir, t0)
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
@@ -298,6 +311,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             supervisor.terminate(settings.termination_grace_s)
         raise
     finally:
+        guard.close()
         set_child_subreaper(previous_subreaper)
         view.close()
     return result
@@ -339,6 +353,7 @@ def _loop(
             sample = sampler.sample(wall=time.time(), now=now)
             if not any(p["pid"] == proc.pid for p in sample["processes"]):
                 return  # the root exited while we sampled: a shutdown snapshot, not a run sample
+            supervisor.publish(sampler.shm_seen)
             failure = samples.record(sample, now)
             if failure is not None:
                 result.monitor_failure = failure

@@ -8,8 +8,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 from typing import Any
 
+from harness.soak.leftovers import OwnershipGuard
 from harness.soak.procs import ProcReader, TreeTracker
 
 
@@ -24,10 +26,22 @@ def _signal(pid: int, sig: int, group: bool = False) -> None:
 class Supervisor:
     """Owns the spawned command: reaping, termination and the residual check (the process edge)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], tracker: TreeTracker, reader: ProcReader) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        tracker: TreeTracker,
+        reader: ProcReader,
+        guard: OwnershipGuard | None = None,
+    ) -> None:
         self.proc = proc
         self.tracker = tracker
         self.reader = reader
+        self.guard = guard
+
+    def publish(self, shm_seen: Iterable[str]) -> None:
+        """Tell the ownership record (the watchdog's map of the run) every identity and segment seen."""
+        if self.guard is not None:
+            self.guard.update(self.tracker.known.values(), shm_seen)
 
     def reap_adopted(self) -> None:
         """Reap zombies re-parented to the monitor (we are their subreaper); the root is reaped by Popen."""
@@ -41,8 +55,11 @@ class Supervisor:
                     os.waitpid(pid, os.WNOHANG)
 
     def refresh(self) -> None:
-        """Record any tree member not seen yet (cheap stat-only scan)."""
+        """Record any tree member not seen yet (cheap stat-only scan) and publish it to the record."""
+        before = len(self.tracker.known)
         self.tracker.members(self.reader.all_stats())
+        if self.guard is not None and len(self.tracker.known) != before:
+            self.guard.update(self.tracker.known.values(), ())
 
     def alive(self) -> list[dict[str, Any]]:
         """Tracked identities still alive (PID and start ticks match, not a zombie), root excluded once

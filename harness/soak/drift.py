@@ -5,7 +5,9 @@ samples (each sample carries the trainer's last progress record), over the same 
 verdicts (``harness.soak.trends.analysis_span``: after start-up, before the finalize phase and the
 teardown tail, the later two thirds). A progress record seen by several samples counts once, at the
 first sample that saw it, so a trainer that writes progress less often than the monitor samples does not
-repeat values (repeats would be ties that shrink the Mann–Kendall variance).
+repeat values (repeats would be ties that shrink the Mann–Kendall variance). Only records of the
+``train`` phase count (or records without a phase, from an arbitrary command): prefill collects without
+learner updates, so its higher pace falling to the training pace is not a drift.
 
 The verdict is ``declining`` only if both hold, otherwise ``stable``:
 
@@ -48,8 +50,8 @@ DEFAULT_DRIFT = DriftConfig()
 
 
 def _rate(progress: Any) -> float | None:
-    if not isinstance(progress, Mapping):
-        return None
+    if not isinstance(progress, Mapping) or progress.get("phase", "train") != "train":
+        return None  # prefill runs without learner updates: another workload, faster by design
     value = progress.get("env_steps_per_s")
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None

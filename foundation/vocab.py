@@ -59,6 +59,7 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             "resource_leak",
             "too_short",
             "insufficient_observation",
+            "throughput_drift",
         )
     )
 )

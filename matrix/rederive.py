@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.soak.artifact import summary_sections
+from harness.soak.drift import throughput_drift
 from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.observation import observe_classes
 from harness.soak.trends import leak_verdicts
@@ -134,7 +135,10 @@ def _observation_disagreements(artifact: Mapping[str, Any], observation: Mapping
 
 
 def _observation_of(
-    artifact: Mapping[str, Any], leak: Mapping[str, Any], obs: Mapping[str, Any]
+    artifact: Mapping[str, Any],
+    leak: Mapping[str, Any],
+    obs: Mapping[str, Any],
+    drift: Mapping[str, Any] | None,
 ) -> MonitorObservation:
     timing = artifact.get("timing") or {}
     summary = artifact.get("run_summary")
@@ -150,6 +154,8 @@ def _observation_of(
         min_duration_s=float(timing.get("min_duration_s", 0.0)),
         run_contract=artifact.get("run_contract") is True,
         observation=obs,
+        throughput_drift=drift,
+        fail_on_throughput_drift=_dig(artifact, "throughput_drift.fails_run") is True,
     )
 
 
@@ -159,6 +165,8 @@ def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObserv
     out = []
     for row in evaluation.criteria_dicts():
         said = recorded.get(row["name"])
+        if said is None and row["name"] == "throughput_drift" and observation.throughput_drift is None:
+            continue  # the artifact predates the drift verdict
         if said is None:
             out.append(f"row {row['name']}: missing from the recorded pass table")
         elif said.get("result") != row["result"]:
@@ -200,7 +208,11 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     out += published_disagreement(artifact)
     out += _leak_disagreements(artifact, leak)
     out += _observation_disagreements(artifact, observation)
-    out += _table_disagreements(artifact, _observation_of(artifact, leak, observation))
+    drift = throughput_drift(samples, startup) if _has(artifact, "throughput_drift") else None
+    said = _dig(artifact, "throughput_drift.verdict")
+    if drift is not None and said != drift["verdict"]:
+        out.append(f"throughput_drift.verdict: recorded {said!r}, the samples say {drift['verdict']!r}")
+    out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift))
     return out
 
 

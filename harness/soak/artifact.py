@@ -219,6 +219,8 @@ def build_artifact(
     }
     if obs.observation is not None:
         artifact["resource_summary"]["observation"] = dict(obs.observation)
+    if obs.throughput_drift is not None:
+        artifact["throughput_drift"] = {**obs.throughput_drift, "fails_run": obs.fail_on_throughput_drift}
     if record.samples_sha256 is not None:
         artifact["samples_sha256"] = record.samples_sha256
     optional = {

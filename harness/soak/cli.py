@@ -205,6 +205,14 @@ ShmOpt = Annotated[
     ),
 ]
 
+DriftGate = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-throughput-drift",
+        help="a declining env steps/s over the trend window fails the run (reported either way)",
+    ),
+]
+
 
 def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monitor` share, one each
     output: Path,
@@ -217,10 +225,12 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     live: Live,
     shm_attribution: ShmAttribution,
     min_trend_samples: int,
+    fail_on_throughput_drift: bool,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
         "min_trend_samples": min_trend_samples,
+        "fail_on_throughput_drift": fail_on_throughput_drift,
         "output": output,
         "min_duration_s": min_duration_s,
         "sample_interval_s": sample_interval_s,
@@ -253,6 +263,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     live: LiveOpt = Live.auto,
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
+    fail_on_throughput_drift: DriftGate = False,
 ) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
@@ -274,6 +285,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 live,
                 shm_attribution,
                 min_trend_samples,
+                fail_on_throughput_drift,
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -299,6 +311,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     live: LiveOpt = Live.auto,
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
+    fail_on_throughput_drift: DriftGate = False,
     run_contract: Annotated[
         bool,
         typer.Option(
@@ -325,6 +338,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             live,
             shm_attribution,
             min_trend_samples,
+            fail_on_throughput_drift,
         ),
     )
     _execute(settings)

@@ -78,6 +78,7 @@ class MonitorSettings:
     env: Mapping[str, str] | None = None
     run_contract: bool = False  # monitor mode: judge <log-dir>/run_summary.json as `soak run` does
     min_trend_samples: int = DEFAULT_MIN_TREND_SAMPLES
+    fail_on_throughput_drift: bool = False  # a declining env steps/s fails the run (harness.soak.drift)
 
     @property
     def judges_summary(self) -> bool:

@@ -33,6 +33,9 @@ min_duration                        the run lasted at least the minimum duration
 trend_observation                   every observable resource class has a verdict on at   observation
                                     least ``min_trend_samples`` post-start-up samples
                                     (harness.soak.observation)
+throughput_drift                    the trainer's env steps/s is not ``declining`` over   throughput_drift
+                                    the trend window (harness.soak.drift);
+                                    ``not_applicable`` unless --fail-on-throughput-drift
 ==================================  ====================================================  ===============
 
 In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_contract rows are
@@ -52,7 +55,8 @@ row decides it (rows are ordered by precedence):
   shutdown block outside the vocabulary is named as such); ``run_summary_schema`` fails ->
   ``schema_violation``; a ``run_contract`` row fails -> ``run_contract_violation``;
 - a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``;
-  ``trend_observation`` fails -> ``insufficient_observation``.
+  ``trend_observation`` fails -> ``insufficient_observation``; ``throughput_drift`` fails ->
+  ``throughput_drift``.
 
 ``failure_reason`` is one sentence naming the row that decided the class (the first failed row, or the
 shutdown contract row for a ``shutdown_contract_violation``), then the names of any other failed rows.
@@ -97,6 +101,7 @@ CRITERIA: tuple[str, ...] = (
     "leak_verdicts",
     "min_duration",
     "trend_observation",
+    "throughput_drift",
 )
 NEEDS_SUMMARY: frozenset[str] = frozenset(CRITERIA[2:15])
 RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[4:15])
@@ -125,6 +130,8 @@ class MonitorObservation:
     run_summary_error: str | None = None  # why a run_summary could not be read, when it could not
     run_contract: bool = False  # `soak monitor --run-contract`: judge the run_summary as `soak run` does
     observation: Mapping[str, Any] | None = None  # harness.soak.observation.observe_classes(...)
+    throughput_drift: Mapping[str, Any] | None = None  # harness.soak.drift.throughput_drift(...)
+    fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
 
     @property
     def judges_summary(self) -> bool:
@@ -290,6 +297,7 @@ _ROW_CLASS = {
     "shutdown_contract": "shutdown_contract_violation",
     "min_duration": "too_short",
     "trend_observation": "insufficient_observation",
+    "throughput_drift": "throughput_drift",
 }
 
 
@@ -344,6 +352,8 @@ def _what_failed(first: Criterion) -> str:
     if first.name == "trend_observation" and isinstance(value, Mapping):
         short = [f"{k}: {v}" for k, v in value.items() if str(v).startswith("insufficient_data")]
         return f"too few post-start-up samples for a verdict on {', '.join(short)}; {first.expected}"
+    if first.name == "throughput_drift" and isinstance(value, Mapping):
+        return f"throughput_drift is {value.get('verdict')}: {value.get('reason')}"
     if first.name == "leak_verdicts" and isinstance(value, Mapping):
         return f"resource classes still growing after start-up: {', '.join(value['growing'])}"
     if first.name == "post_shutdown_residual_processes" and isinstance(value, list):
@@ -430,6 +440,22 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list
     ]
 
 
+def _drift_row(obs: MonitorObservation) -> Criterion:
+    """Fails on ``declining`` and, when asked for, on no verdict at all (a gate that cannot judge)."""
+    drift = obs.throughput_drift
+    expected = "stable env steps/s over the trend window (harness.soak.drift)"
+    if not isinstance(drift, Mapping):
+        value: Any = None if not obs.fail_on_throughput_drift else "no throughput_drift record"
+        ok = False
+    else:
+        keys = ("verdict", "relative_change_pct", "p_value", "slope_per_hour", "reason")
+        value = {k: drift.get(k) for k in keys}
+        ok = drift.get("verdict") == "stable"
+    if not obs.fail_on_throughput_drift:
+        return Criterion("throughput_drift", expected, value, "not_applicable")
+    return _row("throughput_drift", expected, value, ok)
+
+
 def evaluate(obs: MonitorObservation) -> Evaluation:
     """Apply the pass table to one observation (pure; raises ValueError on an out-of-vocabulary input)."""
     if obs.mode not in ("run", "monitor"):
@@ -449,6 +475,7 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         _row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
         *_judged_summary_rows(obs),
         *_resource_rows(obs, verdicts),
+        _drift_row(obs),
     ]
     failed = [c for c in rows if c.result == "fail"]
     if not failed:

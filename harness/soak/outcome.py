@@ -78,6 +78,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
     from harness.soak.artifact import MonitorRecord, build_artifact, write_artifact
+    from harness.soak.drift import throughput_drift
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.observation import observe_classes
     from harness.soak.report import render_report
@@ -100,6 +101,8 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         run_summary_error=summary_error,
         run_contract=settings.run_contract,
         observation=observe_classes(result.samples, verdicts, settings.min_trend_samples),
+        throughput_drift=throughput_drift(result.samples, result.startup_end_t),
+        fail_on_throughput_drift=settings.fail_on_throughput_drift,
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(

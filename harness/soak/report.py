@@ -284,6 +284,25 @@ def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+def drift_row(artifact: Mapping[str, Any]) -> dict[str, str] | None:
+    """The throughput drift verdict as display text; None for an artifact that predates it."""
+    drift = artifact.get("throughput_drift")
+    if not isinstance(drift, Mapping):
+        return None
+    slope, p, change = drift["slope_per_hour"], drift["p_value"], drift["relative_change_pct"]
+    window = drift["window"]
+    return {
+        "verdict": drift["verdict"],
+        "slope": "—" if slope is None else f"{slope:+.4g} env steps/s per h",
+        "p": "—" if p is None else f"{p:.2g}",
+        "change": "—" if change is None else f"{change:+.1f} %",
+        "window": "—" if window["t_start"] is None else f"{window['t_start']:.0f}–{window['t_end']:.0f} s",
+        "points": str(drift["points"]),
+        "gate": "fails the run" if drift["fails_run"] else "information only",
+        "reason": str(drift["reason"]),
+    }
+
+
 def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     """The HTML text for one validated artifact (reads its samples; no write)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -333,6 +352,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         artifact_name=artifact_path.name,
         criteria=artifact["criteria"],
         trend_rows=_trend_rows(summary),
+        drift=drift_row(artifact),
         plots=plots,
         wide_plots=wide,
         peak_rows=peak_rows,

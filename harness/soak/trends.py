@@ -154,7 +154,7 @@ def theil_sen_slope(t: npt.ArrayLike, values: npt.ArrayLike) -> float:
     return float(np.median((x[j][keep] - x[i][keep]) / dt[keep]))
 
 
-def _block_medians(t: np.ndarray, x: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+def block_medians(t: np.ndarray, x: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
     if t.size <= max_points:
         return t, x
     blocks = np.array_split(np.arange(t.size), max_points)
@@ -201,7 +201,7 @@ def classify_series(
     Returns:
         (verdict, details): details holds the statistics, thresholds and a ``reason`` sentence.
     """
-    tt, x = _block_medians(np.asarray(t, float), np.asarray(values, float), config.max_points)
+    tt, x = block_medians(np.asarray(t, float), np.asarray(values, float), config.max_points)
     n = int(x.size)
     details: dict[str, Any] = {"points": n}
     if n < config.min_samples:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
+from harness.soak.drift import throughput_drift
 from harness.soak.evaluation import (
     CRITERIA,
     NEEDS_SUMMARY,
@@ -33,6 +34,7 @@ def _samples(name: str) -> list[dict[str, Any]]:
 
 CLEAN_LEAKS = leak_verdicts(_samples("samples_clean.jsonl"), 40.0)
 CLEAN_OBSERVATION = observe_classes(_samples("samples_clean.jsonl"), CLEAN_LEAKS, 30)
+CLEAN_DRIFT = throughput_drift(_samples("samples_clean.jsonl"), 40.0)
 
 
 def observe(**changes: Any) -> MonitorObservation:
@@ -47,6 +49,8 @@ def observe(**changes: Any) -> MonitorObservation:
         "duration_s": 1200.0,
         "min_duration_s": 600.0,
         "observation": CLEAN_OBSERVATION,
+        "throughput_drift": CLEAN_DRIFT,
+        "fail_on_throughput_drift": True,  # every row judged, so a clean run passes all of them
     }
     base.update(changes)
     return MonitorObservation(**base)

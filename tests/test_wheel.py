@@ -86,7 +86,17 @@ def test_train_composes_and_runs_from_outside_the_checkout(installed: Path) -> N
 def test_soak_monitor_and_matrix_explain(installed: Path) -> None:
     bin_dir = installed / "venv" / "bin"
     output = installed / "soak.json"
-    command = [str(bin_dir / "python"), "-c", "import time; time.sleep(2)"]
+    # A command that writes into its log dir (start-up ends at the first change there) for 6 s: long
+    # enough for the 8 post-start-up trend samples asked for below at 0.25 s sampling.
+    log_dir = installed / "soak-run"
+    writer = (
+        "import pathlib, sys, time\n"
+        "log = pathlib.Path(sys.argv[1]) / 'progress.jsonl'\n"
+        "for i in range(30):\n"
+        "    with log.open('a') as fh: fh.write(f'{{\"iteration\": {i}}}\\n')\n"
+        "    time.sleep(0.2)\n"
+    )
+    command = [str(bin_dir / "python"), "-c", writer, str(log_dir)]
     soak = [
         str(bin_dir / "soak"),
         "monitor",
@@ -99,7 +109,9 @@ def test_soak_monitor_and_matrix_explain(installed: Path) -> None:
         [
             *soak,
             "--sample-interval-seconds",
-            "0.5",
+            "0.25",
+            "--min-trend-samples",
+            "8",
             "--post-shutdown-grace-seconds",
             "1",
             "--live",
@@ -115,7 +127,7 @@ def test_soak_monitor_and_matrix_explain(installed: Path) -> None:
     )
     artifact = json.loads(output.read_text())
     assert artifact["artifact_schema_version"] == "0.3.0" and artifact["mode"] == "monitor"
-    assert artifact["status"] == "passed"
+    assert artifact["status"] == "passed", artifact["failure_reason"]
     explained = _run(
         [
             str(bin_dir / "matrix"),

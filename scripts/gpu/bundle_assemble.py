@@ -3,14 +3,14 @@ there join and verify each wheel. Standard library only, Python >= 3.11."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle_files import BundleError, copy_verified, fsync_write, sha256_file
+from bundle_files import BundleError, copy_verified, sha256_bytes, sha256_file
 from bundle_manifest import MANIFEST, PART_RE, Manifest, Part, Wheel, check_lock, load_manifests
+
+from foundation.atomic import write_atomic
 
 
 @dataclass
@@ -38,7 +38,7 @@ def _open_stage(stage: Path, folders: Sequence[Path], expected: str | None, lock
     stage.mkdir(parents=True, exist_ok=True)
     if not (stage / MANIFEST).is_file():
         source = next(f / MANIFEST for f in folders if (f / MANIFEST).is_file())
-        fsync_write(stage / MANIFEST, source.read_bytes())
+        write_atomic(stage / MANIFEST, source.read_bytes())
     return manifest
 
 
@@ -90,24 +90,12 @@ def _join_one(stage: Path, wheel: Wheel) -> bool | str:
     dst = stage / "wheels" / wheel.filename
     if dst.is_file() and dst.stat().st_size == wheel.size and sha256_file(dst) == wheel.sha256:
         return False
-    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-    digest = hashlib.sha256()
-    try:
-        with tmp.open("wb") as fout:
-            for name in wheel.parts:
-                data = (stage / name).read_bytes()
-                digest.update(data)
-                fout.write(data)
-            fout.flush()
-            os.fsync(fout.fileno())
-        if digest.hexdigest() != wheel.sha256:
-            return (
-                f"{wheel.filename}: joined sha256 {digest.hexdigest()}, the manifest records {wheel.sha256}"
-            )
-        os.replace(tmp, dst)
-        return True
-    finally:
-        tmp.unlink(missing_ok=True)
+    joined = b"".join((stage / name).read_bytes() for name in wheel.parts)  # a wheel is < 200 MiB
+    digest = sha256_bytes(joined)
+    if digest != wheel.sha256:
+        return f"{wheel.filename}: joined sha256 {digest}, the manifest records {wheel.sha256}"
+    write_atomic(dst, joined)
+    return True
 
 
 def assemble(

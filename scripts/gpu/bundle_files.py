@@ -1,13 +1,14 @@
-"""Wheel file names and platform tags, sha256 digests, and write-then-rename file writes: what the
-bundle tools share on both hosts. Standard library only, Python >= 3.11."""
+"""Wheel file names and platform tags, sha256 digests, and verified copies: what the bundle tools share
+on both hosts. Standard library and the checkout's ``foundation`` only, Python >= 3.11."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from foundation.atomic import write_atomic
 
 WHEEL_RE = re.compile(
     r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
@@ -81,30 +82,11 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def fsync_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary name, renamed into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def copy_verified(src: Path, dst: Path, sha256: str) -> bool:
-    """Copy ``src`` to ``dst`` through a temporary name; keep it only if its sha256 is ``sha256``."""
-    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
-    digest = hashlib.sha256()
-    try:
-        with src.open("rb") as fin, tmp.open("wb") as fout:
-            for block in iter(lambda: fin.read(1 << 20), b""):
-                digest.update(block)
-                fout.write(block)
-            fout.flush()
-            os.fsync(fout.fileno())
-        if digest.hexdigest() != sha256:
-            return False
-        os.replace(tmp, dst)
-        return True
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Copy ``src`` to ``dst`` atomically, only if its sha256 is ``sha256`` (parts are at most a few tens
+    of MiB, so they are checked in memory before anything is written)."""
+    data = src.read_bytes()
+    if sha256_bytes(data) != sha256:
+        return False
+    write_atomic(dst, data)
+    return True

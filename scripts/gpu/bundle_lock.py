@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# the sibling modules below: a script's folder is on sys.path only when it is run, not imported
+# the sibling modules below (a script's folder is on sys.path only when it is run, not imported) and the
+# checkout's foundation package (its one atomic writer; standard library only, so the GPU host has it)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
 from bundle_files import BundleError, normalize, parse_wheel_name, sha256_file
 from bundle_lockfile import Dep, Lock, closure
 from bundle_target import Target, parse_glibc, parse_python_version, wheel_fits

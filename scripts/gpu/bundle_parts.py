@@ -25,8 +25,10 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-# the sibling modules below: a script's folder is on sys.path only when it is run, not imported
+# the sibling modules below (a script's folder is on sys.path only when it is run, not imported) and the
+# checkout's foundation package (its one atomic writer; standard library only, so the GPU host has it)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
 from bundle_assemble import AssembleReport, assemble
 from bundle_files import BundleError
 from bundle_install import install

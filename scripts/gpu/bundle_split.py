@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bundle_files import BundleError, fsync_write, sha256_bytes, sha256_file, wheel_glibc
+from bundle_files import BundleError, sha256_bytes, sha256_file, wheel_glibc
 from bundle_manifest import FORMAT, MANIFEST
+
+from foundation.atomic import write_atomic
 
 
 def top_level_modules(path: Path) -> list[str]:
@@ -85,7 +87,7 @@ def _write_pieces(wheels_dir: Path, pieces: list[dict[str, Any]], out: Path) -> 
         if len(data) != piece["size"]:
             raise BundleError(f"{piece['wheel']}: short read at offset {piece['offset']}")
         piece["sha256"] = sha256_bytes(data)
-        fsync_write(folder / piece["file"], data)
+        write_atomic(folder / piece["file"], data)
 
 
 def split(
@@ -131,6 +133,6 @@ def split(
     }
     text = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
     for t in transfers:
-        fsync_write(out / f"transfer-{t:02d}" / MANIFEST, text)
-    fsync_write(out / MANIFEST, text)
+        write_atomic(out / f"transfer-{t:02d}" / MANIFEST, text)
+    write_atomic(out / MANIFEST, text)
     return manifest

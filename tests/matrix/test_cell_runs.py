@@ -113,7 +113,7 @@ def test_short_soak_passes_its_pass_table(algo: str, task: str, tmp_path: Path) 
         sys.executable, "-m", "harness.soak.cli", "run",
         "--algo", algo, "--task", task, "--sim", "mujoco",
         "--num-envs", str(NUM_ENVS), "--iterations", str(SOAK_ITERATIONS[algo]),
-        "--min-duration-seconds", "1", "--sample-interval-seconds", "0.5",
+        "--min-duration-seconds", "1", "--sample-interval-seconds", "0.25", "--min-trend-samples", "8",
         "--startup-timeout-seconds", "240", "--stale-progress-seconds", "120",
         "--post-shutdown-grace-seconds", "2", "--termination-grace-seconds", "20",
         "--shm-attribution", "evidence", "--live", "plain",

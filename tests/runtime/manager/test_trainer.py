@@ -235,6 +235,9 @@ def test_sigint_is_external_cancellation(
 
     monkeypatch.setenv("FAKE_ENV_SLEEP_S", "0.02")
     log_dir = tmp_path / "run"
+    # What the trainer must restore: Python's handler, or SIG_IGN where this process was started in the
+    # background by a shell without job control (POSIX has such jobs ignore SIGINT).
+    before = signal.getsignal(signal.SIGINT)
 
     def interrupt_when_training() -> None:
         progress = log_dir / "progress.jsonl"
@@ -253,7 +256,7 @@ def test_sigint_is_external_cancellation(
     assert sd["exception"] == {"type": "SIGINT", "message": "received SIGINT"}
     assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped through the ingress
     assert sd["cleanup"]["errors"] == []
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert signal.getsignal(signal.SIGINT) is before  # handlers restored
 
 
 def _kill_collector_then_build(*args: Any) -> Any:

@@ -135,7 +135,7 @@ def diagnostics_payload(backend: DiagnosticsSource) -> BackendDiagnostics:
     backend_type = str(backend.backend_type)
     try:
         raw = backend.get_tensor_runtime_diagnostics()
-        diagnostics = {str(name): _normalized(item) for name, item in raw.items()}
+        diagnostics = optimization_entries(raw)
     except Exception as exc:
         return unavailable_diagnostics(
             backend_type, f"get_tensor_runtime_diagnostics raised {type(exc).__name__}: {exc}"
@@ -145,8 +145,13 @@ def diagnostics_payload(backend: DiagnosticsSource) -> BackendDiagnostics:
     return {"available": True, "backend_type": backend_type, "diagnostics": diagnostics}
 
 
+def optimization_entries(raw: Mapping[str, Mapping[str, object]]) -> dict[str, OptimizationDiagnostic]:
+    """``{name: {requested, enabled, disable_reason}}`` normalised: booleans, and a reason exactly when the
+    optimization is off (the artifact schemas require that), for backends and learners alike."""
+    return {str(name): _normalized(item) for name, item in raw.items()}
+
+
 def _normalized(item: Mapping[str, object]) -> OptimizationDiagnostic:
-    # the artifact schemas require a reason exactly when the optimization is off
     enabled = bool(item["enabled"])
     reason = None if enabled else str(item["disable_reason"] or "unspecified")
     return {"requested": bool(item["requested"]), "enabled": enabled, "disable_reason": reason}

@@ -14,23 +14,10 @@ from typing import Any
 
 from runtime.backends.contract import (
     BackendDiagnostics,
-    OptimizationDiagnostic,
     diagnostics_payload,
+    optimization_entries,
     unavailable_diagnostics,
 )
-
-
-def optimization_entries(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, OptimizationDiagnostic]:
-    """Normalise ``{name: {requested, enabled, disable_reason}}`` as the backend contract does: booleans,
-    and a reason exactly when the optimisation is disabled."""
-    return {
-        str(name): {
-            "requested": bool(entry["requested"]),
-            "enabled": bool(entry["enabled"]),
-            "disable_reason": None if entry["enabled"] else str(entry["disable_reason"] or "unspecified"),
-        }
-        for name, entry in raw.items()
-    }
 
 
 def backend_diagnostics_payload(env: object, backend_type: str | None) -> BackendDiagnostics:

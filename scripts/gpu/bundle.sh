@@ -84,7 +84,6 @@ if [[ -e "$OUT" && "$FORCE" != 1 ]]; then
 fi
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null ||
   die "$PY must be Python >= 3.11 (the lock is read with tomllib); set BUNDLE_PYTHON"
-"$PY" -m pip --version >/dev/null 2>&1 || die "$PY has no pip"
 
 # ---- part size ----------------------------------------------------------------------------------
 MIB=$((1024 * 1024))
@@ -100,6 +99,9 @@ else
   ((PART_BYTES >= MIB)) ||
     die "--transfer-mib $TRANSFER_MIB leaves no room: the checkout's files take $TREE_BYTES bytes"
 fi
+
+# Checked after every argument, so a bad argument is named even on a host whose python lacks pip.
+"$PY" -m pip --version >/dev/null 2>&1 || die "$PY has no pip"
 
 WORK="$OUT.partial-$$"
 cleanup() { rm -rf "$WORK"; }

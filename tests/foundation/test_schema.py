@@ -10,6 +10,7 @@ EXPECTED = {
     "evidence-index.schema.json",
     "inventory.schema.json",
     "junit-summary-1.schema.json",
+    "learning-parity-1.schema.json",
     "probe-0.3.0.schema.json",
     "probe-0.4.0.schema.json",
     "probe-compare-1.schema.json",

@@ -173,7 +173,8 @@ def oom_kills(inputs: OomInputs) -> list[dict[str, Any]]:
 
 def describe(kill: Mapping[str, Any]) -> str:
     """One line naming the process, its role, the evidence and its last memory."""
-    who = f"{kill['role'] or kill['name']} (pid {kill['pid']}, {kill['name']})"
+    role = kill["role"]
+    who = f"{role} (pid {kill['pid']}, {kill['name']})" if role else f"pid {kill['pid']} ({kill['name']})"
     exit_info = kill["exit"]
     how = (
         f"SIGKILL ({exit_info['source']})"

@@ -10,9 +10,13 @@ signal of its own, and after the post-shutdown grace). A tree process is ``oom_k
    collector from ``run_summary.json``; other descendants are reaped by their own parents, so the monitor
    only sees their PID vanish;
 3. ``/proc/vmstat`` ``oom_kill`` or the ``oom_kill`` of a memory cgroup watched in both readings rose
-   between L and N;
-4. where the kernel log is readable and holds OOM-kill records found between L and N, one of them names
+   between the reading before L (L itself when there is none) and N: the kernel counts the kill when it
+   picks the victim, and the victim can still be listed, exiting, in reading L;
+4. where the kernel log is readable and holds OOM-kill records found in that interval, one of them names
    its PID (the log then says who the victims were; the counters alone cannot).
+
+The last RSS/PSS reported is from the last sample that saw the process holding memory (an exiting
+victim is listed with RSS 0).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from typing import Any
 Identity = tuple[int, int]  # (pid, start_ticks)
 RULE = (
     "SIGKILL the monitor did not send (or an unknown exit of a descendant), while /proc/vmstat oom_kill "
-    "or a watched memory cgroup's oom_kill rose between the last reading that saw the process alive and "
-    "the next one; where the kernel log names OOM victims in that interval, it must name this PID"
+    "or a watched memory cgroup's oom_kill rose between the reading before the last that saw the process "
+    "alive and the first that found it gone; where the kernel log names OOM victims in that interval, it "
+    "must name this PID"
 )
 MIB = float(1 << 20)
 
@@ -110,25 +115,25 @@ class OomInputs:
     kernel_log_used: bool = False
 
 
-def _death_interval(identity: Identity, readings: Sequence[Reading]) -> tuple[int, int] | None:
-    """(index of the last reading that saw ``identity`` alive, index of the next), or None if it was
-    alive in the last reading."""
+def _death_interval(identity: Identity, readings: Sequence[Reading]) -> tuple[int, int, int] | None:
+    """Indexes of (the baseline reading, the last reading that saw ``identity`` alive, the first that
+    found it gone), or None if it was alive in the last reading."""
     last = max(i for i, r in enumerate(readings) if identity in r.alive)
-    return (last, last + 1) if last + 1 < len(readings) else None
+    return (max(0, last - 1), last, last + 1) if last + 1 < len(readings) else None
 
 
 def _judge(identity: Identity, inputs: OomInputs, record: Mapping[str, Any]) -> dict[str, Any] | None:
     interval = _death_interval(identity, inputs.readings)
     if interval is None:
         return None
-    last, gone = inputs.readings[interval[0]], inputs.readings[interval[1]]
+    base, last, gone = (inputs.readings[i] for i in interval)
     known = inputs.known_exits.get(identity[0])
     if gone.monitor_signalled or (known is not None and known.returncode != -signal.SIGKILL):
         return None
-    rise = counter_rise(last.host, gone.host)
+    rise = counter_rise(base.host, gone.host)
     if not _rose(rise):
         return None
-    window = _kmsg_window(inputs.kernel_kills, last, gone)
+    window = _kmsg_window(inputs.kernel_kills, base, gone)
     named = next((k for k in window if k["pid"] == identity[0]), None)
     if inputs.kernel_log_used and window and named is None:
         return None  # the kernel log names other victims in this interval
@@ -164,9 +169,11 @@ def _kill_record(
 
 def oom_kills(inputs: OomInputs) -> list[dict[str, Any]]:
     """Every tree process the rule (module docstring) says the OOM killer took, in order of death."""
-    last_record: dict[Identity, Mapping[str, Any]] = {}
+    last_record: dict[Identity, Mapping[str, Any]] = {}  # the last record holding memory
     for reading in inputs.readings:
-        last_record.update(reading.records)
+        for identity, record in reading.records.items():
+            if identity not in last_record or (_int(record.get("rss_bytes")) or 0) > 0:
+                last_record[identity] = record
     kills = [_judge(identity, inputs, record) for identity, record in last_record.items()]
     return sorted((k for k in kills if k is not None), key=lambda k: (k["gone_by_t"], k["pid"]))
 

@@ -38,11 +38,12 @@ def _sample(t: float, host: dict[str, Any], *procs: dict[str, Any]) -> dict[str,
 
 
 def _run(vmstat_after: int = 1, cgroup_after: int | None = 1, **child: Any) -> list[dict[str, Any]]:
-    """Root + child alive in two samples, then the child is gone (counters as given)."""
+    """Root + child alive in three samples, then the child is gone (counters as given)."""
     return [
-        _sample(1.0, _host(0, 0, 0), _proc(ROOT, "sh"), _proc(CHILD, "python3", **child)),
-        _sample(2.0, _host(1, 0, 0), _proc(ROOT, "sh"), _proc(CHILD, "python3", **child)),
-        _sample(3.0, _host(2, vmstat_after, cgroup_after), _proc(ROOT, "sh")),
+        _sample(0.0, _host(0, 0, 0), _proc(ROOT, "sh"), _proc(CHILD, "python3", **child)),
+        _sample(1.0, _host(1, 0, 0), _proc(ROOT, "sh"), _proc(CHILD, "python3", **child)),
+        _sample(2.0, _host(2, 0, 0), _proc(ROOT, "sh"), _proc(CHILD, "python3", **child)),
+        _sample(3.0, _host(3, vmstat_after, cgroup_after), _proc(ROOT, "sh")),
     ]
 
 
@@ -59,7 +60,7 @@ NO_LOG: dict[str, Any] = {"used": False, "reason": "unreadable", "lost_records":
 
 
 def test_a_descendant_gone_while_the_counters_rose_is_oom_killed() -> None:
-    lines, section = assess(_run(pss_bytes=32 << 20), [_tail(3, 1, [])], NO_LOG, (ROOT[0], 0), None)
+    lines, section = assess(_run(pss_bytes=32 << 20), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 0), None)
     (kill,) = section["kills"]
     assert (kill["pid"], kill["name"], kill["exit"]) == (CHILD[0], "python3", None)
     assert (kill["last_seen_t"], kill["gone_by_t"]) == (2.0, 3.0)
@@ -78,8 +79,20 @@ def test_the_role_is_named_when_the_sample_record_has_one() -> None:
     )
 
 
+def test_a_victim_still_listed_after_the_kernel_counted_the_kill_is_oom_killed() -> None:
+    # the kernel counts the kill when it picks the victim; the next sample can still list it, exiting,
+    # with RSS 0, and the sample after that finds it gone with no further rise
+    samples = _run(vmstat_after=1, cgroup_after=1)
+    samples[2]["host"] = _host(2, 1, 1)
+    samples[2]["processes"][1]["rss_bytes"] = 0
+    lines, section = assess(samples, [], NO_LOG, (None, None), None)
+    (kill,) = section["kills"]
+    assert (kill["last_seen_t"], kill["gone_by_t"], kill["last_rss_bytes"]) == (2.0, 3.0, 64 << 20)
+    assert "last RSS 64.0 MiB" in lines[0]
+
+
 def test_an_exit_without_a_counter_rise_is_not_an_oom_kill() -> None:
-    _, section = assess(_run(vmstat_after=0, cgroup_after=0), [_tail(3, 0, [])], NO_LOG, (ROOT[0], 0), None)
+    _, section = assess(_run(vmstat_after=0, cgroup_after=0), [_tail(4, 0, [])], NO_LOG, (ROOT[0], 0), None)
     assert section["kills"] == []
 
 
@@ -92,8 +105,8 @@ def test_a_cgroup_rise_alone_is_enough_where_vmstat_is_unreadable() -> None:
 
 
 def test_a_process_the_monitor_signalled_is_never_oom_killed() -> None:
-    samples = _run(vmstat_after=0, cgroup_after=0)[:2]
-    tail = [_tail(2, 0, [ROOT, CHILD]), _tail(3, 1, [], signalled=True)]
+    samples = _run(vmstat_after=0, cgroup_after=0)[:3]
+    tail = [_tail(3, 0, [ROOT, CHILD]), _tail(4, 1, [], signalled=True)]
     _, section = assess(samples, tail, NO_LOG, (ROOT[0], -9), None)
     assert section["kills"] == []
 
@@ -115,12 +128,12 @@ def test_a_kernel_log_that_names_other_victims_clears_the_process() -> None:
         **NO_LOG,
         "used": True,
         "reason": None,
-        "kills": [{"pid": 999, "comm": "x", "reading": 2, "text": "Killed process 999 (x)"}],
+        "kills": [{"pid": 999, "comm": "x", "reading": 3, "text": "Killed process 999 (x)"}],
     }
     _, other = assess(_run(), [], log, (None, None), None)
     assert other["kills"] == []
     log["kills"].append(
-        {"pid": CHILD[0], "comm": "python3", "reading": 2, "text": f"Killed process {CHILD[0]} (python3)"}
+        {"pid": CHILD[0], "comm": "python3", "reading": 3, "text": f"Killed process {CHILD[0]} (python3)"}
     )
     lines, named = assess(_run(), [], log, (None, None), None)
     assert named["kills"][0]["kernel_log"] == f"Killed process {CHILD[0]} (python3)"
@@ -136,7 +149,7 @@ def test_kernel_log_records_outside_the_death_interval_do_not_count() -> None:
         "kills": [{"pid": 999, "comm": "x", "reading": 0, "text": "t"}],
     }
     _, section = assess(_run(), [], log, (None, None), None)
-    assert [k["pid"] for k in section["kills"]] == [CHILD[0]]  # the log is silent between readings 1 and 2
+    assert [k["pid"] for k in section["kills"]] == [CHILD[0]]  # the log is silent in readings 1 to 3
 
 
 def test_counter_rise_ignores_a_cgroup_first_watched_in_the_later_reading() -> None:
@@ -153,11 +166,11 @@ def _collector_summary(exitcode: int) -> dict[str, Any]:
 
 def test_a_collector_oom_is_a_collector_failure_caused_by_oom_killed() -> None:
     summary = _collector_summary(-9)
-    _, section = assess(_run(), [_tail(3, 1, [])], NO_LOG, (ROOT[0], 1), summary)
+    _, section = assess(_run(), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 1), summary)
     (kill,) = section["kills"]
     assert kill["role"] == "collector" and kill["exit"]["source"] == "run_summary"
     assert section["shutdown_cause"] == "oom_killed"
-    _, exited = assess(_run(), [_tail(3, 1, [])], NO_LOG, (ROOT[0], 1), _collector_summary(3))
+    _, exited = assess(_run(), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 1), _collector_summary(3))
     assert exited["kills"] == [] and exited["shutdown_cause"] is None
 
 
@@ -180,7 +193,7 @@ def _observation(summary: dict[str, Any] | None, lines: list[str], **kw: Any) ->
 
 def test_oom_killed_outranks_the_collector_failure_it_caused() -> None:
     summary = _collector_summary(-9)
-    lines, _ = assess(_run(), [_tail(3, 1, [])], NO_LOG, (ROOT[0], 1), summary)
+    lines, _ = assess(_run(), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 1), summary)
     evaluation = evaluate(_observation(summary, lines))
     assert evaluation.failure_classification == "oom_killed"
     assert evaluation.failure_reason is not None
@@ -204,7 +217,7 @@ def test_oom_killed_outranks_a_stall_and_a_clean_run_has_a_passing_row() -> None
 
 def test_the_artifact_records_the_oom_section_and_the_shutdown_cause() -> None:
     summary = _collector_summary(-9)
-    lines, section = assess(_run(), [_tail(3, 1, [])], NO_LOG, (ROOT[0], 1), summary)
+    lines, section = assess(_run(), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 1), summary)
     obs = _observation(summary, lines)
     record = MonitorRecord(
         samples=_run(),

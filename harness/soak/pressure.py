@@ -30,6 +30,7 @@ from typing import Any
 PSI_PATH = Path("/proc/pressure/memory")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _KILLED = re.compile(r"Killed process (\d+) \(([^)]*)\)")
+_INITIAL_PID_NS_INODE = 0xEFFFFFFC  # PROC_PID_INIT_INO in include/linux/proc_ns.h
 _KMSG_MAX_RECORDS = 20_000  # per poll: bounds the time one sample can spend on a flooded log
 
 
@@ -116,12 +117,15 @@ def _read_text(path: Path) -> tuple[str | None, str | None]:
 
 
 def _pid_namespace_is_initial(proc_root: Path) -> bool:
-    """True when this process's PID is the same in every PID namespace (kmsg PIDs are then ours)."""
-    text, _ = _read_text(proc_root / "self" / "status")
-    for line in (text or "").splitlines():
-        if line.startswith("NSpid:"):
-            return len(line.split()) == 2
-    return False
+    """True in the kernel's initial PID namespace, whose PIDs the kernel log prints.
+
+    Its inode is the fixed ``PROC_PID_INIT_INO``; ``NSpid`` would not do, as a container's own /proc
+    shows a single entry there too.
+    """
+    try:
+        return os.readlink(proc_root / "self" / "ns" / "pid") == f"pid:[{_INITIAL_PID_NS_INODE}]"
+    except OSError:
+        return False
 
 
 @dataclass

@@ -71,7 +71,8 @@ def _plant(tmp_path: Path, pid: int, cgroup: str) -> tuple[Path, Path]:
     proc, cg = tmp_path / "proc", tmp_path / "cg"
     (proc / "self").mkdir(parents=True)
     (proc / "self" / "cgroup").write_text(V1_CGROUP)
-    (proc / "self" / "status").write_text("Name:\tx\nNSpid:\t1\n")
+    (proc / "self" / "ns").mkdir()
+    (proc / "self" / "ns" / "pid").symlink_to("pid:[4026531836]")  # the initial PID namespace
     (proc / str(pid)).mkdir()
     (proc / str(pid) / "cgroup").write_text(f"4:memory:{cgroup}\n0::/\n")
     (proc / "meminfo").write_text("MemAvailable: 1000 kB\n")
@@ -113,7 +114,8 @@ def test_a_kernel_log_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
 
 def test_a_kernel_log_of_another_pid_namespace_is_not_used(tmp_path: Path) -> None:
     proc, _ = _plant(tmp_path, 1, "/x")
-    (proc / "self" / "status").write_text("NSpid:\t9000\t1\n")
+    (proc / "self" / "ns" / "pid").unlink()
+    (proc / "self" / "ns" / "pid").symlink_to("pid:[4026532999]")
     tail = KmsgTail(path=Path(os.devnull), proc_root=proc)
     tail.open()
     assert tail.fd is None and "PID namespace" in str(tail.reason)

@@ -210,6 +210,7 @@ class MonitorResult:
     started_at: float = 0.0  # unix s at spawn
     host_tail: list[dict[str, Any]] = field(default_factory=list)  # host readings after the loop
     kernel_log: dict[str, Any] = field(default_factory=dict)  # KmsgTail.status() and the OOM kills it logged
+    reaped: dict[tuple[int, int], int] = field(default_factory=dict)  # adopted orphans' exit statuses
 
 
 @contextlib.contextmanager
@@ -313,6 +314,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 view.note(f"{len(result.residual_processes)} residual process(es); killing them")
                 supervisor.kill_all(min(settings.termination_grace_s, 2.0))
             result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
+            result.reaped = dict(supervisor.reaped)
             result.orphaned_shm_segments = _orphaned_segments(settings, shm_before, sampler)
     except BaseException:
         if supervisor is not None and (supervisor.proc.returncode is None or supervisor.alive()):

@@ -6,9 +6,9 @@ signal of its own, and after the post-shutdown grace). A tree process is ``oom_k
 
 1. it was alive in reading L and gone in the next reading N, and the monitor had sent no signal to the
    tree before N;
-2. where its exit status is known, it is SIGKILL: the monitor's own child from ``waitpid``, the trainer's
-   collector from ``run_summary.json``; other descendants are reaped by their own parents, so the monitor
-   only sees their PID vanish;
+2. where its exit status is known, it is SIGKILL: the monitor's own child and the orphans it reaped as
+   their subreaper from ``waitpid``, the trainer's collector from ``run_summary.json``; other descendants
+   are reaped by their own parents, so the monitor only sees their PID vanish;
 3. ``/proc/vmstat`` ``oom_kill`` or the ``oom_kill`` of a memory cgroup watched in both readings rose
    between the reading before L (L itself when there is none) and N: the kernel counts the kill when it
    picks the victim, and the victim can still be listed, exiting, in reading L;
@@ -263,13 +263,15 @@ def assess(
     kernel_log: Mapping[str, Any],
     root: tuple[int | None, int | None],
     run_summary: Mapping[str, Any] | None,
+    reaped: Mapping[tuple[int, int], int] | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """The pass-table lines (one per kill) and the artifact's ``oom`` section of one watched run.
 
     ``root`` is (pid, returncode) of the monitor's own child; ``kernel_log`` is ``KmsgTail.status()``
-    plus its ``kills``.
+    plus its ``kills``; ``reaped`` the exit statuses of adopted orphans the monitor reaped.
     """
     known = collector_exit(run_summary)
+    known.update({pid: KnownExit(code, "waitpid") for (pid, _ticks), code in (reaped or {}).items()})
     pid, returncode = root
     if pid is not None and returncode is not None:
         known[pid] = KnownExit(returncode, "waitpid")

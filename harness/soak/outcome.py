@@ -94,6 +94,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         result.kernel_log,
         (result.root_pid, result.trainer_returncode),
         run_summary,
+        result.reaped,
     )
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
     observation = MonitorObservation(

@@ -236,3 +236,10 @@ def test_the_artifact_records_the_oom_section_and_the_shutdown_cause() -> None:
     assert artifact["shutdown"]["classification"] == "collector_failure"
     assert artifact["shutdown"]["cause"] == "oom_killed"
     assert artifact["oom"]["kills"][0]["pid"] == CHILD[0]
+
+
+def test_an_orphan_the_monitor_reaped_is_judged_by_its_exit_status() -> None:
+    _, exited = assess(_run(), [], NO_LOG, (None, None), None, {CHILD: 0})
+    assert exited["kills"] == []
+    _, killed = assess(_run(), [], NO_LOG, (None, None), None, {CHILD: -9})
+    assert killed["kills"][0]["exit"] == {"returncode": -9, "signal": "SIGKILL", "source": "waitpid"}

@@ -98,8 +98,11 @@ def _rose(rise: Mapping[str, Any]) -> bool:
     return (rise["vmstat_delta"] or 0) > 0 or bool(rise["cgroups"])
 
 
-def _kmsg_window(kills: Sequence[Mapping[str, Any]], last: Reading, gone: Reading) -> list[Mapping[str, Any]]:
-    lo, hi = _int(last.host.get("reading")), _int(gone.host.get("reading"))
+def _kmsg_window(
+    kills: Sequence[Mapping[str, Any]], since: Reading, gone: Reading
+) -> list[Mapping[str, Any]]:
+    """The kernel-log kills found by the readings from ``since`` to ``gone``, both included."""
+    lo, hi = _int(since.host.get("reading")), _int(gone.host.get("reading"))
     if lo is None or hi is None:
         return []
     return [k for k in kills if lo <= int(k["reading"]) <= hi]

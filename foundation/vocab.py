@@ -60,6 +60,7 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             "too_short",
             "insufficient_observation",
             "throughput_drift",
+            "oom_killed",
         )
     )
 )

@@ -20,6 +20,7 @@ from harness.soak.artifact import summary_sections
 from harness.soak.drift import throughput_drift
 from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.observation import observe_classes
+from harness.soak.oom import describe
 from harness.soak.trends import leak_verdicts
 from matrix.model import MatrixInputError
 
@@ -156,6 +157,7 @@ def _observation_of(
         observation=obs,
         throughput_drift=drift,
         fail_on_throughput_drift=_dig(artifact, "throughput_drift.fails_run") is True,
+        oom_kills=[describe(kill) for kill in _dig(artifact, "oom.kills") or []],
     )
 
 
@@ -167,6 +169,8 @@ def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObserv
         said = recorded.get(row["name"])
         if said is None and row["name"] == "throughput_drift" and observation.throughput_drift is None:
             continue  # the artifact predates the drift verdict
+        if said is None and row["name"] == "oom_kills" and "oom" not in artifact:
+            continue  # the artifact predates the OOM-kill evidence
         if said is None:
             out.append(f"row {row['name']}: missing from the recorded pass table")
         elif said.get("result") != row["result"]:

@@ -154,6 +154,7 @@ class MonitorRecord:
         monitor: what the monitor did: root_pid, console_log_path, shm_attribution, monitor_error,
             progress_parse_errors, known_processes, killed_by_monitor (schema ``monitor``).
         samples_sha256: sha256 hex digest of the samples file as written.
+        oom: the ``oom`` section (harness.soak.oom): OOM-killed tree processes and host memory pressure.
     """
 
     samples: Sequence[Mapping[str, Any]]
@@ -166,6 +167,7 @@ class MonitorRecord:
     monitor_overhead: Mapping[str, Any] | None = None
     monitor: Mapping[str, Any] | None = None
     samples_sha256: str | None = None
+    oom: Mapping[str, Any] | None = None  # harness.soak.oom.assess(...) section
 
 
 def build_artifact(
@@ -227,8 +229,11 @@ def build_artifact(
         "run_settings": record.run_settings,
         "monitor_overhead": record.monitor_overhead,
         "monitor": record.monitor,
+        "oom": record.oom,
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
+    if record.oom is not None and record.oom.get("shutdown_cause") is not None and summary is not None:
+        artifact["shutdown"]["cause"] = record.oom["shutdown_cause"]  # e.g. collector_failure by OOM kill
     return artifact
 
 

@@ -38,6 +38,7 @@ from foundation.vocab import MonitorFailure
 from harness.soak.leftovers import RUN_TOKEN_ENV, OwnershipGuard, leftover_problem
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
+from harness.soak.pressure import HostReader
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
 from harness.soak.sampler import LivenessState, ProgressTail, Sampler
 from harness.soak.shm import (
@@ -207,6 +208,9 @@ class MonitorResult:
     sample_ms: list[float] = field(default_factory=list)
     root_pid: int | None = None
     started_at: float = 0.0  # unix s at spawn
+    host_tail: list[dict[str, Any]] = field(default_factory=list)  # host readings after the loop
+    kernel_log: dict[str, Any] = field(default_factory=dict)  # KmsgTail.status() and the OOM kills it logged
+    reaped: dict[tuple[int, int], int] = field(default_factory=dict)  # adopted orphans' exit statuses
 
 
 @contextlib.contextmanager
@@ -257,6 +261,8 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
         raise SettingsError(f"the soak monitor cannot write its ownership record: {exc}") from exc
     settings.log_dir.mkdir(parents=True, exist_ok=True)
     supervisor: Supervisor | None = None
+    host = HostReader()
+    host.start()  # before the spawn: the kernel log from here on
     try:
         with _cancellation_flag() as cancelled, open(settings.console_path, "wb") as console:
             env = dict(os.environ if settings.env is None else settings.env)
@@ -279,7 +285,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks, exclude={guard.watchdog.pid})
             supervisor = Supervisor(proc, tracker, reader, guard)
             supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
-            sampler = Sampler(reader, tracker, settings.log_dir, t0)
+            sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host)
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
             result.loop_cpu_s = -time.process_time()
             try:
@@ -292,6 +298,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.loop_cpu_s += time.process_time()
             result.loop_wall_s = time.monotonic() - t0
             result.progress_parse_errors = sampler.progress.parse_errors
+            _tail_reading(result, supervisor, host, t0)
             if result.monitor_failure is not None:
                 view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")
                 result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s)
@@ -301,21 +308,32 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s"
             )
             supervisor.wait_quiet(settings.post_shutdown_grace_s, until_all_dead=True)
+            _tail_reading(result, supervisor, host, t0)
             result.residual_processes = supervisor.alive()
             if result.residual_processes:
                 view.note(f"{len(result.residual_processes)} residual process(es); killing them")
                 supervisor.kill_all(min(settings.termination_grace_s, 2.0))
             result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
+            result.reaped = dict(supervisor.reaped)
             result.orphaned_shm_segments = _orphaned_segments(settings, shm_before, sampler)
     except BaseException:
         if supervisor is not None and (supervisor.proc.returncode is None or supervisor.alive()):
             supervisor.terminate(settings.termination_grace_s)
         raise
     finally:
+        result.kernel_log = {**host.kmsg.status(), "kills": list(host.kmsg.kills)}
+        host.close()
         guard.close()
         set_child_subreaper(previous_subreaper)
         view.close()
     return result
+
+
+def _tail_reading(result: MonitorResult, supervisor: Supervisor, host: HostReader, t0: float) -> None:
+    """A host reading after the loop; ``monitor_signalled`` once the monitor has terminated the tree."""
+    alive = [(p["pid"], p["start_ticks"]) for p in supervisor.alive()]
+    signalled = result.monitor_failure is not None and bool(result.host_tail)
+    result.host_tail.append(host.tail(time.monotonic() - t0, alive, monitor_signalled=signalled))
 
 
 def _orphaned_segments(

@@ -36,6 +36,7 @@ trend_observation                   every observable resource class has a verdic
 throughput_drift                    the trainer's env steps/s is not ``declining`` over   throughput_drift
                                     the trend window (harness.soak.drift);
                                     ``not_applicable`` unless --fail-on-throughput-drift
+oom_kills                           no tree process OOM-killed (harness.soak.oom)         oom
 ==================================  ====================================================  ===============
 
 In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_contract rows are
@@ -56,7 +57,8 @@ row decides it (rows are ordered by precedence):
   ``schema_violation``; a ``run_contract`` row fails -> ``run_contract_violation``;
 - a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``;
   ``trend_observation`` fails -> ``insufficient_observation``; ``throughput_drift`` fails ->
-  ``throughput_drift``.
+  ``throughput_drift``;
+- ``oom_kills`` fails -> ``oom_killed``, whichever row failed first (the kill explains an exit or a stall).
 
 ``failure_reason`` is one sentence naming the row that decided the class (the first failed row, or the
 shutdown contract row for a ``shutdown_contract_violation``), then the names of any other failed rows.
@@ -102,6 +104,7 @@ CRITERIA: tuple[str, ...] = (
     "min_duration",
     "trend_observation",
     "throughput_drift",
+    "oom_kills",
 )
 NEEDS_SUMMARY: frozenset[str] = frozenset(CRITERIA[2:15])
 RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[4:15])
@@ -132,6 +135,7 @@ class MonitorObservation:
     observation: Mapping[str, Any] | None = None  # harness.soak.observation.observe_classes(...)
     throughput_drift: Mapping[str, Any] | None = None  # harness.soak.drift.throughput_drift(...)
     fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
+    oom_kills: Sequence[str] = ()  # harness.soak.oom.assess(...): one line per OOM-killed tree process
 
     @property
     def judges_summary(self) -> bool:
@@ -298,6 +302,7 @@ _ROW_CLASS = {
     "min_duration": "too_short",
     "trend_observation": "insufficient_observation",
     "throughput_drift": "throughput_drift",
+    "oom_kills": "oom_killed",
 }
 
 
@@ -330,6 +335,7 @@ def _render(value: Any, limit: int = 200) -> str:
 
 
 _UNAVAILABLE = "run_summary unavailable: "
+_OOM_EXPECTED = "no tree process killed by the kernel OOM killer"
 _CONTRACT_ROWS = frozenset(
     ("run_summary_schema", "shutdown_contract", "replay_invariants", "inference_invariants")
 )
@@ -354,6 +360,8 @@ def _what_failed(first: Criterion) -> str:
         return f"too few post-start-up samples for a verdict on {', '.join(short)}; {first.expected}"
     if first.name == "throughput_drift" and isinstance(value, Mapping):
         return f"throughput_drift is {value.get('verdict')}: {value.get('reason')}"
+    if first.name == "oom_kills" and isinstance(value, list):
+        return "; ".join(str(v) for v in value)
     if first.name == "leak_verdicts" and isinstance(value, Mapping):
         return f"resource classes still growing after start-up: {', '.join(value['growing'])}"
     if first.name == "post_shutdown_residual_processes" and isinstance(value, list):
@@ -476,6 +484,7 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         *_judged_summary_rows(obs),
         *_resource_rows(obs, verdicts),
         _drift_row(obs),
+        _row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
     ]
     failed = [c for c in rows if c.result == "fail"]
     if not failed:
@@ -484,4 +493,6 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
     lead = failed[0]
     if classification == "shutdown_contract_violation":  # the reason names the contract rule broken
         lead = next(c for c in failed if c.name == "shutdown_contract")
+    if obs.oom_kills:
+        classification, lead = "oom_killed", next(c for c in failed if c.name == "oom_kills")
     return Evaluation("failed", _reason(lead, failed), classification, rows)

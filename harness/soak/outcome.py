@@ -81,12 +81,21 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.drift import throughput_drift
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.observation import observe_classes
+    from harness.soak.oom import assess
     from harness.soak.report import render_report
     from harness.soak.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
     if settings.judges_summary:
         run_summary, summary_error = read_run_summary(settings.log_dir)
+    oom_lines, oom = assess(
+        result.samples,
+        result.host_tail,
+        result.kernel_log,
+        (result.root_pid, result.trainer_returncode),
+        run_summary,
+        result.reaped,
+    )
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
     observation = MonitorObservation(
         mode=settings.mode,
@@ -103,6 +112,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         observation=observe_classes(result.samples, verdicts, settings.min_trend_samples),
         throughput_drift=throughput_drift(result.samples, result.startup_end_t),
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
+        oom_kills=oom_lines,
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(
@@ -126,6 +136,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),
         samples_sha256=samples_digest(settings.samples_path),
+        oom=oom,
     )
     artifact = build_artifact(
         obs=observation, evaluation=evaluation, record=record, context=collect_context()

@@ -21,6 +21,7 @@ from typing import Any
 
 from foundation.atomic import write_atomic
 from harness.soak.artifact import ArtifactError, load_artifact
+from harness.soak.oom import describe
 from harness.soak.trends import RESOURCE_CLASSES
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -219,6 +220,52 @@ def progress_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float | N
     return _png(fig)
 
 
+def _psi_series(samples: Sequence[Mapping[str, Any]], kind: str) -> list[tuple[float, float]]:
+    series = []
+    for sample in samples:
+        psi = (sample.get("host") or {}).get("psi_memory")
+        if isinstance(psi, Mapping) and isinstance(psi.get(kind), Mapping):
+            series.append((float(sample["t"]), float(psi[kind]["avg10"])))
+    return series
+
+
+def pressure_plot(
+    samples: Sequence[Mapping[str, Any]], startup_end_t: float | None, kills: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """PNG data URI: host MemAvailable, PSI memory some/full avg10 and the OOM kills (harness.soak.oom);
+    None when no sample carries a host block."""
+    hosts = [(float(s["t"]), s["host"]) for s in samples if isinstance(s.get("host"), Mapping)]
+    available = [(t, h["mem_available_bytes"] / MIB) for t, h in hosts if h.get("mem_available_bytes")]
+    if not hosts:
+        return None
+    fig, ax = _new_figure(12.8, 3.0)
+    ax.set_title("Host memory pressure (/proc/meminfo, /proc/pressure/memory)", fontsize=10, loc="left")
+    _mark_startup(ax, startup_end_t, None)
+    ax.plot(
+        [a[0] for a in available], [a[1] for a in available], color="#1f2937", lw=1.2, label="MemAvailable"
+    )
+    ax.set_ylabel("MemAvailable (MiB)", fontsize=8)
+    for kill in kills:
+        ax.axvline(kill["gone_by_t"], color="#dc2626", lw=1.5, label=f"OOM kill: pid {kill['pid']}")
+    ax2 = ax.twinx()
+    for kind, colour in (("some", "#d97706"), ("full", "#7c3aed")):
+        series = _psi_series(samples, kind)
+        ax2.plot(
+            [p[0] for p in series], [p[1] for p in series], color=colour, lw=1, label=f"PSI {kind} avg10"
+        )
+    ax2.set_ylabel("PSI avg10 (% of time stalled)", fontsize=8)
+    ax2.set_ylim(
+        bottom=0.0, top=max([1.0, *(p[1] * 1.1 for k in ("some", "full") for p in _psi_series(samples, k))])
+    )
+    ax2.tick_params(labelsize=8)
+    ax2.legend(fontsize=7, loc="upper right", framealpha=0.8)
+    ax.set_xlabel("time since monitor start (s)", fontsize=8)
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", framealpha=0.8)
+    return _png(fig)
+
+
 def human(value: Any, unit: str | None = None) -> str:
     """Short human text for a number (bytes as MiB/GiB), None as an em dash."""
     if value is None:
@@ -323,6 +370,8 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     wide = [
         p for p in (fd_breakdown_plot(samples, startup_end_t), progress_plot(samples, startup_end_t)) if p
     ]
+    oom_kills = (artifact.get("oom") or {}).get("kills") or []
+    pressure = pressure_plot(samples, startup_end_t, oom_kills)
     peaks = summary["peaks"]
     peak_rows = [
         ("processes", human(peaks["process_count"])),
@@ -355,6 +404,8 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         drift=drift_row(artifact),
         plots=plots,
         wide_plots=wide,
+        pressure=pressure,
+        oom_kills=[describe(k) for k in oom_kills],
         peak_rows=peak_rows,
         samples_note=samples_note,
         sample_count=len(samples),

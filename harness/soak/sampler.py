@@ -9,6 +9,7 @@ Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md):
      "totals": {process_count, rss_bytes, threads, eventfd, shared_memory_fd, fd_total,
                 gpu_memory_bytes: int | null},
      "gpu": {available, reason, devices: [{index, uuid, used_bytes}], process_memory_reason: str | null},
+     "host": memory pressure and OOM-kill counters (harness.soak.pressure),
      "liveness": {latest_mtime_ns, file_count, total_bytes, changed},
      "progress": last progress.jsonl record or null}
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.nvml import NvmlReader, memory_by_pid
+from harness.soak.pressure import HostReader
 from harness.soak.procs import ProcReader, TreeTracker, totals_of
 
 
@@ -111,6 +113,7 @@ class Sampler:
     log_dir: Path
     t0: float
     nvml: NvmlReader = field(default_factory=NvmlReader)
+    host: HostReader = field(default_factory=HostReader)
     shm_seen: set[str] = field(default_factory=set)
     liveness: LivenessState = field(init=False)
     progress: ProgressTail = field(init=False)
@@ -153,6 +156,7 @@ class Sampler:
             record, shm = self.reader.sample_process(st, gpu_by_pid)
             processes.append(record)
             self.shm_seen |= shm
+        host = self.host.read(st.pid for st in members)
         liveness = self.liveness.scan(now)
         progress = self.progress.poll()
         return {
@@ -162,6 +166,7 @@ class Sampler:
             "processes": processes,
             "totals": totals_of(processes, gpu_by_pid is not None),
             "gpu": gpu_block,
+            "host": host,
             "liveness": liveness,
             "progress": progress,
         }

@@ -37,6 +37,7 @@ class Supervisor:
         self.tracker = tracker
         self.reader = reader
         self.guard = guard
+        self.reaped: dict[tuple[int, int], int] = {}  # adopted orphan identity -> its exit status
 
     def publish(self, shm_seen: Iterable[str]) -> None:
         """Tell the ownership record (the watchdog's map of the run) every identity and segment seen."""
@@ -46,13 +47,15 @@ class Supervisor:
     def reap_adopted(self) -> None:
         """Reap zombies re-parented to the monitor (we are their subreaper); the root is reaped by Popen."""
         me = os.getpid()
-        for pid, _ticks in list(self.tracker.known):
+        for pid, ticks in list(self.tracker.known):
             if pid == self.proc.pid:
                 continue
             st = self.reader.stat(pid)
             if st is not None and st.ppid == me and st.state in ("Z", "X"):
                 with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
+                    reaped, status = os.waitpid(pid, os.WNOHANG)
+                    if reaped == pid:  # kept: an OOM kill is told from other deaths by its SIGKILL
+                        self.reaped[(pid, ticks)] = os.waitstatus_to_exitcode(status)
 
     def refresh(self) -> None:
         """Record any tree member not seen yet (cheap stat-only scan) and publish it to the record."""

@@ -65,6 +65,13 @@ MEASURES: tuple[tuple[str, bool], ...] = (
     ("efficiency", True),
     *((key, False) for key in PHASE_SAMPLE_KEYS),
 )
+# The per-phase timings are a family of len(PHASE_SAMPLE_KEYS) looks per backend; a Bonferroni interval
+# keeps the chance of any false call among them near that of one headline measure (1 - confidence).
+PHASE_CONFIDENCE = 1.0 - (1.0 - DEFAULT_CONFIDENCE) / len(PHASE_SAMPLE_KEYS)
+# Fewer processes or iterations per process than this estimate the between-process spread (the noise
+# floor) too poorly to call a phase timing: 2 processes of 10 iterations gave false calls in A/A pairs.
+MIN_PHASE_PROCESSES = 3
+MIN_PHASE_ITERS = 20
 console = Console(stderr=True)
 
 
@@ -132,27 +139,26 @@ def measure_row(
 ) -> dict[str, Any] | None:  # fmt: skip
     """One verdict row; None when a side's median is 0 (a phase that never ran has no ratio)."""
     base, new = groups
+    phase = measure in PHASE_SAMPLE_KEYS
+    confidence = PHASE_CONFIDENCE if phase else DEFAULT_CONFIDENCE
     try:
-        interval = ratio_interval(base, new, seed=0)
+        interval = ratio_interval(base, new, seed=0, confidence=confidence)
     except ValueError:
         return None
     floor = noise_floor(base, new)
     call = verdict(interval, threshold, higher_is_better=higher_is_better, noise_floor=floor)
+    too_few = _too_few_for_a_phase(groups) if phase else None
+    if too_few:
+        call = "inconclusive"
     factor = samples_factor(interval, threshold)
-    notes = []
-    if call == "inconclusive":
-        per_group = max(len(g) for g in new)
-        unit = "rounds" if measure in ("env_control_steps_per_s", "efficiency") else "iters"
-        needed = (
-            "more than can be estimated" if math.isinf(factor) else f"about {math.ceil(factor * per_group)}"
-        )
-        notes.append(f"to resolve a {threshold:.0%} change: {needed} {unit} per process (now {per_group})")
+    notes = [too_few] if too_few else []
+    if call == "inconclusive" and not too_few:
+        notes.append(_samples_note(measure, new, factor, threshold))
     if floor > threshold:
         notes.append(
             f"processes of one run differ so much that a change under {floor:.0%} is not called on "
             "this host (more processes or a quieter host)"
         )
-    note = "; ".join(notes) or None
     return {
         "backend": backend,
         "measure": measure,
@@ -162,11 +168,31 @@ def measure_row(
         "ratio": interval.ratio,
         "ci_low": interval.low,
         "ci_high": interval.high,
+        "confidence": confidence,
         "verdict": call,
         "noise_floor": floor,
         "samples_factor": None if math.isinf(factor) else factor,
-        "note": note,
+        "note": "; ".join(notes) or None,
     }
+
+
+def _too_few_for_a_phase(groups: tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]) -> str | None:
+    """Why a phase timing is not called at these sample counts (None: enough samples)."""
+    processes = min(len(side) for side in groups)
+    iters = min(len(g) for side in groups for g in side)
+    if processes >= MIN_PHASE_PROCESSES and iters >= MIN_PHASE_ITERS:
+        return None
+    return (
+        f"a phase timing is judged from {MIN_PHASE_PROCESSES} processes of {MIN_PHASE_ITERS} iterations "
+        f"a side (now {processes} of {iters}): its noise floor is not estimated at fewer"
+    )
+
+
+def _samples_note(measure: str, new: Sequence[Sequence[float]], factor: float, threshold: float) -> str:
+    per_group = max(len(g) for g in new)
+    unit = "rounds" if measure in ("env_control_steps_per_s", "efficiency") else "iters"
+    needed = "more than can be estimated" if math.isinf(factor) else f"about {math.ceil(factor * per_group)}"
+    return f"to resolve a {threshold:.0%} change: {needed} {unit} per process (now {per_group})"
 
 
 def _median(groups: Sequence[Sequence[float]]) -> float:

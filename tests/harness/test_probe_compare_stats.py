@@ -168,3 +168,20 @@ def test_a_stated_figure_that_the_raw_samples_do_not_give_is_named() -> None:
     processes[1]["rounds"][0]["efficiency"] = 2.0
     fields = [field for field, _ in raw_disagreements(artifact)]
     assert fields == ["backends.mujoco.processes[1].rounds[0].efficiency", "backends.mujoco.summary"]
+
+
+def test_a_phase_timing_needs_enough_samples_and_gets_a_family_wide_interval() -> None:
+    from harness.probe_compare import MIN_PHASE_ITERS, PHASE_CONFIDENCE, measure_row
+
+    base, slow = _groups(1.0, 0.01, 1, groups=2, size=10), _groups(1.5, 0.01, 2, groups=2, size=10)
+    few = measure_row("mujoco", "physics_exchange_ms", (base, slow), 0.05, False)
+    assert few is not None and few["verdict"] == "inconclusive" and "phase timing" in few["note"]
+    assert few["confidence"] == PHASE_CONFIDENCE > 0.99
+    rate = measure_row("mujoco", "env_control_steps_per_s", (base, slow), 0.05, True)
+    assert rate is not None and rate["verdict"] == "faster" and rate["confidence"] == 0.95
+    base, slow = _groups(1.0, 0.01, 1, size=MIN_PHASE_ITERS), _groups(1.5, 0.01, 2, size=MIN_PHASE_ITERS)
+    enough = measure_row("mujoco", "physics_exchange_ms", (base, slow), 0.05, False)
+    assert enough is not None and enough["verdict"] == "slower"
+    wide = ratio_interval(base, slow, confidence=PHASE_CONFIDENCE)
+    narrow = ratio_interval(base, slow)
+    assert wide.low <= narrow.low and narrow.high <= wide.high

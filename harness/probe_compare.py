@@ -72,6 +72,10 @@ PHASE_CONFIDENCE = 1.0 - (1.0 - DEFAULT_CONFIDENCE) / len(PHASE_SAMPLE_KEYS)
 # floor) too poorly to call a phase timing: 2 processes of 10 iterations gave false calls in A/A pairs.
 MIN_PHASE_PROCESSES = 3
 MIN_PHASE_ITERS = 20
+# Other processes' CPU share differing by more than this between the runs: no measure is called. In 21
+# A/A pairs on a shared 2-core host every false call came from a pair whose shares differed by 0.42 or
+# more, none from the 13 pairs within 0.30 (docs/probe.md).
+CONTENTION_BOUND = 0.25
 console = Console(stderr=True)
 
 
@@ -222,6 +226,7 @@ def compare_artifacts(
                 skipped.append({"backend": backend, "measure": measure, "reason": "a median is 0 (no ratio)"})
             else:
                 rows.append(row)
+    _guard_contention(rows, base["contention"]["other_cpu_share"], new["contention"]["other_cpu_share"])
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "soakbench.probe-compare",
@@ -238,6 +243,20 @@ def compare_artifacts(
         "skipped": skipped,
         "regression": any(r["verdict"] == "slower" for r in rows),
     }
+
+
+def _guard_contention(rows: list[dict[str, Any]], old: float | None, now: float | None) -> None:
+    """Demote every call to inconclusive when the host's load differed too much between the runs."""
+    if old is None or now is None or abs(now - old) <= CONTENTION_BOUND:
+        return
+    reason = (
+        f"other processes used {old:.0%} (base) vs {now:.0%} (new) of the CPUs, more than "
+        f"{CONTENTION_BOUND:.0%} apart: the load, not the code, can explain a difference; not called"
+    )
+    for row in rows:
+        if row["verdict"] in ("slower", "faster"):
+            row["verdict"] = "inconclusive"
+            row["note"] = "; ".join(filter(None, (reason, row["note"])))
 
 
 def _identity(artifact: Mapping[str, Any]) -> dict[str, Any]:

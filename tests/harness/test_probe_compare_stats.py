@@ -185,3 +185,15 @@ def test_a_phase_timing_needs_enough_samples_and_gets_a_family_wide_interval() -
     wide = ratio_interval(base, slow, confidence=PHASE_CONFIDENCE)
     narrow = ratio_interval(base, slow)
     assert wide.low <= narrow.low and narrow.high <= wide.high
+
+
+def test_a_call_under_a_different_host_load_is_not_made() -> None:
+    from harness.probe_compare import CONTENTION_BOUND, _guard_contention
+
+    rows = [{"verdict": "slower", "note": None}, {"verdict": "no_change", "note": None}]
+    _guard_contention(rows, 0.10, 0.10 + CONTENTION_BOUND)  # within the bound: untouched
+    assert [r["verdict"] for r in rows] == ["slower", "no_change"]
+    _guard_contention(rows, 0.10, 0.60)
+    assert [r["verdict"] for r in rows] == ["inconclusive", "no_change"]
+    assert "60%" in rows[0]["note"] and rows[1]["note"] is None
+    _guard_contention(rows, None, 0.60)  # no contention record: nothing to judge by

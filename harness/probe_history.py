@@ -54,7 +54,7 @@ class Point:
     platform: str
     backend: str
     commit: str | None
-    order: float  # commit time (or the probe's creation time): the history's x order
+    order: tuple[int, float]  # (commit's position in history, probe's creation time): the x order
     sources: list[str]
     steps_per_s: Interval
     efficiency: Interval
@@ -93,7 +93,7 @@ def parse_probe(text: str, source: str) -> dict[str, Any]:
     return doc
 
 
-def points_of(doc: Mapping[str, Any], source: str, platform: str, order: float) -> list[Point]:
+def points_of(doc: Mapping[str, Any], source: str, platform: str, order: tuple[int, float]) -> list[Point]:
     """One point per backend of a parsed probe artifact."""
     out = []
     for backend, entry in doc["backends"].items():

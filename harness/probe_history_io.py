@@ -7,8 +7,8 @@ Evidence is every ``matrix/evidence/probe/*.json`` in the work tree plus every v
 in any commit (``git log --all`` + ``git show <commit>:<path>``), so evidence pruned from the tree still
 counts; identical contents count once. A historical file that is not a readable probe artifact is
 skipped and counted; an EXTRA artifact that is not is refused (exit 2, nothing written). Points are
-ordered by their source commit's committer time (the probe's creation time when git does not know the
-commit). Exit codes: 0 written; 1 no point matched, or the page could not be written; 2 bad input.
+ordered by their source commit's position in history (``git rev-list --topo-order``); commits git does
+not know come last, by the probe's creation time. Exit codes: 0 written; 1 no point matched, or the page could not be written; 2 bad input.
 """
 
 from __future__ import annotations
@@ -72,35 +72,37 @@ def evidence_texts(repo: Path) -> list[tuple[str, str]]:
     return list(found.values())
 
 
-def commit_time(repo: Path, commit: str | None) -> float | None:
-    """The committer time of ``commit`` (None when git does not know it)."""
-    out = _git(repo, "show", "-s", "--format=%ct", f"{commit}^{{commit}}") if commit else None
-    return float(out.strip()) if out and out.strip().isdigit() else None
+def commit_positions(repo: Path) -> dict[str, int]:
+    """Full commit id -> its position in history, oldest first (``git rev-list --topo-order --reverse``)."""
+    out = _git(repo, "rev-list", "--topo-order", "--reverse", "--all") or ""
+    return {commit: index for index, commit in enumerate(out.split())}
 
 
 def collect(repo: Path, extras: Sequence[Path]) -> tuple[list[Point], list[str]]:
     """Every point of the evidence and the extra artifacts, and the skipped historical sources."""
     points: list[Point] = []
     skipped = []
+    positions = commit_positions(repo)
     for source, text in evidence_texts(repo):
         try:
             doc = parse_probe(text, source)
         except HistoryInputError as exc:
             skipped.append(str(exc))
             continue
-        points += _points(repo, doc, source, platform_of(source))
+        points += _points(positions, doc, source, platform_of(source))
     for extra in extras:
         try:
             text = extra.read_text(encoding="utf-8")
         except OSError as exc:
             raise HistoryInputError(str(extra), "$", f"cannot read: {exc.strerror or exc}") from None
-        points += _points(repo, parse_probe(text, str(extra)), str(extra), platform_of(str(extra)))
+        points += _points(positions, parse_probe(text, str(extra)), str(extra), platform_of(str(extra)))
     return points, skipped
 
 
-def _points(repo: Path, doc: dict[str, Any], source: str, platform: str) -> list[Point]:
-    order = commit_time(repo, doc["context"]["source"]["commit"])
-    return points_of(doc, source, platform, float(doc["created_unix_s"]) if order is None else order)
+def _points(positions: dict[str, int], doc: dict[str, Any], source: str, platform: str) -> list[Point]:
+    """A commit git does not know sorts after every known one, by the probe's creation time."""
+    position = positions.get(str(doc["context"]["source"]["commit"]), len(positions))
+    return points_of(doc, source, platform, (position, float(doc["created_unix_s"])))
 
 
 def _value(triple: tuple[float, float | None, float | None], digits: str) -> str:

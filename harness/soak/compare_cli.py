@@ -46,9 +46,13 @@ def load_run(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The artifact and its samples; SoakCompareError when the samples are missing or not the recorded
     ones (the verdicts are recomputed from them, so an artifact without them cannot be compared)."""
     artifact = load_artifact(path)
-    found, note = locate_samples(path, str(artifact["samples_path"]))
+    found, _note = locate_samples(path, str(artifact["samples_path"]))
     if found is None:
-        raise SoakCompareError("samples_path", f"{path}: {note}")
+        raise SoakCompareError(
+            "samples_path",
+            f"{path}: the samples file {artifact['samples_path']} is neither at that path nor beside the "
+            "artifact; every measure is recomputed from it, so this soak cannot be compared",
+        )
     digest = artifact.get("samples_sha256")
     if digest is not None:
         actual = hashlib.sha256(found.read_bytes()).hexdigest()

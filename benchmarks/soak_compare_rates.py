@@ -58,11 +58,11 @@ def compare(base: Path, new: Path, report: Path) -> dict[str, str]:
     return {row["measure"]: row["verdict"] for row in json.loads(report.read_text())["measures"]}
 
 
-def tally(title: str, pairs: list[tuple[Path, Path]], tmp: Path) -> None:
+def tally(title: str, pairs: list[tuple[Path, Path]], reports: Path) -> None:
     counts: dict[str, Counter[str]] = {}
     calls: Counter[str] = Counter()
     for index, (base, new) in enumerate(pairs):
-        verdicts = compare(base, new, tmp / f"{title[:3]}-{index}.json")
+        verdicts = compare(base, new, reports / f"{base.parent.name}-{new.parent.name}-{index}.json")
         for measure, call in verdicts.items():
             counts.setdefault(measure, Counter())[call] += 1
         calls.update({v for v in verdicts.values() if v in ("slower", "faster")})

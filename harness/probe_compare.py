@@ -139,9 +139,10 @@ def host_differences(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
 
 def measure_row(
     backend: str, measure: str, groups: tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]],
-    threshold: float, higher_is_better: bool,
+    threshold: float, higher_is_better: bool, load: str | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
-    """One verdict row; None when a side's median is 0 (a phase that never ran has no ratio)."""
+    """One verdict row; None when a side's median is 0 (a phase that never ran has no ratio). ``load``:
+    why the host's load forbids a call (see :func:`load_note`)."""
     base, new = groups
     phase = measure in PHASE_SAMPLE_KEYS
     confidence = PHASE_CONFIDENCE if phase else DEFAULT_CONFIDENCE
@@ -152,10 +153,10 @@ def measure_row(
     floor = noise_floor(base, new)
     call = verdict(interval, threshold, higher_is_better=higher_is_better, noise_floor=floor)
     too_few = _too_few_for_a_phase(groups) if phase else None
-    if too_few:
+    notes = [n for n in (too_few, load if call in ("slower", "faster") else None) if n]
+    if notes:
         call = "inconclusive"
     factor = samples_factor(interval, threshold)
-    notes = [too_few] if too_few else []
     if call == "inconclusive" and not too_few:
         notes.append(_samples_note(measure, new, factor, threshold))
     if floor > threshold:
@@ -217,16 +218,16 @@ def compare_artifacts(
             "different hosts (" + "; ".join(hosts) + "); pass --allow-cross-host to compare anyway",
         )
     rows, skipped = [], []
+    load = load_note(base["contention"]["other_cpu_share"], new["contention"]["other_cpu_share"])
     for backend in base["settings"]["backends"]:
         old, now = base["backends"][backend]["processes"], new["backends"][backend]["processes"]
         for measure, higher in MEASURES:
             groups = (measure_groups(old, measure), measure_groups(now, measure))
-            row = measure_row(backend, measure, groups, threshold, higher)
+            row = measure_row(backend, measure, groups, threshold, higher, load)
             if row is None:
                 skipped.append({"backend": backend, "measure": measure, "reason": "a median is 0 (no ratio)"})
             else:
                 rows.append(row)
-    _guard_contention(rows, base["contention"]["other_cpu_share"], new["contention"]["other_cpu_share"])
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "soakbench.probe-compare",
@@ -245,18 +246,14 @@ def compare_artifacts(
     }
 
 
-def _guard_contention(rows: list[dict[str, Any]], old: float | None, now: float | None) -> None:
-    """Demote every call to inconclusive when the host's load differed too much between the runs."""
+def load_note(old: float | None, now: float | None) -> str | None:
+    """Why no measure is called when the host's load differed too much between the runs (None: it did not)."""
     if old is None or now is None or abs(now - old) <= CONTENTION_BOUND:
-        return
-    reason = (
+        return None
+    return (
         f"other processes used {old:.0%} (base) vs {now:.0%} (new) of the CPUs, more than "
         f"{CONTENTION_BOUND:.0%} apart: the load, not the code, can explain a difference; not called"
     )
-    for row in rows:
-        if row["verdict"] in ("slower", "faster"):
-            row["verdict"] = "inconclusive"
-            row["note"] = "; ".join(filter(None, (reason, row["note"])))
 
 
 def _identity(artifact: Mapping[str, Any]) -> dict[str, Any]:

@@ -82,7 +82,10 @@ def compare_soaks(
             "context.host",
             "different hosts (" + "; ".join(hosts) + "); pass --allow-cross-host to compare anyway",
         )
-    rows = compare_runs(runs, samples, threshold)
+    try:
+        rows = compare_runs(runs, samples, threshold)
+    except (ValueError, TypeError, KeyError) as exc:  # a sample the reader's shape check let through
+        raise SoakCompareError("samples_path", f"cannot recompute the measures: {exc!r}") from None
     return {
         "schema_version": REPORT_SCHEMA_VERSION,
         "kind": "soakbench.soak-compare",

@@ -187,6 +187,8 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
     assert {"field": "settings.physics_threads", "base": 2, "new": 1} in report["setting_differences"]
     rows = {r["measure"]: r for r in report["measures"]}
     floor = rows["env_control_steps_per_s"]["noise_floor"]
+    if any("of the CPUs, more than" in (r["note"] or "") for r in rows.values()):  # the host-load rule
+        pytest.skip("the host's load differed between the two probes by more than the compare allows")
     if floor >= 0.8:  # another job overlapped part of a run: its processes differ by more than the effect
         pytest.skip(f"this host could not resolve a 1.8x change in this run (noise floor {floor:.0%})")
     assert done.returncode == 1, done.stderr

@@ -188,12 +188,16 @@ def test_a_phase_timing_needs_enough_samples_and_gets_a_family_wide_interval() -
 
 
 def test_a_call_under_a_different_host_load_is_not_made() -> None:
-    from harness.probe_compare import CONTENTION_BOUND, _guard_contention
+    from harness.probe_compare import CONTENTION_BOUND, load_note, measure_row
 
-    rows = [{"verdict": "slower", "note": None}, {"verdict": "no_change", "note": None}]
-    _guard_contention(rows, 0.10, 0.10 + CONTENTION_BOUND)  # within the bound: untouched
-    assert [r["verdict"] for r in rows] == ["slower", "no_change"]
-    _guard_contention(rows, 0.10, 0.60)
-    assert [r["verdict"] for r in rows] == ["inconclusive", "no_change"]
-    assert "60%" in rows[0]["note"] and rows[1]["note"] is None
-    _guard_contention(rows, None, 0.60)  # no contention record: nothing to judge by
+    assert load_note(0.10, 0.10 + CONTENTION_BOUND) is None and load_note(None, 0.9) is None
+    note = load_note(0.10, 0.60)
+    assert note is not None and "60%" in note
+    base, slow = _groups(100.0, 0.01, 1), _groups(50.0, 0.01, 2)
+    called = measure_row("mujoco", "env_control_steps_per_s", (base, slow), 0.05, True)
+    held = measure_row("mujoco", "env_control_steps_per_s", (base, slow), 0.05, True, note)
+    assert called is not None and called["verdict"] == "slower"
+    assert held is not None and held["verdict"] == "inconclusive" and held["note"].startswith(note)
+    assert "rounds per process" in held["note"]
+    same = measure_row("mujoco", "env_control_steps_per_s", (base, _groups(100.0, 0.01, 3)), 0.05, True, note)
+    assert same is not None and same["verdict"] == "no_change" and same["note"] is None

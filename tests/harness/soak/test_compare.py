@@ -158,10 +158,13 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     missing = _copy(tmp_path, "missing")
     (missing.parent / "samples_clean.jsonl").unlink()
     invalid = _copy(tmp_path, "invalid", _set("status", "maybe"))
+    malformed = _copy(tmp_path, "malformed", lambda doc: doc.pop("samples_sha256"))  # so the edit is read
+    (malformed.parent / "samples_clean.jsonl").write_text(json.dumps({"t": "soon", "totals": {}}) + "\n")
     cases = [
         (tampered, (), "samples_sha256"),
         (missing, (), "samples_path"),
         (invalid, (), "not a valid soak artifact"),
+        (malformed, (), "cannot recompute"),
         (tmp_path / "absent.json", (), "cannot read"),
         (missing, ("--threshold", "1.5"), "--threshold"),
         (missing, ("--json", "relative.json"), "--json"),

@@ -39,6 +39,7 @@ from harness.probe_history import (
     points_of,
     series,
 )
+from runtime.choices import Sim, Task
 
 EVIDENCE_DIR = "matrix/evidence/probe"
 DEFAULT_OUTPUT = "reports/probe-history.html"
@@ -184,13 +185,27 @@ def render_page(all_series: dict[tuple[str, str, str], list[Point]], skipped: Se
     return "\n".join(parts)
 
 
+def _bad_argument(filters: dict[str, str | None], threshold: float, output: Path) -> str | None:
+    """The first bad argument, named with what it allows (None: all good)."""
+    allowed = {"task": [t.value for t in Task], "backend": [b.value for b in Sim]}
+    for name, values in allowed.items():
+        if filters.get(name) is not None and filters[name] not in values:
+            return f"--{name}: {filters[name]!r} is not one of {', '.join(values)}"
+    if not 0 < threshold < 1:
+        return f"--threshold: must be a fraction in (0, 1), got {threshold}"
+    if output.suffix != ".html" or not output.parent.is_dir():
+        return f"--output: must be a .html path in an existing directory, got {str(output)!r}"
+    return None
+
+
 def history_command(
     extras: Sequence[Path], filters: dict[str, str | None], threshold: float, output: Path, repo: Path
 ) -> int:
     """The exit code of ``probe history``."""
     console = Console(stderr=True)
-    if not 0 < threshold < 1:
-        console.print(f"[red]probe history: --threshold: must be a fraction in (0, 1), got {threshold}")
+    problem = _bad_argument(filters, threshold, output)
+    if problem:
+        console.print(f"[red]probe history: {escape(problem)}")
         return 2
     try:
         points, skipped = collect(repo, extras)

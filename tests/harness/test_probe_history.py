@@ -114,10 +114,17 @@ def test_history_reads_pruned_evidence_from_git_and_marks_a_real_step(tmp_path: 
     )
     html = page.read_text()
     assert html.count("<img") == 1 and "0.3.0 artifacts" in html
-    assert (
-        history_command([], {"task": "no_such_task", "backend": None, "platform": None}, 0.05, page, repo)
-        == 1
-    )
+    assert history_command([], {"task": None, "backend": None, "platform": "nowhere"}, 0.05, page, repo) == 1
+    cases: list[tuple[dict[str, str | None], float, Path]] = [
+        ({"task": "no_such_task", "backend": None, "platform": None}, 0.05, page),
+        ({"task": None, "backend": "physx", "platform": None}, 0.05, page),
+        ({"task": None, "backend": None, "platform": None}, 1.5, page),
+        ({"task": None, "backend": None, "platform": None}, 0.05, tmp_path / "missing" / "page.html"),
+        ({"task": None, "backend": None, "platform": None}, 0.05, tmp_path / "page.txt"),
+    ]
+    for filters, threshold, out in cases:
+        assert history_command([], filters, threshold, out, repo) == 2
+    assert not (tmp_path / "page.txt").exists()
     done = subprocess.run(
         [sys.executable, "-m", "harness.probe", "history", "--output", str(page)],
         cwd=repo, capture_output=True, text=True, timeout=300, check=False,

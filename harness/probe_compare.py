@@ -7,7 +7,9 @@ The same workload or nothing: a different task, backend set or num_envs is refus
 field); other setting differences are listed; a different host (CPU model, cores, GPU UUIDs) is refused
 unless ``--allow-cross-host``. Per backend and measure the verdict is faster | slower | no_change |
 inconclusive from the ratio of medians NEW/BASE and its two-level bootstrap interval over the raw
-samples (harness.compare_stats). Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
+samples (harness.compare_stats); a per-phase timing gets a Bonferroni interval over the phases and
+needs enough processes and iterations to be called, and nothing is called when the host's load
+differed too much between the runs. Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
 ``slower``, or the report could not be written (nothing written); 2 bad input (unreadable, schema-invalid or tampered artifact, different workload or host,
 bad flag), nothing written. See docs/probe.md.
 """

@@ -4,12 +4,15 @@ Runs ``--probes N`` probes of the same settings one after another and compares e
 BASE, later as NEW: N(N-1)/2 pairs, 21 for N = 7; pairs far apart in time see more load drift than a
 back-to-back CI pair, so the rate is if anything pessimistic). Prints, per measure and overall, how
 often a verdict was ``slower`` or ``faster`` (a false alarm: nothing changed). With
-``--sleep-fraction F`` it then runs N more probes that add a test-only sleep of F x the first probe's
+``--sleep-fraction F`` it then runs ``--slowed-probes M`` (default N) more probes that add a test-only sleep of F x the first probe's
 median iteration time to every timed step and compares every (plain, slowed) pair: the printed rate of
 ``slower`` is then the detection rate. Not a test: nothing is asserted, the figures are printed.
 
     uv run --frozen python benchmarks/probe_false_alarm.py [--probes 7] [--num-envs 32] [--iters 20]
-        [--rounds 5] [--processes 3] [--threshold 0.05] [--sleep-fraction 0]
+        [--rounds 5] [--processes 3] [--threshold 0.05] [--sleep-fraction 0] [--slowed-probes N]
+        [--keep /abs/dir]
+
+``--keep`` leaves the probe artifacts and compare reports in that directory instead of a temporary one.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+HEADLINE = ("env_control_steps_per_s", "efficiency")
 
 
 def probe(out: Path, args: argparse.Namespace, sleep_ms: float = 0.0) -> None:
@@ -55,13 +59,17 @@ def tally_pairs(pairs: list[tuple[Path, Path]], tmp: Path, threshold: float) -> 
     """Compare every pair; per measure, how many times each verdict came out."""
     tally: dict[str, Counter[str]] = {}
     any_call: Counter[str] = Counter()
+    any_phase: Counter[str] = Counter()
     for index, (base, new) in enumerate(pairs):
         report = compare(base, new, tmp / f"report-{index}.json", threshold)
         verdicts = {row["measure"]: row["verdict"] for row in report["measures"]}  # type: ignore[attr-defined]
         for measure, verdict in verdicts.items():
             tally.setdefault(measure, Counter())[verdict] += 1
         any_call.update({v for v in verdicts.values() if v in ("slower", "faster")})
+        phases = {v for m, v in verdicts.items() if m not in HEADLINE}
+        any_phase.update(phases & {"slower", "faster"})
         print(f"pair {index + 1}/{len(pairs)} {base.name} -> {new.name}: {json.dumps(verdicts)}", flush=True)
+    tally["ANY PHASE (pairs)"] = any_phase
     tally["ANY MEASURE (pairs)"] = any_call
     return tally
 
@@ -84,10 +92,12 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--threshold", type=float, default=0.05)
     parser.add_argument("--sleep-fraction", type=float, default=0.0)
+    parser.add_argument("--slowed-probes", type=int, default=None)
+    parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
     print(f"settings: {vars(args)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="probe-aa-") as tmp_dir:
-        tmp = Path(tmp_dir)
+        tmp = args.keep if args.keep is not None else Path(tmp_dir)
         plain = [tmp / f"plain-{i}.json" for i in range(args.probes)]
         for path in plain:
             probe(path, args)
@@ -95,7 +105,8 @@ def main() -> int:
         report("A/A (false alarms)", tally_pairs(pairs, tmp, args.threshold), len(pairs))
         if args.sleep_fraction > 0:
             sleep_ms = args.sleep_fraction * median_iteration_ms(json.loads(plain[0].read_text()))
-            slowed = [tmp / f"slowed-{i}.json" for i in range(args.probes)]
+            count = args.probes if args.slowed_probes is None else args.slowed_probes
+            slowed = [tmp / f"slowed-{i}.json" for i in range(count)]
             for path in slowed:
                 probe(path, args, sleep_ms)
             pairs = list(itertools.product(plain, slowed))

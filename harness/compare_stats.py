@@ -185,3 +185,18 @@ def samples_factor(interval: RatioInterval, threshold: float) -> float:
     standard_error = (math.log(interval.high) - math.log(interval.low)) / (2.0 * z)
     target = math.log1p(threshold) / (z + POWER_Z)
     return (standard_error / target) ** 2
+
+
+def median_interval(
+    groups: Groups,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(median, low, high): the pooled median and its two-level bootstrap percentile interval."""
+    arrays = _check_groups("samples", groups)
+    draws = _resampled_medians(arrays, resamples, np.random.default_rng(seed))
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(draws, [tail, 1.0 - tail])
+    return float(np.median(np.concatenate(arrays))), float(low), float(high)

@@ -485,11 +485,12 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
 
 
 def main() -> None:
-    """Console-script entry point: ``probe compare ...`` compares two artifacts, anything else probes."""
-    if sys.argv[1:2] == ["compare"]:
+    """Console-script entry point: ``probe compare|history ...`` run those commands, anything else probes."""
+    if sys.argv[1:2] in (["compare"], ["history"]):
         from harness.probe_compare import compare_app
+        from harness.probe_history_io import history_app
 
-        compare_app(sys.argv[2:], prog_name="probe compare")
+        (compare_app if sys.argv[1] == "compare" else history_app)(sys.argv[2:], f"probe {sys.argv[1]}")
         return
     app()
 

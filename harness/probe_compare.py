@@ -7,7 +7,9 @@ The same workload or nothing: a different task, backend set or num_envs is refus
 field); other setting differences are listed; a different host (CPU model, cores, GPU UUIDs) is refused
 unless ``--allow-cross-host``. Per backend and measure the verdict is faster | slower | no_change |
 inconclusive from the ratio of medians NEW/BASE and its two-level bootstrap interval over the raw
-samples (harness.compare_stats). Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
+samples (harness.compare_stats); a per-phase timing gets a Bonferroni interval over the phases and
+needs enough processes and iterations to be called, and nothing is called when the host's load
+differed too much between the runs. Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
 ``slower``, or the report could not be written (nothing written); 2 bad input (unreadable, schema-invalid or tampered artifact, different workload or host,
 bad flag), nothing written. See docs/probe.md.
 """
@@ -65,6 +67,17 @@ MEASURES: tuple[tuple[str, bool], ...] = (
     ("efficiency", True),
     *((key, False) for key in PHASE_SAMPLE_KEYS),
 )
+# The per-phase timings are a family of len(PHASE_SAMPLE_KEYS) looks per backend; a Bonferroni interval
+# keeps the chance of any false call among them near that of one headline measure (1 - confidence).
+PHASE_CONFIDENCE = 1.0 - (1.0 - DEFAULT_CONFIDENCE) / len(PHASE_SAMPLE_KEYS)
+# Fewer processes or iterations per process than this estimate the between-process spread (the noise
+# floor) too poorly to call a phase timing: 2 processes of 10 iterations gave false calls in A/A pairs.
+MIN_PHASE_PROCESSES = 3
+MIN_PHASE_ITERS = 20
+# Other processes' CPU share differing by more than this between the runs: no measure is called. In 21
+# A/A pairs on a shared 2-core host every false call came from a pair whose shares differed by 0.42 or
+# more, none from the 13 pairs within 0.30 (docs/probe.md).
+CONTENTION_BOUND = 0.25
 console = Console(stderr=True)
 
 
@@ -128,31 +141,31 @@ def host_differences(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[st
 
 def measure_row(
     backend: str, measure: str, groups: tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]],
-    threshold: float, higher_is_better: bool,
+    threshold: float, higher_is_better: bool, load: str | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
-    """One verdict row; None when a side's median is 0 (a phase that never ran has no ratio)."""
+    """One verdict row; None when a side's median is 0 (a phase that never ran has no ratio). ``load``:
+    why the host's load forbids a call (see :func:`load_note`)."""
     base, new = groups
+    phase = measure in PHASE_SAMPLE_KEYS
+    confidence = PHASE_CONFIDENCE if phase else DEFAULT_CONFIDENCE
     try:
-        interval = ratio_interval(base, new, seed=0)
+        interval = ratio_interval(base, new, seed=0, confidence=confidence)
     except ValueError:
         return None
     floor = noise_floor(base, new)
     call = verdict(interval, threshold, higher_is_better=higher_is_better, noise_floor=floor)
+    too_few = _too_few_for_a_phase(groups) if phase else None
+    notes = [n for n in (too_few, load if call in ("slower", "faster") else None) if n]
+    if notes:
+        call = "inconclusive"
     factor = samples_factor(interval, threshold)
-    notes = []
-    if call == "inconclusive":
-        per_group = max(len(g) for g in new)
-        unit = "rounds" if measure in ("env_control_steps_per_s", "efficiency") else "iters"
-        needed = (
-            "more than can be estimated" if math.isinf(factor) else f"about {math.ceil(factor * per_group)}"
-        )
-        notes.append(f"to resolve a {threshold:.0%} change: {needed} {unit} per process (now {per_group})")
+    if call == "inconclusive" and not too_few:
+        notes.append(_samples_note(measure, new, factor, threshold))
     if floor > threshold:
         notes.append(
             f"processes of one run differ so much that a change under {floor:.0%} is not called on "
             "this host (more processes or a quieter host)"
         )
-    note = "; ".join(notes) or None
     return {
         "backend": backend,
         "measure": measure,
@@ -162,11 +175,31 @@ def measure_row(
         "ratio": interval.ratio,
         "ci_low": interval.low,
         "ci_high": interval.high,
+        "confidence": confidence,
         "verdict": call,
         "noise_floor": floor,
         "samples_factor": None if math.isinf(factor) else factor,
-        "note": note,
+        "note": "; ".join(notes) or None,
     }
+
+
+def _too_few_for_a_phase(groups: tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]) -> str | None:
+    """Why a phase timing is not called at these sample counts (None: enough samples)."""
+    processes = min(len(side) for side in groups)
+    iters = min(len(g) for side in groups for g in side)
+    if processes >= MIN_PHASE_PROCESSES and iters >= MIN_PHASE_ITERS:
+        return None
+    return (
+        f"a phase timing is judged from {MIN_PHASE_PROCESSES} processes of {MIN_PHASE_ITERS} iterations "
+        f"a side (now {processes} of {iters}): its noise floor is not estimated at fewer"
+    )
+
+
+def _samples_note(measure: str, new: Sequence[Sequence[float]], factor: float, threshold: float) -> str:
+    per_group = max(len(g) for g in new)
+    unit = "rounds" if measure in ("env_control_steps_per_s", "efficiency") else "iters"
+    needed = "more than can be estimated" if math.isinf(factor) else f"about {math.ceil(factor * per_group)}"
+    return f"to resolve a {threshold:.0%} change: {needed} {unit} per process (now {per_group})"
 
 
 def _median(groups: Sequence[Sequence[float]]) -> float:
@@ -187,11 +220,12 @@ def compare_artifacts(
             "different hosts (" + "; ".join(hosts) + "); pass --allow-cross-host to compare anyway",
         )
     rows, skipped = [], []
+    load = load_note(base["contention"]["other_cpu_share"], new["contention"]["other_cpu_share"])
     for backend in base["settings"]["backends"]:
         old, now = base["backends"][backend]["processes"], new["backends"][backend]["processes"]
         for measure, higher in MEASURES:
             groups = (measure_groups(old, measure), measure_groups(now, measure))
-            row = measure_row(backend, measure, groups, threshold, higher)
+            row = measure_row(backend, measure, groups, threshold, higher, load)
             if row is None:
                 skipped.append({"backend": backend, "measure": measure, "reason": "a median is 0 (no ratio)"})
             else:
@@ -212,6 +246,16 @@ def compare_artifacts(
         "skipped": skipped,
         "regression": any(r["verdict"] == "slower" for r in rows),
     }
+
+
+def load_note(old: float | None, now: float | None) -> str | None:
+    """Why no measure is called when the host's load differed too much between the runs (None: it did not)."""
+    if old is None or now is None or abs(now - old) <= CONTENTION_BOUND:
+        return None
+    return (
+        f"other processes used {old:.0%} (base) vs {now:.0%} (new) of the CPUs, more than "
+        f"{CONTENTION_BOUND:.0%} apart: the load, not the code, can explain a difference; not called"
+    )
 
 
 def _identity(artifact: Mapping[str, Any]) -> dict[str, Any]:

@@ -392,6 +392,24 @@ def report(artifact: Annotated[Path, typer.Argument(help="a soak artifact (.json
     raise typer.Exit(report_command(artifact))
 
 
+def compare(
+    base: Annotated[Path, typer.Argument(help="the baseline soak artifact (.json)")],
+    new: Annotated[Path, typer.Argument(help="the soak artifact to judge against it")],
+    threshold: float = typer.Option(0.05, "--threshold", help="minimum effect size (0.05 = 5 %)"),
+    allow_cross_host: bool = typer.Option(False, "--allow-cross-host", help="compare across hosts"),
+    fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="exit 1 if any is worse"),
+    json_out: str | None = typer.Option(None, "--json", help="absolute path of a JSON report to write"),
+) -> None:
+    """Verdict per measure between two soaks of one workload: faster | slower | no_change | inconclusive."""
+    from harness.soak.compare_cli import compare_command
+
+    code = compare_command(
+        (base, new), threshold=threshold, allow_cross_host=allow_cross_host,
+        fail_on_regression=fail_on_regression, json_out=json_out,
+    )  # fmt: skip
+    raise typer.Exit(code)
+
+
 def cleanup() -> None:
     """Stop what dead soak monitors left running, and remove their /dev/shm segments: only processes and
     segments their ownership records prove (pid + start ticks, or the run's token; name + inode)."""
@@ -412,6 +430,7 @@ def build_app() -> typer.Typer:
     app.command("run")(run)
     app.command("monitor")(monitor)
     app.command("report")(report)
+    app.command("compare")(compare)
     app.command("demo")(demo)
     app.command("cleanup")(cleanup)
     return app

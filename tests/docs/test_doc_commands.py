@@ -146,8 +146,8 @@ def _flags(args: tuple[str, ...]) -> list[str]:
 def _subcommand_path(prog: str, args: tuple[str, ...]) -> list[str]:
     if prog in ("soak", "matrix", "cumps") and args and not args[0].startswith("-"):
         return [args[0]]
-    if prog == "probe" and args[:1] == ("compare",):  # `probe --backends ...` has no subcommand
-        return ["compare"]
+    if prog == "probe" and args[:1] in (("compare",), ("history",)):  # `probe --backends ...` has none
+        return [args[0]]
     return []
 
 

@@ -56,21 +56,18 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return _probe(tmp / "a.json", *TINY), _probe(tmp / "b.json", *TINY)
 
 
-HEADLINE = ("env_control_steps_per_s", "efficiency")
-
-
 def test_an_a_a_pair_is_never_slower_and_exits_0(pair: tuple[Path, Path], tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     for base, new in (pair, pair[::-1]):
-        # The headline measures are judged here. Per-phase timings of these tiny two-second probes gave
-        # one false `slower` (physics_exchange_ms 1.11 [1.002, 1.217]) in one full-lane run, so they
-        # are not asserted; their A/A rate is measured over many pairs by benchmarks/probe_false_alarm.py.
         done = _compare(base, new, "--json", str(report_path))
         assert done.returncode == 0, done.stderr
         report = json.loads(report_path.read_text())
         assert not sorted_errors(report, "probe-compare-1.schema.json")
-        headline = {r["verdict"] for r in report["measures"] if r["measure"] in HEADLINE}
-        assert headline <= {"no_change", "inconclusive"}, report["measures"]
+        # Every measure, the per-phase timings too: at 2 processes of 10 iterations they are not
+        # called (too few samples for their noise floor), so they must come out inconclusive.
+        assert {r["verdict"] for r in report["measures"]} <= {"no_change", "inconclusive"}, report["measures"]
+        phases = [r for r in report["measures"] if r["measure"].endswith("_ms")]
+        assert phases and all(r["verdict"] == "inconclusive" and "phase timing" in r["note"] for r in phases)
         assert report["cross_host"] is False
         assert {r["measure"] for r in report["measures"]} >= {"env_control_steps_per_s", "efficiency"}
         assert "verdict" in done.stderr and "env steps/s" in done.stderr  # the rich table
@@ -190,6 +187,8 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
     assert {"field": "settings.physics_threads", "base": 2, "new": 1} in report["setting_differences"]
     rows = {r["measure"]: r for r in report["measures"]}
     floor = rows["env_control_steps_per_s"]["noise_floor"]
+    if any("of the CPUs, more than" in (r["note"] or "") for r in rows.values()):  # the host-load rule
+        pytest.skip("the host's load differed between the two probes by more than the compare allows")
     if floor >= 0.8:  # another job overlapped part of a run: its processes differ by more than the effect
         pytest.skip(f"this host could not resolve a 1.8x change in this run (noise floor {floor:.0%})")
     assert done.returncode == 1, done.stderr

@@ -168,3 +168,36 @@ def test_a_stated_figure_that_the_raw_samples_do_not_give_is_named() -> None:
     processes[1]["rounds"][0]["efficiency"] = 2.0
     fields = [field for field, _ in raw_disagreements(artifact)]
     assert fields == ["backends.mujoco.processes[1].rounds[0].efficiency", "backends.mujoco.summary"]
+
+
+def test_a_phase_timing_needs_enough_samples_and_gets_a_family_wide_interval() -> None:
+    from harness.probe_compare import MIN_PHASE_ITERS, PHASE_CONFIDENCE, measure_row
+
+    base, slow = _groups(1.0, 0.01, 1, groups=2, size=10), _groups(1.5, 0.01, 2, groups=2, size=10)
+    few = measure_row("mujoco", "physics_exchange_ms", (base, slow), 0.05, False)
+    assert few is not None and few["verdict"] == "inconclusive" and "phase timing" in few["note"]
+    assert few["confidence"] == PHASE_CONFIDENCE > 0.99
+    rate = measure_row("mujoco", "env_control_steps_per_s", (base, slow), 0.05, True)
+    assert rate is not None and rate["verdict"] == "faster" and rate["confidence"] == 0.95
+    base, slow = _groups(1.0, 0.01, 1, size=MIN_PHASE_ITERS), _groups(1.5, 0.01, 2, size=MIN_PHASE_ITERS)
+    enough = measure_row("mujoco", "physics_exchange_ms", (base, slow), 0.05, False)
+    assert enough is not None and enough["verdict"] == "slower"
+    wide = ratio_interval(base, slow, confidence=PHASE_CONFIDENCE)
+    narrow = ratio_interval(base, slow)
+    assert wide.low <= narrow.low and narrow.high <= wide.high
+
+
+def test_a_call_under_a_different_host_load_is_not_made() -> None:
+    from harness.probe_compare import CONTENTION_BOUND, load_note, measure_row
+
+    assert load_note(0.10, 0.10 + CONTENTION_BOUND) is None and load_note(None, 0.9) is None
+    note = load_note(0.10, 0.60)
+    assert note is not None and "60%" in note
+    base, slow = _groups(100.0, 0.01, 1), _groups(50.0, 0.01, 2)
+    called = measure_row("mujoco", "env_control_steps_per_s", (base, slow), 0.05, True)
+    held = measure_row("mujoco", "env_control_steps_per_s", (base, slow), 0.05, True, note)
+    assert called is not None and called["verdict"] == "slower"
+    assert held is not None and held["verdict"] == "inconclusive" and held["note"].startswith(note)
+    assert "rounds per process" in held["note"]
+    same = measure_row("mujoco", "env_control_steps_per_s", (base, _groups(100.0, 0.01, 3)), 0.05, True, note)
+    assert same is not None and same["verdict"] == "no_change" and same["note"] is None

@@ -154,6 +154,7 @@ class MonitorRecord:
         monitor: what the monitor did: root_pid, console_log_path, shm_attribution, monitor_error,
             progress_parse_errors, known_processes, killed_by_monitor (schema ``monitor``).
         samples_sha256: sha256 hex digest of the samples file as written.
+        forensics: ``harness.soak.forensics.Forensics.section()`` (stacks taken before a kill).
     """
 
     samples: Sequence[Mapping[str, Any]]
@@ -166,6 +167,7 @@ class MonitorRecord:
     monitor_overhead: Mapping[str, Any] | None = None
     monitor: Mapping[str, Any] | None = None
     samples_sha256: str | None = None
+    forensics: Mapping[str, Any] | None = None
 
 
 def build_artifact(
@@ -227,6 +229,7 @@ def build_artifact(
         "run_settings": record.run_settings,
         "monitor_overhead": record.monitor_overhead,
         "monitor": record.monitor,
+        "forensics": record.forensics,
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     return artifact

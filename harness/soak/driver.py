@@ -12,10 +12,11 @@ Life of one monitored run:
    ``<artifact stem>.console.log``;
 2. every ``sample_interval_s``: sample the tree (``Sampler``), append the sample to
    ``<artifact stem>.samples.jsonl`` (flushed per sample), check start-up / stale limits;
-3. on a limit, SIGINT/SIGTERM to the monitor, or a monitor error: SIGTERM the process group, SIGKILL it
-   after ``termination_grace_s``, then every other tracked process still alive (adopted orphans);
+3. on a limit (harness.soak.hang), SIGINT/SIGTERM to the monitor, or a monitor error: capture every live
+   process's stacks (harness.soak.forensics), SIGTERM the process group, SIGKILL it after
+   ``termination_grace_s``, then every other tracked process still alive (adopted orphans);
 4. after the command exits: wait ``post_shutdown_grace_s`` (reaping adopted orphans), list residual
-   processes (every identity ever seen still alive: PID + start ticks) and kill them, list orphaned
+   processes (every identity ever seen still alive: PID + start ticks), capture and kill them, list orphaned
    ``/dev/shm`` segments (harness.soak.shm rule), then leak verdicts, evaluation, artifact, HTML report.
 """
 
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foundation.vocab import MonitorFailure
+from harness.soak.forensics import Forensics, py_spy_problem
+from harness.soak.hang import Limits, failure_detail
 from harness.soak.leftovers import RUN_TOKEN_ENV, OwnershipGuard, leftover_problem
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
@@ -79,6 +82,9 @@ class MonitorSettings:
     run_contract: bool = False  # monitor mode: judge <log-dir>/run_summary.json as `soak run` does
     min_trend_samples: int = DEFAULT_MIN_TREND_SAMPLES
     fail_on_throughput_drift: bool = False  # a declining env steps/s fails the run (harness.soak.drift)
+    shutdown_timeout_s: float = 120.0  # after the final progress record (harness.soak.hang)
+    stacks: bool = True  # False: --no-stacks (the artifact's forensics section says so)
+    py_spy: Path | None = None  # None: the py-spy beside the interpreter, else on PATH
 
     @property
     def judges_summary(self) -> bool:
@@ -161,6 +167,7 @@ def _timing_problem(s: MonitorSettings) -> str | None:
         "--min-duration-seconds": s.min_duration_s,
         "--post-shutdown-grace-seconds": s.post_shutdown_grace_s,
         "--termination-grace-seconds": s.termination_grace_s,
+        "--shutdown-timeout-seconds": s.shutdown_timeout_s,
     }
     for name, value in non_negative.items():
         if not value >= 0:
@@ -184,6 +191,7 @@ _SETTINGS_CHECKS: tuple[Callable[[MonitorSettings], str | None], ...] = (
     _output_problem,
     _timing_problem,
     _attribution_problem,
+    lambda s: py_spy_problem(s.py_spy),
 )
 
 
@@ -193,6 +201,8 @@ class MonitorResult:
 
     monitor_failure: MonitorFailure | None = None
     monitor_error: str | None = None
+    monitor_detail: str | None = None  # the failure reason's clause on the limit (harness.soak.hang)
+    forensics: dict[str, Any] | None = None  # Forensics.section()
     trainer_returncode: int | None = None
     duration_s: float = 0.0
     startup_end_t: float | None = None
@@ -263,6 +273,9 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             env[RUN_TOKEN_ENV] = guard.token
             t0 = time.monotonic()
             result.started_at = time.time()
+            forensics = Forensics.for_command(
+                settings.command, t0, stacks=settings.stacks, py_spy=settings.py_spy
+            )
             proc = subprocess.Popen(
                 guard.wrap(settings.command),
                 stdin=subprocess.DEVNULL,
@@ -293,7 +306,8 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.loop_wall_s = time.monotonic() - t0
             result.progress_parse_errors = sampler.progress.parse_errors
             if result.monitor_failure is not None:
-                view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")
+                view.note(f"{result.monitor_failure}: capturing stacks, then terminating {proc.pid}")
+                forensics.capture(result.monitor_failure, supervisor.alive())
                 result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s)
             result.duration_s = time.monotonic() - t0
             result.trainer_returncode = proc.returncode
@@ -304,7 +318,9 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.residual_processes = supervisor.alive()
             if result.residual_processes:
                 view.note(f"{len(result.residual_processes)} residual process(es); killing them")
+                forensics.capture("residual_processes", result.residual_processes)
                 supervisor.kill_all(min(settings.termination_grace_s, 2.0))
+            result.forensics = forensics.section()
             result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
             result.orphaned_shm_segments = _orphaned_segments(settings, shm_before, sampler)
     except BaseException:
@@ -371,7 +387,7 @@ def _loop(
 
 class _SampleStep:
     """What the loop does with each sample of the live tree: record it, mark the end of start-up,
-    update the view with a recent-rate ETA, and check the start-up and stale-progress limits."""
+    update the view with a recent-rate ETA, and check the limits (harness.soak.hang)."""
 
     def __init__(
         self, settings: MonitorSettings, result: MonitorResult, sampler: Sampler, view: LiveView
@@ -381,6 +397,7 @@ class _SampleStep:
         self.sampler = sampler
         self.view = view
         self.recent: deque[tuple[float, int]] = deque(maxlen=12)  # (t, iteration) of the last samples
+        self.limits = Limits.of(settings)
 
     def record(self, sample: dict[str, Any], now: float) -> MonitorFailure | None:
         """Record ``sample`` (taken at monotonic ``now``); the limit it breaks, or None."""
@@ -400,12 +417,11 @@ class _SampleStep:
                 iterations_per_s=self._iteration_rate(sample),
             )
         )
-        t0 = sampler.t0
-        if not started and now - t0 > settings.startup_timeout_s:
-            return "timeout/startup"
-        if started and now - sampler.liveness.last_change_mono(t0) > settings.stale_progress_s:
-            return "timeout/stale_tick"
-        return None
+        last_change = sampler.liveness.last_change_mono(sampler.t0)
+        failure = self.limits.check(sample["progress"], now, sampler.t0, started, last_change)
+        if failure is not None:
+            result.monitor_detail = failure_detail(failure, result.samples, self.limits)
+        return failure
 
     def _iteration_rate(self, sample: Mapping[str, Any]) -> float | None:
         """Iterations per second over the last samples that reported one, or None."""

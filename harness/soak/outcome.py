@@ -103,6 +103,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         observation=observe_classes(result.samples, verdicts, settings.min_trend_samples),
         throughput_drift=throughput_drift(result.samples, result.startup_end_t),
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
+        monitor_detail=result.monitor_detail,
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(
@@ -114,6 +115,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
             "stale_progress_s": settings.stale_progress_s,
             "post_shutdown_grace_s": settings.post_shutdown_grace_s,
             "termination_grace_s": settings.termination_grace_s,
+            "shutdown_timeout_s": settings.shutdown_timeout_s,
             "min_duration_s": settings.min_duration_s,
             "duration_s": result.duration_s,
             "started_at": result.started_at,
@@ -126,6 +128,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),
         samples_sha256=samples_digest(settings.samples_path),
+        forensics=result.forensics,
     )
     artifact = build_artifact(
         obs=observation, evaluation=evaluation, record=record, context=collect_context()

@@ -1,0 +1,279 @@
+"""Evidence from every live tree process, taken just before the monitor kills a tree it gives up on.
+
+Per process: ``/proc/<pid>/stat`` state, ``wchan``, CPU time, each thread's state, wchan and CPU time
+(``/proc/<pid>/task/*``), the kernel stack where ``/proc/<pid>/stack`` is readable, and the Python stack
+of all threads from ``py-spy dump --json --native`` (native frames interleaved; a process that is not
+Python gets its kernel stack and wchan only, with py-spy's reason). Captures run in parallel, each
+``py-spy`` call bounded by ``PER_PROCESS_S`` and all of them by ``TOTAL_S``, so the kill is late by at most
+about ``TOTAL_S``; the elapsed time is recorded per process and per capture.
+
+Nothing is skipped silently: ``--no-stacks``, a missing py-spy, ptrace not permitted, a timeout or any
+other py-spy failure is a ``stack.status`` of ``skipped``/``failed`` with its ``reason_kind`` and reason.
+Schema: the ``forensics`` object of the soak artifact (docs/soak-artifact.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.soak.procs import parse_stat
+from harness.soak.stacks import error_line, failure_kind, parse_dump
+
+PER_PROCESS_S = 3.0  # one py-spy call; a dump of a 2-thread Python process takes ~15-50 ms here
+TOTAL_S = 6.0  # every capture of one kill together
+MAX_PARALLEL = 8
+
+
+@dataclass(frozen=True)
+class StackTool:
+    """The py-spy executable to use (``path``), or why there is none (``reason``)."""
+
+    path: str | None
+    reason: str | None = None
+
+
+def locate_py_spy(explicit: Path | None = None) -> StackTool:
+    """``explicit`` when given (the settings check made sure it is an executable file), else the py-spy
+    installed beside the running interpreter (the locked dependency), else the one on PATH."""
+    if explicit is not None:
+        return StackTool(str(explicit))
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return StackTool(str(beside))
+    found = shutil.which("py-spy")
+    if found is not None:
+        return StackTool(found)
+    return StackTool(None, f"py-spy not found beside the interpreter ({beside}) nor on PATH")
+
+
+def py_spy_problem(path: Path | None) -> str | None:
+    """Why ``--py-spy PATH`` cannot be used, or None (None for no explicit path)."""
+    if path is None:
+        return None
+    if not path.is_absolute():
+        return f"--py-spy: must be an absolute path, got {str(path)!r}"
+    if not path.is_file() or not os.access(path, os.X_OK):
+        return f"--py-spy: {path} is not an executable file"
+    return None
+
+
+def project_roots(command: Sequence[str], cwd: str) -> tuple[str, ...]:
+    """The command's working directory and the directory of each ``.py`` file its argv names."""
+    roots = [os.path.normpath(cwd)]
+    for arg in command:
+        if arg.endswith(".py") and os.path.isfile(os.path.join(cwd, arg)):
+            roots.append(os.path.dirname(os.path.normpath(os.path.join(cwd, arg))))
+    return tuple(dict.fromkeys(roots))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def _wchan(path: Path) -> str | None:
+    text = _read(path)
+    return None if text is None or text.strip() in ("", "0") else text.strip()
+
+
+def _task(task_dir: Path, clock_ticks: int) -> dict[str, Any] | None:
+    text = _read(task_dir / "stat")
+    if text is None:
+        return None
+    try:
+        st = parse_stat(text)
+    except ValueError:
+        return None
+    return {
+        "tid": st.pid,
+        "name": st.comm,
+        "state": st.state,
+        "wchan": _wchan(task_dir / "wchan"),
+        "cpu_s": (st.utime_ticks + st.stime_ticks) / clock_ticks,
+    }
+
+
+def read_proc_state(proc_root: Path, pid: int, clock_ticks: int) -> dict[str, Any]:
+    """``{state, wchan, cpu_s, threads, kernel_stack, kernel_stack_reason}`` of ``pid`` from /proc
+    (``state`` null when the process is gone)."""
+    base = proc_root / str(pid)
+    main = _task(base, clock_ticks)
+    try:
+        tids = sorted(int(n) for n in os.listdir(base / "task") if n.isdigit())
+    except OSError:
+        tids = []
+    threads = [t for t in (_task(base / "task" / str(tid), clock_ticks) for tid in tids) if t is not None]
+    kernel = _read(base / "stack")
+    return {
+        "state": main["state"] if main else None,
+        "wchan": main["wchan"] if main else None,
+        "cpu_s": main["cpu_s"] if main else None,
+        "threads": threads,
+        "kernel_stack": [line.strip() for line in kernel.splitlines() if line.strip()]
+        if kernel is not None
+        else None,
+        "kernel_stack_reason": None
+        if kernel is not None
+        else f"{base / 'stack'} is not readable (needs root or CAP_SYS_ADMIN)",
+    }
+
+
+def _not_taken(status: str, kind: str, reason: str, elapsed: float = 0.0) -> dict[str, Any]:
+    return {
+        "status": status,
+        "reason_kind": kind,
+        "reason": reason,
+        "native": False,
+        "elapsed_s": round(elapsed, 4),
+        "threads": [],
+    }
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """What one capture needs besides its targets."""
+
+    tool: StackTool
+    stacks: bool  # False under --no-stacks
+    roots: tuple[str, ...]
+    excluded: tuple[str, ...]
+    proc_root: Path = Path("/proc")
+    per_process_s: float = PER_PROCESS_S
+    total_s: float = TOTAL_S
+
+
+def _dump(config: CaptureConfig, pid: int, native: bool, timeout: float) -> dict[str, Any]:
+    """One ``py-spy dump``; the ``stack`` record it gives."""
+    assert config.tool.path is not None
+    argv = [config.tool.path, "dump", "--pid", str(pid), "--json", *(["--native"] if native else [])]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return _not_taken("failed", "timeout", f"py-spy took longer than {timeout:.2f} s", timeout)
+    except OSError as exc:
+        return _not_taken("failed", "tool_error", f"cannot run {argv[0]}: {exc}")
+    elapsed = time.monotonic() - started
+    if done.returncode != 0:
+        kind = failure_kind(done.stderr)
+        reason = error_line(done.stderr) or f"py-spy exited {done.returncode}"
+        if kind == "ptrace_denied":
+            reason = f"ptrace not permitted ({reason}); py-spy needs CAP_SYS_PTRACE or the same uid"
+        return _not_taken("failed", kind, reason, elapsed)
+    try:
+        threads = parse_dump(done.stdout, config.roots, config.excluded)
+    except ValueError as exc:
+        return _not_taken("failed", "tool_error", f"unreadable py-spy output: {exc}", elapsed)
+    return {
+        "status": "captured",
+        "reason_kind": None,
+        "reason": None,
+        "native": native,
+        "elapsed_s": round(elapsed, 4),
+        "threads": threads,
+    }
+
+
+def python_stack(config: CaptureConfig, pid: int, deadline: float) -> dict[str, Any]:
+    """The ``stack`` record of one process: with native frames, else Python frames only when the native
+    unwind itself failed, within the per-process and total bounds."""
+    if not config.stacks:
+        return _not_taken("skipped", "disabled", "--no-stacks given: no stack taken")
+    if config.tool.path is None:
+        return _not_taken("skipped", "tool_missing", str(config.tool.reason))
+    spent = 0.0
+    result: dict[str, Any] = {}
+    for native in (True, False):
+        remaining = min(config.per_process_s - spent, deadline - time.monotonic())
+        if remaining <= 0:
+            why = f"time bound reached ({config.per_process_s:g} s per process, {config.total_s:g} s total)"
+            return result or _not_taken("skipped", "timeout", why)
+        result = _dump(config, pid, native, remaining)
+        spent += float(result["elapsed_s"])
+        if result["status"] == "captured" or result["reason_kind"] != "tool_error":
+            return result
+    return result
+
+
+def capture_process(
+    config: CaptureConfig, target: Mapping[str, Any], deadline: float, clock_ticks: int
+) -> dict[str, Any]:
+    """Evidence of one process: identity, /proc state (read before py-spy pauses it), stack."""
+    started = time.monotonic()
+    pid = int(target["pid"])
+    record = {
+        "pid": pid,
+        "start_ticks": int(target["start_ticks"]),
+        "name": str(target.get("name") or ""),
+        "cmdline": [str(a) for a in target.get("cmdline") or []],
+        **read_proc_state(config.proc_root, pid, clock_ticks),
+    }
+    record["stack"] = python_stack(config, pid, deadline)
+    record["elapsed_s"] = round(time.monotonic() - started, 4)
+    return record
+
+
+def capture(
+    config: CaptureConfig, trigger: str, targets: Sequence[Mapping[str, Any]], t: float
+) -> dict[str, Any]:
+    """One capture of ``targets`` (tree identities: pid, start_ticks, name, cmdline) in parallel;
+    ``t``: seconds since monitor start."""
+    started = time.monotonic()
+    deadline = started + config.total_s
+    ticks = os.sysconf("SC_CLK_TCK")
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(targets)))) as pool:
+        processes = list(pool.map(lambda tg: capture_process(config, tg, deadline, ticks), targets))
+    return {
+        "trigger": trigger,
+        "t": round(t, 3),
+        "elapsed_s": round(time.monotonic() - started, 4),
+        "processes": processes,
+    }
+
+
+@dataclass
+class Forensics:
+    """The captures of one monitored run and the artifact's ``forensics`` section."""
+
+    config: CaptureConfig
+    t0: float  # monotonic spawn time
+    captures: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def for_command(
+        cls, command: Sequence[str], t0: float, *, stacks: bool, py_spy: Path | None
+    ) -> Forensics:
+        excluded = tuple(dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix)))
+        roots = project_roots(command, os.getcwd())  # the command runs in the monitor's cwd
+        config = CaptureConfig(locate_py_spy(py_spy), stacks, roots, excluded)
+        return cls(config, t0)
+
+    def capture(self, trigger: str, targets: Sequence[Mapping[str, Any]]) -> None:
+        """Capture every target before the kill ``trigger`` (a monitor failure or residual_processes)."""
+        if targets:
+            self.captures.append(capture(self.config, trigger, targets, time.monotonic() - self.t0))
+
+    def section(self) -> dict[str, Any]:
+        """The artifact's ``forensics`` object."""
+        tool = self.config.tool
+        return {
+            "stacks": {
+                "enabled": self.config.stacks,
+                "reason": None if self.config.stacks else "--no-stacks given",
+            },
+            "tool": {"name": "py-spy", "path": tool.path, "reason": tool.reason},
+            "time_bound_s": {"per_process": self.config.per_process_s, "total": self.config.total_s},
+            "project_roots": list(self.config.roots),
+            "captures": self.captures,
+        }

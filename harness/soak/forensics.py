@@ -2,10 +2,10 @@
 
 Per process: ``/proc/<pid>/stat`` state, ``wchan``, CPU time, each thread's state, wchan and CPU time
 (``/proc/<pid>/task/*``), the kernel stack where ``/proc/<pid>/stack`` is readable, and the Python stack
-of all threads from ``py-spy dump --json --native`` (native frames interleaved; a process that is not
-Python gets its kernel stack and wchan only, with py-spy's reason). Captures run in parallel, each
-``py-spy`` call bounded by ``PER_PROCESS_S`` and all of them by ``TOTAL_S``, so the kill is late by at most
-about ``TOTAL_S``; the elapsed time is recorded per process and per capture.
+of all threads from ``py-spy dump --json``, then again with ``--native`` (native frames interleaved) when
+time is left; a process that is not Python gets its kernel stack and wchan only, with py-spy's reason.
+Processes are captured in parallel, each bounded by ``PER_PROCESS_S`` and all of them by ``TOTAL_S``, so
+the kill is late by at most about ``TOTAL_S``; the elapsed time is recorded per process and per capture.
 
 Nothing is skipped silently: ``--no-stacks``, a missing py-spy, ptrace not permitted, a timeout or any
 other py-spy failure is a ``stack.status`` of ``skipped``/``failed`` with its ``reason_kind`` and reason.
@@ -28,8 +28,10 @@ from typing import Any
 from harness.soak.procs import parse_stat
 from harness.soak.stacks import error_line, failure_kind, parse_dump
 
-PER_PROCESS_S = 3.0  # one py-spy call; a dump of a 2-thread Python process takes ~15-50 ms here
-TOTAL_S = 6.0  # every capture of one kill together
+# Measured on the 2-core dev VM under load: a Python-only dump takes 15-90 ms; with --native, 50 ms for a
+# small script, 1.0-2.9 s for the trainer's torch learner (docs/soak.md, "Forensics").
+PER_PROCESS_S = 5.0  # both py-spy calls of one process
+TOTAL_S = 10.0  # every process of one capture together: the kill is late by at most about this
 MAX_PARALLEL = 8
 
 
@@ -135,6 +137,7 @@ def _not_taken(status: str, kind: str, reason: str, elapsed: float = 0.0) -> dic
         "reason_kind": kind,
         "reason": reason,
         "native": False,
+        "native_reason": None,
         "elapsed_s": round(elapsed, 4),
         "threads": [],
     }
@@ -180,30 +183,38 @@ def _dump(config: CaptureConfig, pid: int, native: bool, timeout: float) -> dict
         "reason_kind": None,
         "reason": None,
         "native": native,
+        "native_reason": None,
         "elapsed_s": round(elapsed, 4),
         "threads": threads,
     }
 
 
 def python_stack(config: CaptureConfig, pid: int, deadline: float) -> dict[str, Any]:
-    """The ``stack`` record of one process: with native frames, else Python frames only when the native
-    unwind itself failed, within the per-process and total bounds."""
+    """The ``stack`` record of one process within the per-process and total bounds: the Python frames
+    first (tens of ms), then the same with native frames when time is left (seconds for a torch
+    process: kept only when it succeeds, else ``native_reason`` says why)."""
     if not config.stacks:
         return _not_taken("skipped", "disabled", "--no-stacks given: no stack taken")
     if config.tool.path is None:
         return _not_taken("skipped", "tool_missing", str(config.tool.reason))
-    spent = 0.0
-    result: dict[str, Any] = {}
-    for native in (True, False):
-        remaining = min(config.per_process_s - spent, deadline - time.monotonic())
-        if remaining <= 0:
-            why = f"time bound reached ({config.per_process_s:g} s per process, {config.total_s:g} s total)"
-            return result or _not_taken("skipped", "timeout", why)
-        result = _dump(config, pid, native, remaining)
-        spent += float(result["elapsed_s"])
-        if result["status"] == "captured" or result["reason_kind"] != "tool_error":
-            return result
-    return result
+    end = min(time.monotonic() + config.per_process_s, deadline)
+    bound = f"time bound reached ({config.per_process_s:g} s per process, {config.total_s:g} s total)"
+    if end <= time.monotonic():
+        return _not_taken("skipped", "timeout", bound)
+    plain = _dump(config, pid, False, end - time.monotonic())
+    if plain["status"] != "captured":
+        return plain
+    remaining = end - time.monotonic()
+    if remaining <= 0:
+        return {**plain, "native_reason": bound}
+    native = _dump(config, pid, True, remaining)
+    if native["status"] == "captured":
+        return {**native, "elapsed_s": round(plain["elapsed_s"] + native["elapsed_s"], 4)}
+    return {
+        **plain,
+        "native_reason": native["reason"],
+        "elapsed_s": round(plain["elapsed_s"] + native["elapsed_s"], 4),
+    }
 
 
 def capture_process(

@@ -21,8 +21,11 @@ FAKE_PY_SPY = Path(__file__).parent / "fake_tools" / "py-spy"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def _monitor(tmp: Path, program: str, *extra: str, **kwargs: Any) -> SoakOutcome:
-    argv, output = monitor_args(tmp, program, **kwargs)
+def _monitor(
+    tmp: Path, program: str, *extra: str, program_args: tuple[str, ...] = (), **kwargs: Any
+) -> SoakOutcome:
+    """`soak monitor` over ``faults/<program>`` with ``extra`` monitor options."""
+    argv, output = monitor_args(tmp, program, *program_args, **kwargs)
     cut = argv.index("--")
     argv[cut:cut] = list(extra)
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
@@ -99,6 +102,18 @@ def test_no_stacks_is_recorded(tmp_path: Path) -> None:
     assert {p["stack"]["reason_kind"] for p in capture["processes"]} == {"disabled"}
     assert all(p["state"] == "S" for p in capture["processes"])  # /proc evidence is still taken
     assert 'id="stacks-disabled"' in outcome.output.with_suffix(".html").read_text()
+    assert_nothing_left(outcome)
+
+
+def test_a_residual_process_is_captured_before_it_is_killed(tmp_path: Path) -> None:
+    outcome = _monitor(tmp_path, "daemon_orphan.py", program_args=("2",))
+    art = outcome.artifact
+    assert art["failure_classification"] == "resource_leak"
+    (capture,) = art["forensics"]["captures"]
+    assert capture["trigger"] == "residual_processes"
+    residual = {p["pid"] for p in art["post_shutdown_residual_processes"]}
+    assert {p["pid"] for p in capture["processes"]} == residual
+    assert all(p["state"] == "S" and p["stack"]["status"] == "captured" for p in capture["processes"])
     assert_nothing_left(outcome)
 
 

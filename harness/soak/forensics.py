@@ -156,10 +156,9 @@ class CaptureConfig:
     total_s: float = TOTAL_S
 
 
-def _dump(config: CaptureConfig, pid: int, native: bool, timeout: float) -> dict[str, Any]:
-    """One ``py-spy dump``; the ``stack`` record it gives."""
-    assert config.tool.path is not None
-    argv = [config.tool.path, "dump", "--pid", str(pid), "--json", *(["--native"] if native else [])]
+def _dump(config: CaptureConfig, tool: str, pid: int, native: bool, timeout: float) -> dict[str, Any]:
+    """One ``py-spy dump`` by ``tool``; the ``stack`` record it gives."""
+    argv = [tool, "dump", "--pid", str(pid), "--json", *(["--native"] if native else [])]
     started = time.monotonic()
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
@@ -195,19 +194,20 @@ def python_stack(config: CaptureConfig, pid: int, deadline: float) -> dict[str, 
     process: kept only when it succeeds, else ``native_reason`` says why)."""
     if not config.stacks:
         return _not_taken("skipped", "disabled", "--no-stacks given: no stack taken")
-    if config.tool.path is None:
+    tool = config.tool.path
+    if tool is None:
         return _not_taken("skipped", "tool_missing", str(config.tool.reason))
     end = min(time.monotonic() + config.per_process_s, deadline)
     bound = f"time bound reached ({config.per_process_s:g} s per process, {config.total_s:g} s total)"
     if end <= time.monotonic():
         return _not_taken("skipped", "timeout", bound)
-    plain = _dump(config, pid, False, end - time.monotonic())
+    plain = _dump(config, tool, pid, False, end - time.monotonic())
     if plain["status"] != "captured":
         return plain
     remaining = end - time.monotonic()
     if remaining <= 0:
         return {**plain, "native_reason": bound}
-    native = _dump(config, pid, True, remaining)
+    native = _dump(config, tool, pid, True, remaining)
     if native["status"] == "captured":
         return {**native, "elapsed_s": round(plain["elapsed_s"] + native["elapsed_s"], 4)}
     return {
@@ -271,9 +271,24 @@ class Forensics:
         return cls(config, t0)
 
     def capture(self, trigger: str, targets: Sequence[Mapping[str, Any]]) -> None:
-        """Capture every target before the kill ``trigger`` (a monitor failure or residual_processes)."""
-        if targets:
-            self.captures.append(capture(self.config, trigger, targets, time.monotonic() - self.t0))
+        """Capture every target before the kill ``trigger`` (a monitor failure or residual_processes).
+        Never raises: a capture that breaks is recorded with its error and the kill goes ahead."""
+        if not targets:
+            return
+        t = time.monotonic() - self.t0
+        try:
+            self.captures.append(capture(self.config, trigger, targets, t))
+        except Exception as exc:  # evidence is best effort; stopping the run on time is not
+            elapsed = time.monotonic() - self.t0 - t
+            self.captures.append(
+                {
+                    "trigger": trigger,
+                    "t": round(t, 3),
+                    "elapsed_s": round(elapsed, 4),
+                    "processes": [],
+                    "error": f"{type(exc).__name__}: {exc}",
+                }
+            )
 
     def section(self) -> dict[str, Any]:
         """The artifact's ``forensics`` object."""

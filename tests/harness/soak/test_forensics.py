@@ -299,3 +299,10 @@ def test_a_vanished_process_is_a_recorded_failure() -> None:
     (proc,) = capture(_config(locate_py_spy(), Path(HERE)), "residual_processes", [gone], t=0.0)["processes"]
     assert proc["state"] is None and proc["threads"] == []
     assert proc["stack"]["status"] == "failed" and proc["stack"]["reason_kind"] == "process_gone"
+
+
+def test_a_capture_that_breaks_is_recorded_and_does_not_raise() -> None:
+    broken = Forensics(_config(locate_py_spy(), Path(HERE)), t0=time.monotonic())
+    broken.capture("timeout/stale_tick", [{"pid": "not a pid"}])  # a monitor bug, not a process
+    (only,) = broken.section()["captures"]
+    assert only["processes"] == [] and only["error"].startswith("ValueError")

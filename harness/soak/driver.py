@@ -310,6 +310,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 forensics.capture(result.monitor_failure, supervisor.alive())
                 result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s)
             result.duration_s = time.monotonic() - t0
+            proc.poll()  # the loop may have stopped at the root's zombie, before Popen reaped it
             result.trainer_returncode = proc.returncode
             view.note(
                 f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s"

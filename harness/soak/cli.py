@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
+from harness.soak.forensics import ForensicsSettings
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
 from harness.soak.outcome import run_monitor
 from runtime.choices import Algo, Sim, Task
@@ -242,12 +243,11 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     shm_attribution: ShmAttribution,
     min_trend_samples: int,
     fail_on_throughput_drift: bool,
-    forensics: dict[str, Any],
+    forensics: ForensicsSettings,
 ) -> dict[str, Any]:
-    """The MonitorSettings fields `soak run` and `soak monitor` take from the same options
-    (``forensics``: shutdown_timeout_s, stacks, py_spy)."""
+    """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
-        **forensics,
+        "forensics": forensics,
         "min_trend_samples": min_trend_samples,
         "fail_on_throughput_drift": fail_on_throughput_drift,
         "output": output,
@@ -262,8 +262,8 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     }
 
 
-def _forensics(shutdown_timeout_s: float, no_stacks: bool, py_spy: Path | None) -> dict[str, Any]:
-    return {"shutdown_timeout_s": shutdown_timeout_s, "stacks": not no_stacks, "py_spy": py_spy}
+def _forensics(shutdown_timeout_s: float, no_stacks: bool, py_spy: Path | None) -> ForensicsSettings:
+    return ForensicsSettings(shutdown_timeout_s, stacks=not no_stacks, py_spy=py_spy)
 
 
 def run(  # noqa: PLR0913 — typer declares one parameter per CLI option

@@ -12,9 +12,8 @@ Life of one monitored run:
    ``<artifact stem>.console.log``;
 2. every ``sample_interval_s``: sample the tree (``Sampler``), append the sample to
    ``<artifact stem>.samples.jsonl`` (flushed per sample), check start-up / stale limits;
-3. on a limit (harness.soak.hang), SIGINT/SIGTERM to the monitor, or a monitor error: capture every live
-   process's stacks (harness.soak.forensics), SIGTERM the process group, SIGKILL it after
-   ``termination_grace_s``, then every other tracked process still alive (adopted orphans);
+3. on a limit (harness.soak.hang), SIGINT/SIGTERM to the monitor, or a monitor error: stacks (forensics),
+   SIGTERM the group, SIGKILL it after ``termination_grace_s``, then every other tracked process alive;
 4. after the command exits: wait ``post_shutdown_grace_s`` (reaping adopted orphans), list residual
    processes (every identity ever seen still alive: PID + start ticks), capture and kill them, list orphaned
    ``/dev/shm`` segments (harness.soak.shm rule), then leak verdicts, evaluation, artifact, HTML report.
@@ -36,8 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foundation.vocab import MonitorFailure
-from harness.soak.forensics import Forensics, py_spy_problem
-from harness.soak.hang import Limits, failure_detail
+from harness.soak.forensics import Forensics, ForensicsSettings
+from harness.soak.hang import Limits
 from harness.soak.leftovers import RUN_TOKEN_ENV, OwnershipGuard, leftover_problem
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
@@ -82,9 +81,7 @@ class MonitorSettings:
     run_contract: bool = False  # monitor mode: judge <log-dir>/run_summary.json as `soak run` does
     min_trend_samples: int = DEFAULT_MIN_TREND_SAMPLES
     fail_on_throughput_drift: bool = False  # a declining env steps/s fails the run (harness.soak.drift)
-    shutdown_timeout_s: float = 120.0  # after the final progress record (harness.soak.hang)
-    stacks: bool = True  # False: --no-stacks (the artifact's forensics section says so)
-    py_spy: Path | None = None  # None: the py-spy beside the interpreter, else on PATH
+    forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
 
     @property
     def judges_summary(self) -> bool:
@@ -167,7 +164,6 @@ def _timing_problem(s: MonitorSettings) -> str | None:
         "--min-duration-seconds": s.min_duration_s,
         "--post-shutdown-grace-seconds": s.post_shutdown_grace_s,
         "--termination-grace-seconds": s.termination_grace_s,
-        "--shutdown-timeout-seconds": s.shutdown_timeout_s,
     }
     for name, value in non_negative.items():
         if not value >= 0:
@@ -191,7 +187,7 @@ _SETTINGS_CHECKS: tuple[Callable[[MonitorSettings], str | None], ...] = (
     _output_problem,
     _timing_problem,
     _attribution_problem,
-    lambda s: py_spy_problem(s.py_spy),
+    lambda s: s.forensics.problem(),
 )
 
 
@@ -202,7 +198,7 @@ class MonitorResult:
     monitor_failure: MonitorFailure | None = None
     monitor_error: str | None = None
     monitor_detail: str | None = None  # the failure reason's clause on the limit (harness.soak.hang)
-    forensics: dict[str, Any] | None = None  # Forensics.section()
+    forensics: Forensics | None = None  # the stacks taken before a kill
     trainer_returncode: int | None = None
     duration_s: float = 0.0
     startup_end_t: float | None = None
@@ -273,9 +269,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             env[RUN_TOKEN_ENV] = guard.token
             t0 = time.monotonic()
             result.started_at = time.time()
-            forensics = Forensics.for_command(
-                settings.command, t0, stacks=settings.stacks, py_spy=settings.py_spy
-            )
+            result.forensics = Forensics.for_command(settings.command, t0, settings.forensics)
             proc = subprocess.Popen(
                 guard.wrap(settings.command),
                 stdin=subprocess.DEVNULL,
@@ -290,7 +284,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             if root is None:  # cannot happen before we reap it; fail closed rather than guess
                 raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
             tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks, exclude={guard.watchdog.pid})
-            supervisor = Supervisor(proc, tracker, reader, guard)
+            supervisor = Supervisor(proc, tracker, reader, guard, result.forensics)
             supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
             sampler = Sampler(reader, tracker, settings.log_dir, t0)
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
@@ -305,13 +299,11 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.loop_cpu_s += time.process_time()
             result.loop_wall_s = time.monotonic() - t0
             result.progress_parse_errors = sampler.progress.parse_errors
-            if result.monitor_failure is not None:
-                view.note(f"{result.monitor_failure}: capturing stacks, then terminating {proc.pid}")
-                forensics.capture(result.monitor_failure, supervisor.alive())
-                result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s)
+            if (failure := result.monitor_failure) is not None:
+                view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")
+                result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s, failure)
             result.duration_s = time.monotonic() - t0
-            proc.poll()  # the loop may have stopped at the root's zombie, before Popen reaped it
-            result.trainer_returncode = proc.returncode
+            result.trainer_returncode = proc.poll()  # the loop may stop at the root's zombie: reap it
             view.note(
                 f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s"
             )
@@ -319,9 +311,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.residual_processes = supervisor.alive()
             if result.residual_processes:
                 view.note(f"{len(result.residual_processes)} residual process(es); killing them")
-                forensics.capture("residual_processes", result.residual_processes)
-                supervisor.kill_all(min(settings.termination_grace_s, 2.0))
-            result.forensics = forensics.section()
+                supervisor.kill_all(min(settings.termination_grace_s, 2.0), "residual_processes")
             result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
             result.orphaned_shm_segments = _orphaned_segments(settings, shm_before, sampler)
     except BaseException:
@@ -420,8 +410,7 @@ class _SampleStep:
         )
         last_change = sampler.liveness.last_change_mono(sampler.t0)
         failure = self.limits.check(sample["progress"], now, sampler.t0, started, last_change)
-        if failure is not None:
-            result.monitor_detail = failure_detail(failure, result.samples, self.limits)
+        result.monitor_detail = self.limits.detail(failure, result.samples)
         return failure
 
     def _iteration_rate(self, sample: Mapping[str, Any]) -> float | None:

@@ -45,8 +45,7 @@ In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_cont
 row decides it (rows are ordered by precedence):
 
 - ``monitor_status`` fails -> the monitor failure itself: ``timeout/startup``, ``timeout/stale_tick``,
-  ``shutdown_hang``, ``external_cancellation`` or ``monitor_error`` (the reason adds the monitor's detail:
-  the processes that used no CPU, or that outlived the final progress record);
+  ``shutdown_hang``, ``external_cancellation`` or ``monitor_error`` (the reason adds ``monitor_detail``);
 - ``trainer_returncode`` fails -> the run_summary's shutdown classification when it names a failure
   (``learner_failure``, ``collector_failure``, ``backend_worker_failure``, ``timeout/stale_tick``,
   ``external_cancellation``, ``unknown_failure``), else ``trainer_failure``; when the shutdown contract
@@ -133,7 +132,7 @@ class MonitorObservation:
     observation: Mapping[str, Any] | None = None  # harness.soak.observation.observe_classes(...)
     throughput_drift: Mapping[str, Any] | None = None  # harness.soak.drift.throughput_drift(...)
     fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
-    monitor_detail: str | None = None  # harness.soak.hang.failure_detail(...) of the monitor failure
+    monitor_detail: str | None = None  # harness.soak.hang.failure_detail(...): only with a monitor failure
 
     @property
     def judges_summary(self) -> bool:
@@ -486,5 +485,4 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
     lead = failed[0]
     if classification == "shutdown_contract_violation":  # the reason names the contract rule broken
         lead = next(c for c in failed if c.name == "shutdown_contract")
-    detail = obs.monitor_detail if lead.name == "monitor_status" else None
-    return Evaluation("failed", _reason(lead, failed, detail), classification, rows)
+    return Evaluation("failed", _reason(lead, failed, obs.monitor_detail), classification, rows)

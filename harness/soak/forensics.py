@@ -57,15 +57,25 @@ def locate_py_spy(explicit: Path | None = None) -> StackTool:
     return StackTool(None, f"py-spy not found beside the interpreter ({beside}) nor on PATH")
 
 
-def py_spy_problem(path: Path | None) -> str | None:
-    """Why ``--py-spy PATH`` cannot be used, or None (None for no explicit path)."""
-    if path is None:
+@dataclass(frozen=True)
+class ForensicsSettings:
+    """What the monitor does about a tree it gives up on (``soak run`` / ``soak monitor`` options)."""
+
+    shutdown_timeout_s: float = 120.0  # --shutdown-timeout-seconds (harness.soak.hang)
+    stacks: bool = True  # False: --no-stacks (the artifact says so)
+    py_spy: Path | None = None  # --py-spy; None: beside the interpreter, else on PATH
+
+    def problem(self) -> str | None:
+        """The first bad field, named as its option, or None."""
+        if not self.shutdown_timeout_s >= 0:
+            return f"--shutdown-timeout-seconds: must be >= 0, got {self.shutdown_timeout_s}"
+        if self.py_spy is None:
+            return None
+        if not self.py_spy.is_absolute():
+            return f"--py-spy: must be an absolute path, got {str(self.py_spy)!r}"
+        if not self.py_spy.is_file() or not os.access(self.py_spy, os.X_OK):
+            return f"--py-spy: {self.py_spy} is not an executable file"
         return None
-    if not path.is_absolute():
-        return f"--py-spy: must be an absolute path, got {str(path)!r}"
-    if not path.is_file() or not os.access(path, os.X_OK):
-        return f"--py-spy: {path} is not an executable file"
-    return None
 
 
 def project_roots(command: Sequence[str], cwd: str) -> tuple[str, ...]:
@@ -262,12 +272,10 @@ class Forensics:
     captures: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def for_command(
-        cls, command: Sequence[str], t0: float, *, stacks: bool, py_spy: Path | None
-    ) -> Forensics:
+    def for_command(cls, command: Sequence[str], t0: float, settings: ForensicsSettings) -> Forensics:
         excluded = tuple(dict.fromkeys((sys.prefix, sys.base_prefix, sys.exec_prefix)))
         roots = project_roots(command, os.getcwd())  # the command runs in the monitor's cwd
-        config = CaptureConfig(locate_py_spy(py_spy), stacks, roots, excluded)
+        config = CaptureConfig(locate_py_spy(settings.py_spy), settings.stacks, roots, excluded)
         return cls(config, t0)
 
     def capture(self, trigger: str, targets: Sequence[Mapping[str, Any]]) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from foundation.vocab import MonitorFailure
+from harness.soak.forensics import ForensicsSettings
 
 #: CPU time below this (seconds) counts as "not advanced": /proc reports whole clock ticks (10 ms).
 CPU_EPSILON_S = 0.005
@@ -40,7 +41,7 @@ class LimitSettings(Protocol):
     @property
     def post_shutdown_grace_s(self) -> float: ...
     @property
-    def shutdown_timeout_s(self) -> float: ...
+    def forensics(self) -> ForensicsSettings: ...
 
 
 @dataclass
@@ -60,8 +61,12 @@ class Limits:
             settings.startup_timeout_s,
             settings.stale_progress_s,
             settings.post_shutdown_grace_s,
-            settings.shutdown_timeout_s,
+            settings.forensics.shutdown_timeout_s,
         )
+
+    def detail(self, failure: MonitorFailure | None, samples: Sequence[Mapping[str, Any]]) -> str | None:
+        """``failure_detail`` of ``failure`` under these limits; None for no failure."""
+        return None if failure is None else failure_detail(failure, samples, self)
 
     def check(
         self, progress: Mapping[str, Any] | None, now: float, t0: float, started: bool, last_change: float

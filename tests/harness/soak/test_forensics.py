@@ -19,6 +19,7 @@ from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.forensics import (
     CaptureConfig,
     Forensics,
+    ForensicsSettings,
     StackTool,
     capture,
     locate_py_spy,
@@ -205,12 +206,12 @@ def _settings(tmp_path: Path, **kw: Any) -> MonitorSettings:
 
 def test_settings_name_bad_forensics_fields(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match=r"--shutdown-timeout-seconds: must be >= 0, got -1"):
-        validate_settings(_settings(tmp_path, shutdown_timeout_s=-1.0))
+        validate_settings(_settings(tmp_path, forensics=ForensicsSettings(shutdown_timeout_s=-1.0)))
     with pytest.raises(SettingsError, match=r"--py-spy: must be an absolute path"):
-        validate_settings(_settings(tmp_path, py_spy=Path("py-spy")))
+        validate_settings(_settings(tmp_path, forensics=ForensicsSettings(py_spy=Path("py-spy"))))
     with pytest.raises(SettingsError, match=r"--py-spy: .* is not an executable file"):
-        validate_settings(_settings(tmp_path, py_spy=tmp_path))
-    validate_settings(_settings(tmp_path, py_spy=FAKE_PY_SPY))
+        validate_settings(_settings(tmp_path, forensics=ForensicsSettings(py_spy=tmp_path)))
+    validate_settings(_settings(tmp_path, forensics=ForensicsSettings(py_spy=FAKE_PY_SPY)))
     assert not (tmp_path / "run").exists()
 
 

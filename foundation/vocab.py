@@ -42,7 +42,9 @@ RUN_PHASES: tuple[RunPhase, ...] = get_args(RunPhase)
 RunStatus = Literal["completed", "failed", "cancelled"]
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
-MonitorFailure = Literal["timeout/startup", "timeout/stale_tick", "external_cancellation", "monitor_error"]
+MonitorFailure = Literal[
+    "timeout/startup", "timeout/stale_tick", "shutdown_hang", "external_cancellation", "monitor_error"
+]
 MONITOR_FAILURES: tuple[MonitorFailure, ...] = get_args(MonitorFailure)
 
 # Every soak failure class, in no particular precedence (the pass table orders its rows itself).

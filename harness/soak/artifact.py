@@ -155,6 +155,7 @@ class MonitorRecord:
             progress_parse_errors, known_processes, killed_by_monitor (schema ``monitor``).
         samples_sha256: sha256 hex digest of the samples file as written.
         oom: the ``oom`` section (harness.soak.oom): OOM-killed tree processes and host memory pressure.
+        forensics: ``harness.soak.forensics.Forensics.section()`` (stacks taken before a kill).
     """
 
     samples: Sequence[Mapping[str, Any]]
@@ -168,6 +169,7 @@ class MonitorRecord:
     monitor: Mapping[str, Any] | None = None
     samples_sha256: str | None = None
     oom: Mapping[str, Any] | None = None  # harness.soak.oom.assess(...) section
+    forensics: Mapping[str, Any] | None = None
 
 
 def build_artifact(
@@ -230,6 +232,7 @@ def build_artifact(
         "monitor_overhead": record.monitor_overhead,
         "monitor": record.monitor,
         "oom": record.oom,
+        "forensics": record.forensics,
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     if record.oom is not None and record.oom.get("shutdown_cause") is not None and summary is not None:

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
+from harness.soak.forensics import ForensicsSettings
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
 from harness.soak.outcome import run_monitor
 from runtime.choices import Algo, Sim, Task
@@ -205,6 +206,22 @@ ShmOpt = Annotated[
     ),
 ]
 
+ShutdownTimeout = Annotated[
+    float,
+    typer.Option(
+        "--shutdown-timeout-seconds",
+        help="after the final progress record the tree must be gone within the post-shutdown grace plus "
+        "this, else shutdown_hang",
+    ),
+]
+NoStacks = Annotated[
+    bool, typer.Option("--no-stacks", help="take no stacks before a kill (the artifact records it)")
+]
+PySpy = Annotated[
+    Path | None,
+    typer.Option("--py-spy", help="py-spy executable (default: beside the interpreter, else on PATH)"),
+]
+
 DriftGate = Annotated[
     bool,
     typer.Option(
@@ -226,9 +243,11 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     shm_attribution: ShmAttribution,
     min_trend_samples: int,
     fail_on_throughput_drift: bool,
+    forensics: ForensicsSettings,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
+        "forensics": forensics,
         "min_trend_samples": min_trend_samples,
         "fail_on_throughput_drift": fail_on_throughput_drift,
         "output": output,
@@ -241,6 +260,10 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
         "live": live.value,
         "shm_attribution": shm_attribution.value,
     }
+
+
+def _forensics(shutdown_timeout_s: float, no_stacks: bool, py_spy: Path | None) -> ForensicsSettings:
+    return ForensicsSettings(shutdown_timeout_s, stacks=not no_stacks, py_spy=py_spy)
 
 
 def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
@@ -264,6 +287,9 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
     fail_on_throughput_drift: DriftGate = False,
+    shutdown_timeout_seconds: ShutdownTimeout = 120.0,
+    no_stacks: NoStacks = False,
+    py_spy: PySpy = None,
 ) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
@@ -286,6 +312,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 shm_attribution,
                 min_trend_samples,
                 fail_on_throughput_drift,
+                _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -312,6 +339,9 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
     fail_on_throughput_drift: DriftGate = False,
+    shutdown_timeout_seconds: ShutdownTimeout = 120.0,
+    no_stacks: NoStacks = False,
+    py_spy: PySpy = None,
     run_contract: Annotated[
         bool,
         typer.Option(
@@ -339,6 +369,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             shm_attribution,
             min_trend_samples,
             fail_on_throughput_drift,
+            _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
         ),
     )
     _execute(settings)

@@ -12,10 +12,10 @@ Life of one monitored run:
    ``<artifact stem>.console.log``;
 2. every ``sample_interval_s``: sample the tree (``Sampler``), append the sample to
    ``<artifact stem>.samples.jsonl`` (flushed per sample), check start-up / stale limits;
-3. on a limit, SIGINT/SIGTERM to the monitor, or a monitor error: SIGTERM the process group, SIGKILL it
-   after ``termination_grace_s``, then every other tracked process still alive (adopted orphans);
+3. on a limit (harness.soak.hang), SIGINT/SIGTERM to the monitor, or a monitor error: stacks (forensics),
+   SIGTERM the group, SIGKILL it after ``termination_grace_s``, then every other tracked process alive;
 4. after the command exits: wait ``post_shutdown_grace_s`` (reaping adopted orphans), list residual
-   processes (every identity ever seen still alive: PID + start ticks) and kill them, list orphaned
+   processes (every identity ever seen still alive: PID + start ticks), capture and kill them, list orphaned
    ``/dev/shm`` segments (harness.soak.shm rule), then leak verdicts, evaluation, artifact, HTML report.
 """
 
@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from foundation.vocab import MonitorFailure
+from harness.soak.forensics import Forensics, ForensicsSettings
+from harness.soak.hang import Limits
 from harness.soak.leftovers import RUN_TOKEN_ENV, OwnershipGuard, leftover_problem
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
@@ -80,6 +82,7 @@ class MonitorSettings:
     run_contract: bool = False  # monitor mode: judge <log-dir>/run_summary.json as `soak run` does
     min_trend_samples: int = DEFAULT_MIN_TREND_SAMPLES
     fail_on_throughput_drift: bool = False  # a declining env steps/s fails the run (harness.soak.drift)
+    forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
 
     @property
     def judges_summary(self) -> bool:
@@ -185,6 +188,7 @@ _SETTINGS_CHECKS: tuple[Callable[[MonitorSettings], str | None], ...] = (
     _output_problem,
     _timing_problem,
     _attribution_problem,
+    lambda s: s.forensics.problem(),
 )
 
 
@@ -194,6 +198,8 @@ class MonitorResult:
 
     monitor_failure: MonitorFailure | None = None
     monitor_error: str | None = None
+    monitor_detail: str | None = None  # the failure reason's clause on the limit (harness.soak.hang)
+    forensics: Forensics | None = None  # the stacks taken before a kill
     trainer_returncode: int | None = None
     duration_s: float = 0.0
     startup_end_t: float | None = None
@@ -269,6 +275,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             env[RUN_TOKEN_ENV] = guard.token
             t0 = time.monotonic()
             result.started_at = time.time()
+            result.forensics = Forensics.for_command(settings.command, t0, settings.forensics)
             proc = subprocess.Popen(
                 guard.wrap(settings.command),
                 stdin=subprocess.DEVNULL,
@@ -283,7 +290,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             if root is None:  # cannot happen before we reap it; fail closed rather than guess
                 raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
             tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks, exclude={guard.watchdog.pid})
-            supervisor = Supervisor(proc, tracker, reader, guard)
+            supervisor = Supervisor(proc, tracker, reader, guard, result.forensics)
             supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
             sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host)
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
@@ -299,11 +306,11 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.loop_wall_s = time.monotonic() - t0
             result.progress_parse_errors = sampler.progress.parse_errors
             _tail_reading(result, supervisor, host, t0)
-            if result.monitor_failure is not None:
+            if (failure := result.monitor_failure) is not None:
                 view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")
-                result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s)
+                result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s, failure)
             result.duration_s = time.monotonic() - t0
-            result.trainer_returncode = proc.returncode
+            result.trainer_returncode = proc.poll()  # the loop may stop at the root's zombie: reap it
             view.note(
                 f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s"
             )
@@ -312,7 +319,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.residual_processes = supervisor.alive()
             if result.residual_processes:
                 view.note(f"{len(result.residual_processes)} residual process(es); killing them")
-                supervisor.kill_all(min(settings.termination_grace_s, 2.0))
+                supervisor.kill_all(min(settings.termination_grace_s, 2.0), "residual_processes")
             result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
             result.reaped = dict(supervisor.reaped)
             result.orphaned_shm_segments = _orphaned_segments(settings, shm_before, sampler)
@@ -389,7 +396,7 @@ def _loop(
 
 class _SampleStep:
     """What the loop does with each sample of the live tree: record it, mark the end of start-up,
-    update the view with a recent-rate ETA, and check the start-up and stale-progress limits."""
+    update the view with a recent-rate ETA, and check the limits (harness.soak.hang)."""
 
     def __init__(
         self, settings: MonitorSettings, result: MonitorResult, sampler: Sampler, view: LiveView
@@ -399,6 +406,7 @@ class _SampleStep:
         self.sampler = sampler
         self.view = view
         self.recent: deque[tuple[float, int]] = deque(maxlen=12)  # (t, iteration) of the last samples
+        self.limits = Limits.of(settings)
 
     def record(self, sample: dict[str, Any], now: float) -> MonitorFailure | None:
         """Record ``sample`` (taken at monotonic ``now``); the limit it breaks, or None."""
@@ -418,12 +426,10 @@ class _SampleStep:
                 iterations_per_s=self._iteration_rate(sample),
             )
         )
-        t0 = sampler.t0
-        if not started and now - t0 > settings.startup_timeout_s:
-            return "timeout/startup"
-        if started and now - sampler.liveness.last_change_mono(t0) > settings.stale_progress_s:
-            return "timeout/stale_tick"
-        return None
+        last_change = sampler.liveness.last_change_mono(sampler.t0)
+        failure = self.limits.check(sample["progress"], now, sampler.t0, started, last_change)
+        result.monitor_detail = self.limits.detail(failure, result.samples)
+        return failure
 
     def _iteration_rate(self, sample: Mapping[str, Any]) -> float | None:
         """Iterations per second over the last samples that reported one, or None."""

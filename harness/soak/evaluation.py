@@ -7,8 +7,8 @@ not_applicable``; the run passes iff no row fails. Rows, in order of precedence:
 name                                passes when                                           group
 ==================================  ====================================================  ===============
 monitor_status                      the monitor saw the command through (no start-up      monitor
-                                    timeout, stale progress, cancellation or monitor
-                                    error)
+                                    timeout, stale progress, shutdown hang, cancellation
+                                    or monitor error)
 trainer_returncode                  the command exited 0                                  trainer
 shutdown_contract                   the shutdown block keeps the shutdown contract        shutdown
                                     (harness.soak.contract)
@@ -46,7 +46,7 @@ In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_cont
 row decides it (rows are ordered by precedence):
 
 - ``monitor_status`` fails -> the monitor failure itself: ``timeout/startup``, ``timeout/stale_tick``,
-  ``external_cancellation`` or ``monitor_error``;
+  ``shutdown_hang``, ``external_cancellation`` or ``monitor_error`` (the reason adds ``monitor_detail``);
 - ``trainer_returncode`` fails -> the run_summary's shutdown classification when it names a failure
   (``learner_failure``, ``collector_failure``, ``backend_worker_failure``, ``timeout/stale_tick``,
   ``external_cancellation``, ``unknown_failure``), else ``trainer_failure``; when the shutdown contract
@@ -136,6 +136,7 @@ class MonitorObservation:
     throughput_drift: Mapping[str, Any] | None = None  # harness.soak.drift.throughput_drift(...)
     fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
     oom_kills: Sequence[str] = ()  # harness.soak.oom.assess(...): one line per OOM-killed tree process
+    monitor_detail: str | None = None  # harness.soak.hang.failure_detail(...): only with a monitor failure
 
     @property
     def judges_summary(self) -> bool:
@@ -373,8 +374,8 @@ def _what_failed(first: Criterion) -> str:
     return f"expected {first.expected}, got {_render(value)}"
 
 
-def _reason(first: Criterion, failed: Sequence[Criterion]) -> str:
-    sentence = f"criterion {first.name} failed: {_what_failed(first)}"
+def _reason(first: Criterion, failed: Sequence[Criterion], detail: str | None = None) -> str:
+    sentence = f"criterion {first.name} failed: {_what_failed(first)}" + (f"; {detail}" if detail else "")
     others = [c.name for c in failed if c is not first]
     if others:
         sentence += f" (also failed: {', '.join(others)})"
@@ -476,7 +477,7 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
     rows = [
         _row(
             "monitor_status",
-            "completed (no start-up timeout, stale progress, cancellation or monitor error)",
+            "completed (no start-up timeout, stale progress, shutdown hang, cancellation or monitor error)",
             obs.monitor_failure or "completed",
             obs.monitor_failure is None,
         ),
@@ -495,4 +496,4 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         lead = next(c for c in failed if c.name == "shutdown_contract")
     if obs.oom_kills:
         classification, lead = "oom_killed", next(c for c in failed if c.name == "oom_kills")
-    return Evaluation("failed", _reason(lead, failed), classification, rows)
+    return Evaluation("failed", _reason(lead, failed, obs.monitor_detail), classification, rows)

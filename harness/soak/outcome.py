@@ -113,6 +113,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         throughput_drift=throughput_drift(result.samples, result.startup_end_t),
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
         oom_kills=oom_lines,
+        monitor_detail=result.monitor_detail,
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(
@@ -124,6 +125,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
             "stale_progress_s": settings.stale_progress_s,
             "post_shutdown_grace_s": settings.post_shutdown_grace_s,
             "termination_grace_s": settings.termination_grace_s,
+            "shutdown_timeout_s": settings.forensics.shutdown_timeout_s,
             "min_duration_s": settings.min_duration_s,
             "duration_s": result.duration_s,
             "started_at": result.started_at,
@@ -137,6 +139,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         monitor=monitor_block(settings, result),
         samples_sha256=samples_digest(settings.samples_path),
         oom=oom,
+        forensics=result.forensics.section() if result.forensics is not None else None,
     )
     artifact = build_artifact(
         obs=observation, evaluation=evaluation, record=record, context=collect_context()

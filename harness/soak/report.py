@@ -22,6 +22,7 @@ from typing import Any
 from foundation.atomic import write_atomic
 from harness.soak.artifact import ArtifactError, load_artifact
 from harness.soak.oom import describe
+from harness.soak.stacks import capture_views
 from harness.soak.trends import RESOURCE_CLASSES
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -411,6 +412,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         sample_count=len(samples),
         notes=notes,
         plots_missing=samples_file is None,
+        forensics=capture_views(artifact.get("forensics")),
     )
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from harness.soak.forensics import Forensics
 from harness.soak.leftovers import OwnershipGuard
 from harness.soak.procs import ProcReader, TreeTracker
 
@@ -32,12 +33,14 @@ class Supervisor:
         tracker: TreeTracker,
         reader: ProcReader,
         guard: OwnershipGuard | None = None,
+        forensics: Forensics | None = None,
     ) -> None:
         self.proc = proc
         self.tracker = tracker
         self.reader = reader
         self.guard = guard
         self.reaped: dict[tuple[int, int], int] = {}  # adopted orphan identity -> its exit status
+        self.forensics = forensics  # stacks of every live process before a kill that names a trigger
 
     def publish(self, shm_seen: Iterable[str]) -> None:
         """Tell the ownership record (the watchdog's map of the run) every identity and segment seen."""
@@ -89,9 +92,15 @@ class Supervisor:
                 return
             time.sleep(0.05)
 
-    def terminate(self, grace_s: float) -> list[dict[str, Any]]:
-        """SIGTERM the group, SIGKILL it after ``grace_s``, then SIGTERM->SIGKILL any other tracked
-        process still alive. Returns the processes that needed SIGKILL."""
+    def _capture(self, trigger: str | None, alive: list[dict[str, Any]]) -> None:
+        if trigger is not None and self.forensics is not None:
+            self.forensics.capture(trigger, alive)
+
+    def terminate(self, grace_s: float, trigger: str | None = None) -> list[dict[str, Any]]:
+        """Capture the stacks when a ``trigger`` is named, SIGTERM the group, SIGKILL it after
+        ``grace_s``, then SIGTERM->SIGKILL any other tracked process still alive. Returns the
+        processes that needed SIGKILL."""
+        self._capture(trigger, self.alive())
         _signal(self.proc.pid, signal.SIGTERM, group=True)
         self.wait_quiet(grace_s, until_all_dead=False)
         killed = []
@@ -103,9 +112,11 @@ class Supervisor:
         self.proc.wait()
         return killed
 
-    def kill_all(self, term_grace_s: float) -> list[dict[str, Any]]:
-        """SIGTERM then SIGKILL every tracked process still alive; returns those found alive."""
+    def kill_all(self, term_grace_s: float, trigger: str | None = None) -> list[dict[str, Any]]:
+        """SIGTERM then SIGKILL every tracked process still alive (their stacks first when a
+        ``trigger`` is named); returns those found alive."""
         survivors = self.alive()
+        self._capture(trigger, survivors)
         for info in survivors:
             _signal(info["pid"], signal.SIGTERM)
         if survivors:

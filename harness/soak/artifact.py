@@ -166,6 +166,7 @@ class MonitorRecord:
     monitor_overhead: Mapping[str, Any] | None = None
     monitor: Mapping[str, Any] | None = None
     samples_sha256: str | None = None
+    sampler: Mapping[str, Any] | None = None  # harness.soak.sampling.Capabilities.describe
 
 
 def build_artifact(
@@ -227,6 +228,7 @@ def build_artifact(
         "run_settings": record.run_settings,
         "monitor_overhead": record.monitor_overhead,
         "monitor": record.monitor,
+        "sampler": record.sampler,
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     return artifact

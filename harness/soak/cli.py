@@ -50,6 +50,12 @@ class ShmAttribution(StrEnum):
     evidence = "evidence"
 
 
+class SamplerKind(StrEnum):
+    auto = "auto"
+    linux = "linux"
+    portable = "portable"
+
+
 def check_extra_overrides(overrides: list[str]) -> None:
     """Reject malformed or owned ``--extra-override`` values (SettingsError names the value)."""
     for item in overrides:
@@ -205,6 +211,10 @@ ShmOpt = Annotated[
     ),
 ]
 
+SamplerOpt = Annotated[
+    SamplerKind,
+    typer.Option("--sampler", help="auto: linux where /proc exists, else portable (psutil; docs/soak.md)"),
+]
 DriftGate = Annotated[
     bool,
     typer.Option(
@@ -226,6 +236,7 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     shm_attribution: ShmAttribution,
     min_trend_samples: int,
     fail_on_throughput_drift: bool,
+    sampler: SamplerKind = SamplerKind.auto,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
@@ -240,6 +251,7 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
         "termination_grace_s": termination_grace_s,
         "live": live.value,
         "shm_attribution": shm_attribution.value,
+        "sampler": sampler.value,
     }
 
 
@@ -264,6 +276,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
     fail_on_throughput_drift: DriftGate = False,
+    sampler: SamplerOpt = SamplerKind.auto,
 ) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
@@ -286,6 +299,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 shm_attribution,
                 min_trend_samples,
                 fail_on_throughput_drift,
+                sampler,
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -312,6 +326,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
     fail_on_throughput_drift: DriftGate = False,
+    sampler: SamplerOpt = SamplerKind.auto,
     run_contract: Annotated[
         bool,
         typer.Option(
@@ -339,6 +354,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             shm_attribution,
             min_trend_samples,
             fail_on_throughput_drift,
+            sampler,
         ),
     )
     _execute(settings)

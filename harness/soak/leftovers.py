@@ -28,11 +28,14 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foundation.atomic import write_atomic
 from harness.soak.procs import Identity, ProcReader, StatFields
 from harness.soak.shm import ShmSnapshot, snapshot_shm
+
+if TYPE_CHECKING:
+    from harness.soak.sampling import ProcessSampler
 
 RUN_TOKEN_ENV = "SOAKBENCH_SOAK_RUN"
 RECORD_SCHEMA = 1
@@ -251,7 +254,7 @@ class OwnershipGuard:
         wrapper = [sys.executable, "-I", "-S", str(_WATCHDOG), "exec", str(os.getpid()), "--"]
         return [*wrapper, *command]
 
-    def await_exec(self, pid: int, reader: ProcReader, timeout_s: float = 5.0) -> None:
+    def await_exec(self, pid: int, reader: ProcessSampler, timeout_s: float = 5.0) -> None:
         """Wait (bounded) until the wrapper at ``pid`` has become the command, so the tree's first record
         of the root names the command, not the wrapper; returns early if the wrapper exits."""
         wrapper = self.wrap(())

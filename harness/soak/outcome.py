@@ -82,12 +82,14 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.observation import observe_classes
     from harness.soak.report import render_report
+    from harness.soak.sampling import declared_limits
     from harness.soak.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
     if settings.judges_summary:
         run_summary, summary_error = read_run_summary(settings.log_dir)
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
+    unobservable, shm_reason = declared_limits(result.sampler)
     observation = MonitorObservation(
         mode=settings.mode,
         monitor_failure=result.monitor_failure,
@@ -100,9 +102,10 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         min_duration_s=settings.min_duration_s,
         run_summary_error=summary_error,
         run_contract=settings.run_contract,
-        observation=observe_classes(result.samples, verdicts, settings.min_trend_samples),
+        observation=observe_classes(result.samples, verdicts, settings.min_trend_samples, unobservable),
         throughput_drift=throughput_drift(result.samples, result.startup_end_t),
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
+        shm_unobservable=shm_reason,
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(
@@ -126,6 +129,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),
         samples_sha256=samples_digest(settings.samples_path),
+        sampler=result.sampler or None,
     )
     artifact = build_artifact(
         obs=observation, evaluation=evaluation, record=record, context=collect_context()

@@ -9,10 +9,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.soak.leftovers import OwnershipGuard
-from harness.soak.procs import ProcReader, TreeTracker
+from harness.soak.procs import TreeTracker
+
+if TYPE_CHECKING:
+    from harness.soak.sampling import ProcessSampler
 
 
 def _signal(pid: int, sig: int, group: bool = False) -> None:
@@ -30,7 +33,7 @@ class Supervisor:
         self,
         proc: subprocess.Popen[bytes],
         tracker: TreeTracker,
-        reader: ProcReader,
+        reader: ProcessSampler,
         guard: OwnershipGuard | None = None,
     ) -> None:
         self.proc = proc

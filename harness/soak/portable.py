@@ -129,8 +129,13 @@ class TokenTracker(TreeTracker):
     token_of: Callable[[int], str | None] = lambda pid: None
     checked: set[Identity] = field(default_factory=set)
 
-    def members(self, stats: Mapping[int, ProcessStat]) -> list[Any]:
-        """The run's live processes; a token carrier not yet known is recorded first."""
+    def members(self, stats: Mapping[int, ProcessStat]) -> list[ProcessStat]:
+        """The run's live processes, token carriers outside the tree included."""
+        found = super().members(stats)
+        return super().members(stats) if self._adopt(stats) else found
+
+    def _adopt(self, stats: Mapping[int, ProcessStat]) -> bool:
+        """Record each unknown token carrier (an environment is read once per identity)."""
         adopted = False
         for pid, st in stats.items():
             identity = (pid, st.start_ticks)
@@ -140,8 +145,7 @@ class TokenTracker(TreeTracker):
             if self.token and self.token_of(pid) == self.token:
                 self.known[identity] = {"pid": pid, "start_ticks": st.start_ticks, "name": st.comm}
                 adopted = True
-        found = super().members(stats)
-        return super().members(stats) if adopted else found
+        return adopted
 
     def _candidate(self, st: ProcessStat) -> bool:
         return (

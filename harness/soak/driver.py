@@ -248,7 +248,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             f"the soak monitor needs Linux /dev/shm and prctl(PR_SET_CHILD_SUBREAPER): {exc}"
         ) from exc
     try:
-        guard = OwnershipGuard(settings.log_dir, shm_before)
+        guard = OwnershipGuard(settings.log_dir, shm_before, reader=reader)
     except OSError as exc:
         reader.set_subreaper(previous_subreaper)
         raise SettingsError(f"the soak monitor cannot write its ownership record: {exc}") from exc

@@ -254,6 +254,9 @@ class PortableSampler:
         root = self.capabilities.shm_root
         return {} if root is None else snapshot_shm(root)
 
+    def token_of(self, pid: int) -> str | None:
+        return token_of(pid)
+
     def held_by_processes(self, names: Iterable[str], exclude_pids: Iterable[int]) -> dict[str, int]:
         """Which of ``names`` a live process outside ``exclude_pids`` has open or mapped: name -> PID."""
         wanted, excluded = set(names), set(exclude_pids)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from harness.soak.leftovers import proc_environ_token
 from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper, totals_of
 from harness.soak.shm import ShmSnapshot, held_by_processes, snapshot_shm
 
@@ -89,6 +90,7 @@ class ProcessSampler(Protocol):
     def set_subreaper(self, enabled: bool) -> bool: ...
     def snapshot_shm(self) -> ShmSnapshot: ...
     def held_by_processes(self, names: Iterable[str], exclude_pids: Iterable[int]) -> dict[str, int]: ...
+    def token_of(self, pid: int) -> str | None: ...
 
 
 LINUX_CAPABILITIES = Capabilities(
@@ -118,6 +120,9 @@ class LinuxSampler(ProcReader):
 
     def held_by_processes(self, names: Iterable[str], exclude_pids: Iterable[int]) -> dict[str, int]:
         return held_by_processes(names, exclude_pids, self.root)
+
+    def token_of(self, pid: int) -> str | None:
+        return proc_environ_token(pid)
 
 
 def resolve_choice(choice: str, proc_root: Path = PROC_ROOT) -> SamplerName:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from harness.soak.artifact import validation_errors
 from harness.soak.cli import build_app
 from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from harness.soak.evaluation import MonitorObservation, evaluate
+from harness.soak.leftovers import RECORD_SCHEMA, RUN_TOKEN_ENV, clean, find_leftovers
 from harness.soak.observation import observe_classes
 from harness.soak.portable import (
     UNOBSERVABLE_CLASSES,
@@ -220,3 +222,27 @@ def test_the_sampler_section_is_validated() -> None:
     broken = copy.deepcopy(with_section)
     broken["sampler"]["name"] = "proc"
     assert any(e.startswith("$.sampler.name") for e in validation_errors(broken))
+
+
+def test_a_dead_monitors_run_is_proven_and_stopped_through_the_portable_sampler(tmp_path: Path) -> None:
+    """The ownership record works over psutil as over /proc: the run's token proves the process."""
+    token = "f" * 32
+    env = {**os.environ, RUN_TOKEN_ENV: token}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        record = {
+            "schema": RECORD_SCHEMA, "monitor": {"pid": 2**22 + 7, "start_ticks": 1},  # no such monitor
+            "host": socket.gethostname(), "uid": os.getuid(), "token": token, "log_dir": str(tmp_path),
+            "started_at": 0.0, "processes": [], "shm_segments": [],
+        }  # fmt: skip
+        path = tmp_path / "records" / "dead.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(record))
+        sampler = PortableSampler()
+        [left] = find_leftovers(path.parent, sampler)
+        assert [p["pid"] for p in left.processes] == [proc.pid]
+        clean(path, left.record, sampler)
+        assert proc.wait(timeout=5) == -9 and not path.exists()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -284,7 +284,9 @@ def _memory(proc: psutil.Process) -> dict[str, int | None]:
 def _shm_names(proc: psutil.Process) -> set[str]:
     """``/dev/shm`` names among the files ``proc`` has open or mapped."""
     paths = [f.path for f in proc.open_files()]
-    paths += [m.path for m in proc.memory_maps(grouped=True)]
+    maps = getattr(proc, "memory_maps", None)  # psutil has no memory_maps on macOS (no /dev/shm there)
+    if maps is not None:
+        paths += [m.path for m in maps(grouped=True)]
     return {n for n in (shm_name(p) for p in paths) if n is not None}
 
 

@@ -3,8 +3,9 @@
 
 ``exec`` is the exec wrapper the monitor spawns the command through: on Linux it sets
 ``PR_SET_PDEATHSIG`` to SIGKILL; it checks that the monitor is still its parent (it may have died
-between fork and prctl), then execs the command in place, so the command keeps the wrapper's pid and start time. It runs as
-``python -I -S watchdog.py exec MONITOR_PID -- COMMAND...`` and imports only the standard library.
+between fork and prctl), then execs the command in place, so the command keeps the wrapper's pid and
+start time. It runs as ``python -I -S watchdog.py exec MONITOR_PID -- COMMAND...`` and imports only the
+standard library.
 
 ``watch`` is the watchdog: started by the monitor with a pipe on its stdin, it blocks reading it. The
 read ends at EOF when the monitor exits for any reason; if the monitor's ownership record is still there

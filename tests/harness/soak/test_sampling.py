@@ -246,3 +246,18 @@ def test_a_dead_monitors_run_is_proven_and_stopped_through_the_portable_sampler(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_live_view_shows_what_the_sampler_cannot_see_as_na() -> None:
+    from harness.soak.live import summarize
+
+    totals = portable_totals([_record(None, 4)], gpu_available=False)
+    fields = summarize(
+        {"t": 5.0, "totals": totals, "progress": None}, phase="running", max_iterations=None, min_duration_s=0
+    )
+    assert (fields["rss_mib"], fields["eventfd"], fields["shm_fd"], fields["fds"]) == (
+        "n/a",
+        "n/a",
+        "n/a",
+        "4",
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -261,3 +262,16 @@ def test_the_live_view_shows_what_the_sampler_cannot_see_as_na() -> None:
         "n/a",
         "4",
     )
+
+
+def test_the_html_report_names_the_sampler_and_what_it_could_not_see(tmp_path: Path) -> None:
+    from harness.soak.report import render_report
+
+    shutil.copy(FIXTURES / "samples_clean.jsonl", tmp_path)
+    artifact = json.loads((FIXTURES / "artifact_clean.json").read_text())
+    artifact["sampler"] = PortableSampler(Path("/nonexistent-shm-root")).capabilities.describe("portable")
+    target = tmp_path / "artifact_clean.json"
+    target.write_text(json.dumps(artifact))
+    html = render_report(target).read_text()
+    assert "sampler: portable" in html and "eventfd</td><td>not observable: the portable sampler" in html
+    assert "/dev/shm</td><td>not observable: no /nonexistent-shm-root directory" in html

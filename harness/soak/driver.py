@@ -353,6 +353,10 @@ def _loop(
         if now >= next_sample:
             sample = sampler.sample(wall=time.time(), now=now)
             if not any(p["pid"] == proc.pid for p in sample["processes"]):
+                try:  # reap it here: the exit status must be known before judging
+                    proc.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    raise RuntimeError(f"{sampler.reader.name} sampler lost the live root") from None
                 return  # the root exited while we sampled: a shutdown snapshot, not a run sample
             supervisor.publish(sampler.shm_seen)
             failure = samples.record(sample, now)

@@ -32,7 +32,7 @@ from harness.soak.procs import FD_CLASSES, Identity, TreeTracker, shm_name
 from harness.soak.sampling import SHM_ROOT, Capabilities, ProcessStat, SamplerName
 from harness.soak.shm import ShmSnapshot, snapshot_shm
 
-_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+_UNREADABLE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 _STAT_ATTRS = ["pid", "ppid", "name", "status", "create_time", "memory_info", "num_threads", "cpu_times"]
 MEMORY_FIELDS = ("pss_bytes", "uss_bytes", "swap_bytes")
 FD_REASON = (
@@ -120,13 +120,26 @@ def portable_totals(processes: Iterable[Mapping[str, Any]], gpu_available: bool)
     return totals
 
 
+@contextlib.contextmanager
+def _tolerant() -> Iterator[None]:
+    with contextlib.suppress(*_UNREADABLE, OSError):
+        yield
+
+
+def token_of(pid: int) -> str | None:
+    """The run token in ``pid``'s environment, or None (gone, another user's, no token)."""
+    with _tolerant():
+        return psutil.Process(pid).environ().get(RUN_TOKEN_ENV)
+    return None
+
+
 @dataclass
 class TokenTracker(TreeTracker):
     """TreeTracker without a subreaper: also adopts any process started after the root whose
     environment carries the run's token (checked once per identity)."""
 
     token: str = ""
-    token_of: Callable[[int], str | None] = lambda pid: None
+    token_of: Callable[[int], str | None] = token_of  # the edge; tests pass a pure stand-in
     checked: set[Identity] = field(default_factory=set)
 
     def members(self, stats: Mapping[int, ProcessStat]) -> list[ProcessStat]:
@@ -156,12 +169,6 @@ class TokenTracker(TreeTracker):
         )
 
 
-@contextlib.contextmanager
-def _tolerant() -> Iterator[None]:
-    with contextlib.suppress(*_GONE, OSError):
-        yield
-
-
 class PortableSampler:
     """The psutil implementation of harness.soak.sampling.ProcessSampler."""
 
@@ -184,7 +191,7 @@ class PortableSampler:
         try:
             proc = psutil.Process(pid)
             info = proc.as_dict(_STAT_ATTRS)
-        except _GONE:
+        except _UNREADABLE:
             return None
         return stat_from_info(info, self.boot_time, self.clock_ticks)
 
@@ -206,10 +213,12 @@ class PortableSampler:
         return st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
 
     def sample_process(
-        self, st: PortableStat, gpu_by_pid: Mapping[int, int | None] | None
+        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None
     ) -> tuple[dict[str, Any], set[str]]:
         """One process record (the Linux reader's shape; a class psutil cannot give is null) and the
         shm names it has open or mapped (empty where there is no shm directory)."""
+        if not isinstance(st, PortableStat):
+            raise TypeError(f"the portable sampler samples its own psutil stats, got {type(st).__name__}")
         memory: dict[str, int | None] = dict.fromkeys(MEMORY_FIELDS)
         fds: dict[str, int | None] = dict.fromkeys(FD_CLASSES)
         fds["total"] = None
@@ -242,9 +251,7 @@ class PortableSampler:
         return portable_totals(processes, gpu_available)
 
     def tracker(self, monitor_pid: int, root: ProcessStat, exclude: set[int], token: str) -> TreeTracker:
-        return TokenTracker(
-            monitor_pid, root.pid, root.start_ticks, exclude=exclude, token=token, token_of=token_of
-        )
+        return TokenTracker(monitor_pid, root.pid, root.start_ticks, exclude=exclude, token=token)
 
     def set_subreaper(self, enabled: bool) -> bool:
         """No subreaper here (see the module docstring); the previous setting is always False."""
@@ -288,10 +295,3 @@ def _shm_names(proc: psutil.Process) -> set[str]:
     if maps is not None:
         paths += [m.path for m in maps(grouped=True)]
     return {n for n in (shm_name(p) for p in paths) if n is not None}
-
-
-def token_of(pid: int) -> str | None:
-    """The run token in ``pid``'s environment, or None (gone, another user's, no token)."""
-    with _tolerant():
-        return psutil.Process(pid).environ().get(RUN_TOKEN_ENV)
-    return None

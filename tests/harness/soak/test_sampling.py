@@ -81,6 +81,17 @@ def test_settings_and_cli_refuse_a_bad_sampler_with_exit_2(tmp_path: Path) -> No
     args = ["monitor", "--sampler", "proc", "--log-dir", str(tmp_path / "run")]
     done = CliRunner().invoke(build_app(), [*args, "--output", str(tmp_path / "soak.json"), "--", "true"])
     assert done.exit_code == 2 and "--sampler" in done.output
+    run = [
+        "run",
+        "--sampler",
+        "proc",
+        "--log-dir",
+        str(tmp_path / "run"),
+        "--output",
+        str(tmp_path / "s.json"),
+    ]
+    done = CliRunner().invoke(build_app(), run)
+    assert done.exit_code == 2 and "--sampler" in done.output
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 

@@ -274,7 +274,7 @@ class PortableSampler:
             if proc.pid in excluded:
                 continue
             with _tolerant():
-                for name in _shm_names(proc) & wanted:
+                for name in _shm_names(proc, mapped=True) & wanted:
                     found.setdefault(name, proc.pid)
         return found
 
@@ -288,10 +288,14 @@ def _memory(proc: psutil.Process) -> dict[str, int | None]:
     return {f"{name}_bytes": getattr(full, name, None) for name in ("pss", "uss", "swap")}
 
 
-def _shm_names(proc: psutil.Process) -> set[str]:
-    """``/dev/shm`` names among the files ``proc`` has open or mapped."""
+def _shm_names(proc: psutil.Process, mapped: bool = False) -> set[str]:
+    """``/dev/shm`` names among the files ``proc`` has open (and, with ``mapped``, maps).
+
+    Samples read open files only: psutil's maps parse the whole ``smaps``, ~30 ms per trainer process,
+    twenty times the Linux sampler's cost per sample; the one post-run scan of other processes reads both.
+    """
     paths = [f.path for f in proc.open_files()]
     maps = getattr(proc, "memory_maps", None)  # psutil has no memory_maps on macOS (no /dev/shm there)
-    if maps is not None:
+    if mapped and maps is not None:
         paths += [m.path for m in maps(grouped=True)]
     return {n for n in (shm_name(p) for p in paths) if n is not None}

@@ -216,7 +216,7 @@ class PortableSampler:
         self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None
     ) -> tuple[dict[str, Any], set[str]]:
         """One process record (the Linux reader's shape; a class psutil cannot give is null) and the
-        shm names it has open or mapped (empty where there is no shm directory)."""
+        shm names it has open (empty where there is no shm directory)."""
         if not isinstance(st, PortableStat):
             raise TypeError(f"the portable sampler samples its own psutil stats, got {type(st).__name__}")
         memory: dict[str, int | None] = dict.fromkeys(MEMORY_FIELDS)

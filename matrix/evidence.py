@@ -16,6 +16,7 @@ from harness.probe_samples import first_raw_disagreement
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
 from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors
+from matrix.soak_sampler import sampler_of, unchecked_of
 
 INDEX_REL = "matrix/evidence/index.json"
 INDEX_SCHEMA = "evidence-index.schema.json"
@@ -339,6 +340,8 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         num_envs=_as_int(facts.get("num_envs")),
         iterations=_as_int(facts.get("iterations")),
         time=unix_to_iso(facts["time"]),
+        sampler=sampler_of(doc) if kind == "soak" else "linux",
+        unchecked=unchecked_of(doc) if kind == "soak" else (),
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from matrix.model import GRADES, CellPolicy, EvidenceFacts, SoakBudget
+from matrix.soak_sampler import platform_note, sampler_problem
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ def _junit_verdict(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
 
 
 def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts) -> str | None:
+    wrong_sampler = sampler_problem(ev.platform, ev.sampler)
+    if wrong_sampler is not None:
+        return wrong_sampler
     short = budget.shortfalls(ev.duration_s, ev.num_envs, ev.iterations)
     return "soak under the cell's budget: " + ", ".join(short) if short else None
 
@@ -91,6 +95,8 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
         reason = f"counts: all {tally.passed} bound tests passed (none failed, skipped or xfailed)"
     elif ev.kind == "soak" and counts:
         reason = f"counts: passing soak, {ev.duration_s} s, {ev.num_envs} envs, {ev.iterations} iterations"
+        if ev.unchecked:
+            reason += f"; its {ev.sampler} sampler could not check {', '.join(ev.unchecked)}"
     elif counts:
         reason = f"counts: passing {ev.kind}"
     return EvidenceVerdict(ev.id, ev.kind, ev.file, freshness(ev), counts, reason or "")
@@ -119,7 +125,8 @@ def grade_cell(
         "Recommended": _recommended_shortfalls(policy, counting_soaks, canonical),
     }
     grade, blockers = _reached(own)
-    return CellResult(policy, grade, blockers, verdicts)
+    note = platform_note(policy.key.platform)
+    return CellResult(policy, grade, blockers, verdicts, () if note is None else (note,))
 
 
 def _unsupported_notes(registered: str | None, configured: str | None) -> tuple[str, ...]:

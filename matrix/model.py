@@ -141,6 +141,8 @@ class EvidenceFacts:
     num_envs: int | None = None
     iterations: int | None = None
     time: str | None = None  # as carried by the evidence itself
+    sampler: str = "linux"  # a soak's process sampler (matrix.soak_sampler); Linux before samplers existed
+    unchecked: tuple[str, ...] = ()  # criteria that sampler declared it could not check
 
     def covers_cell(self, key: CellKey) -> bool:
         """True when this evidence is about key's algo/task/backend (any platform)."""

@@ -21,6 +21,7 @@ from harness.soak.drift import throughput_drift
 from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.observation import observe_classes
 from harness.soak.oom import describe
+from harness.soak.sampling import declared_limits
 from harness.soak.trends import leak_verdicts
 from matrix.model import MatrixInputError
 
@@ -158,6 +159,7 @@ def _observation_of(
         throughput_drift=drift,
         fail_on_throughput_drift=_dig(artifact, "throughput_drift.fails_run") is True,
         oom_kills=[describe(kill) for kill in _dig(artifact, "oom.kills") or []],
+        shm_unobservable=declared_limits(artifact.get("sampler"))[1],
     )
 
 
@@ -203,7 +205,7 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     startup = _dig(artifact, "resource_summary.startup_end_t")
     leak = leak_verdicts(samples, startup)
     threshold = _dig(artifact, "resource_summary.observation.min_trend_samples")
-    observation = observe_classes(samples, leak, threshold)
+    observation = observe_classes(samples, leak, threshold, declared_limits(artifact.get("sampler"))[0])
     out: list[str] = []
     count = _dig(artifact, "resource_summary.sample_count")
     if count != len(samples):

@@ -83,6 +83,7 @@ def test_train_composes_and_runs_from_outside_the_checkout(installed: Path) -> N
     assert summary["total_env_steps"] == 8 * 20  # max_iterations counts the prefill iterations too
 
 
+@pytest.mark.linux_only
 def test_soak_monitor_and_matrix_explain(installed: Path) -> None:
     bin_dir = installed / "venv" / "bin"
     output = installed / "soak.json"

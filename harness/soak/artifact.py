@@ -170,6 +170,7 @@ class MonitorRecord:
     samples_sha256: str | None = None
     oom: Mapping[str, Any] | None = None  # harness.soak.oom.assess(...) section
     forensics: Mapping[str, Any] | None = None
+    sampler: Mapping[str, Any] | None = None  # harness.soak.sampling.Capabilities.describe
 
 
 def build_artifact(
@@ -233,6 +234,7 @@ def build_artifact(
         "monitor": record.monitor,
         "oom": record.oom,
         "forensics": record.forensics,
+        "sampler": record.sampler,
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     if record.oom is not None and record.oom.get("shutdown_cause") is not None and summary is not None:

@@ -51,6 +51,12 @@ class ShmAttribution(StrEnum):
     evidence = "evidence"
 
 
+class SamplerKind(StrEnum):
+    auto = "auto"
+    linux = "linux"
+    portable = "portable"
+
+
 def check_extra_overrides(overrides: list[str]) -> None:
     """Reject malformed or owned ``--extra-override`` values (SettingsError names the value)."""
     for item in overrides:
@@ -222,6 +228,10 @@ PySpy = Annotated[
     typer.Option("--py-spy", help="py-spy executable (default: beside the interpreter, else on PATH)"),
 ]
 
+SamplerOpt = Annotated[
+    SamplerKind,
+    typer.Option("--sampler", help="auto: linux where /proc exists, else portable (psutil; docs/soak.md)"),
+]
 DriftGate = Annotated[
     bool,
     typer.Option(
@@ -244,6 +254,7 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     min_trend_samples: int,
     fail_on_throughput_drift: bool,
     forensics: ForensicsSettings,
+    sampler: SamplerKind = SamplerKind.auto,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
@@ -259,6 +270,7 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
         "termination_grace_s": termination_grace_s,
         "live": live.value,
         "shm_attribution": shm_attribution.value,
+        "sampler": sampler.value,
     }
 
 
@@ -290,6 +302,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shutdown_timeout_seconds: ShutdownTimeout = 120.0,
     no_stacks: NoStacks = False,
     py_spy: PySpy = None,
+    sampler: SamplerOpt = SamplerKind.auto,
 ) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
@@ -313,6 +326,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 min_trend_samples,
                 fail_on_throughput_drift,
                 _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
+                sampler,
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -342,6 +356,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shutdown_timeout_seconds: ShutdownTimeout = 120.0,
     no_stacks: NoStacks = False,
     py_spy: PySpy = None,
+    sampler: SamplerOpt = SamplerKind.auto,
     run_contract: Annotated[
         bool,
         typer.Option(
@@ -370,6 +385,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             min_trend_samples,
             fail_on_throughput_drift,
             _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
+            sampler,
         ),
     )
     _execute(settings)

@@ -41,16 +41,9 @@ from harness.soak.leftovers import RUN_TOKEN_ENV, OwnershipGuard, leftover_probl
 from harness.soak.live import LiveMode, LiveView, summarize
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
 from harness.soak.pressure import HostReader
-from harness.soak.procs import ProcReader, TreeTracker, set_child_subreaper
 from harness.soak.sampler import LivenessState, ProgressTail, Sampler
-from harness.soak.shm import (
-    Attribution,
-    ShmSnapshot,
-    TreeEvidence,
-    attribute_orphans,
-    held_by_processes,
-    snapshot_shm,
-)
+from harness.soak.sampling import SamplerChoice, make_sampler, sampler_problem
+from harness.soak.shm import Attribution, ShmSnapshot, TreeEvidence, attribute_orphans
 from harness.soak.supervisor import Supervisor
 
 Mode = Literal["run", "monitor"]
@@ -83,6 +76,7 @@ class MonitorSettings:
     min_trend_samples: int = DEFAULT_MIN_TREND_SAMPLES
     fail_on_throughput_drift: bool = False  # a declining env steps/s fails the run (harness.soak.drift)
     forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
+    sampler: SamplerChoice = "auto"  # harness.soak.sampling
 
     @property
     def judges_summary(self) -> bool:
@@ -189,6 +183,7 @@ _SETTINGS_CHECKS: tuple[Callable[[MonitorSettings], str | None], ...] = (
     _timing_problem,
     _attribution_problem,
     lambda s: s.forensics.problem(),
+    lambda s: sampler_problem(s.sampler),
 )
 
 
@@ -217,6 +212,7 @@ class MonitorResult:
     host_tail: list[dict[str, Any]] = field(default_factory=list)  # host readings after the loop
     kernel_log: dict[str, Any] = field(default_factory=dict)  # KmsgTail.status() and the OOM kills it logged
     reaped: dict[tuple[int, int], int] = field(default_factory=dict)  # adopted orphans' exit statuses
+    sampler: dict[str, Any] = field(default_factory=dict)  # the artifact's `sampler` section
 
 
 @contextlib.contextmanager
@@ -249,21 +245,22 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     """Spawn ``settings.command`` and monitor it to the end (steps 1-4 of the module docstring, minus the
     judgement). Settings must already be validated."""
     result = MonitorResult()
-    reader = ProcReader()
+    reader = make_sampler(settings.sampler)
+    result.sampler = reader.capabilities.describe(reader.name)
     problem = leftover_problem()  # a dead monitor's run still holding the host: refuse, name it
     if problem is not None:
         raise SettingsError(problem)
     try:  # environment prerequisites: refuse before spawning rather than monitor half-blind
-        shm_before = snapshot_shm()
-        previous_subreaper = set_child_subreaper(True)
+        shm_before = reader.snapshot_shm()
+        previous_subreaper = reader.set_subreaper(True)
     except OSError as exc:
         raise SettingsError(
             f"the soak monitor needs Linux /dev/shm and prctl(PR_SET_CHILD_SUBREAPER): {exc}"
         ) from exc
     try:
-        guard = OwnershipGuard(settings.log_dir, shm_before)
+        guard = OwnershipGuard(settings.log_dir, shm_before, reader=reader)
     except OSError as exc:
-        set_child_subreaper(previous_subreaper)
+        reader.set_subreaper(previous_subreaper)
         raise SettingsError(f"the soak monitor cannot write its ownership record: {exc}") from exc
     settings.log_dir.mkdir(parents=True, exist_ok=True)
     supervisor: Supervisor | None = None
@@ -289,7 +286,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             root = reader.stat(proc.pid)
             if root is None:  # cannot happen before we reap it; fail closed rather than guess
                 raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
-            tracker = TreeTracker(os.getpid(), proc.pid, root.start_ticks, exclude={guard.watchdog.pid})
+            tracker = reader.tracker(os.getpid(), root, {guard.watchdog.pid}, guard.token)
             supervisor = Supervisor(proc, tracker, reader, guard, result.forensics)
             supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
             sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host)
@@ -331,7 +328,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
         result.kernel_log = {**host.kmsg.status(), "kills": list(host.kmsg.kills)}
         host.close()
         guard.close()
-        set_child_subreaper(previous_subreaper)
+        reader.set_subreaper(previous_subreaper)
         view.close()
     return result
 
@@ -346,14 +343,17 @@ def _tail_reading(result: MonitorResult, supervisor: Supervisor, host: HostReade
 def _orphaned_segments(
     settings: MonitorSettings, before: ShmSnapshot, sampler: Sampler
 ) -> list[dict[str, Any]]:
-    """The ``/dev/shm`` entries new since ``before`` that the harness.soak.shm rule attributes to the run."""
-    after = snapshot_shm()
+    """The ``/dev/shm`` entries new since ``before`` that the harness.soak.shm rule attributes to the run
+    (none where the sampler cannot list segments: the row is then not_applicable, with the reason)."""
+    if sampler.reader.capabilities.shm_root is None:
+        return []
+    after = sampler.reader.snapshot_shm()
     tree_pids = [pid for pid, _ in sampler.tracker.known]
     new_names = [n for n, info in after.items() if before.get(n, {}).get("inode") != info["inode"]]
     evidence = TreeEvidence(
         seen_open=frozenset(sampler.shm_seen),
         tree_pids=frozenset(tree_pids),
-        held_elsewhere=held_by_processes(new_names, [*tree_pids, os.getpid()]),
+        held_elsewhere=sampler.reader.held_by_processes(new_names, [*tree_pids, os.getpid()]),
     )
     return attribute_orphans(before, after, evidence, os.getuid(), settings.shm_attribution)
 
@@ -378,6 +378,10 @@ def _loop(
         if now >= next_sample:
             sample = sampler.sample(wall=time.time(), now=now)
             if not any(p["pid"] == proc.pid for p in sample["processes"]):
+                try:  # reap it here: the exit status must be known before judging
+                    proc.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    raise RuntimeError(f"{sampler.reader.name} sampler lost the live root") from None
                 return  # the root exited while we sampled: a shutdown snapshot, not a run sample
             supervisor.publish(sampler.shm_seen)
             failure = samples.record(sample, now)

@@ -28,6 +28,8 @@ shutdown_classification             shutdown classification "normal_completion" 
 shutdown_cleanup_errors             shutdown cleanup errors == []                         run_contract
 post_shutdown_residual_processes    no tree process alive after the grace period          resource_leak
 orphaned_shm_segments               no /dev/shm segment of the run left behind            resource_leak
+                                    (``not_applicable`` where the sampler cannot list
+                                    segments)
 leak_verdicts                       no resource class ``growing``                         resource_leak
 min_duration                        the run lasted at least the minimum duration          too_short
 trend_observation                   every observable resource class has a verdict on at   observation
@@ -137,6 +139,7 @@ class MonitorObservation:
     fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
     oom_kills: Sequence[str] = ()  # harness.soak.oom.assess(...): one line per OOM-killed tree process
     monitor_detail: str | None = None  # harness.soak.hang.failure_detail(...): only with a monitor failure
+    shm_unobservable: str | None = None  # why the sampler could not list /dev/shm segments, if it could not
 
     @property
     def judges_summary(self) -> bool:
@@ -427,12 +430,7 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list
             [dict(p) for p in obs.residual_processes],
             not obs.residual_processes,
         ),
-        _row(
-            "orphaned_shm_segments",
-            "[]",
-            [dict(s) for s in obs.orphaned_shm_segments],
-            not obs.orphaned_shm_segments,
-        ),
+        _shm_row(obs),
         _row(
             "leak_verdicts",
             "no resource class growing",
@@ -447,6 +445,14 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list
         ),
         _observation_row(obs.observation),
     ]
+
+
+def _shm_row(obs: MonitorObservation) -> Criterion:
+    if obs.shm_unobservable is not None:
+        why = f"not observable: {obs.shm_unobservable}"
+        return Criterion("orphaned_shm_segments", "[]", why, "not_applicable")
+    segments = [dict(s) for s in obs.orphaned_shm_segments]
+    return _row("orphaned_shm_segments", "[]", segments, not segments)
 
 
 def _drift_row(obs: MonitorObservation) -> Criterion:

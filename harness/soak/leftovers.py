@@ -28,11 +28,14 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foundation.atomic import write_atomic
-from harness.soak.procs import Identity, ProcReader, StatFields
-from harness.soak.shm import ShmSnapshot, snapshot_shm
+from harness.soak.procs import Identity
+from harness.soak.shm import ShmSnapshot
+
+if TYPE_CHECKING:
+    from harness.soak.sampling import ProcessSampler, ProcessStat
 
 RUN_TOKEN_ENV = "SOAKBENCH_SOAK_RUN"
 RECORD_SCHEMA = 1
@@ -71,7 +74,7 @@ def load_record(path: Path) -> dict[str, Any]:
 
 
 def proven_processes(
-    record: Mapping[str, Any], stats: Mapping[int, StatFields], tokens: Mapping[int, str]
+    record: Mapping[str, Any], stats: Mapping[int, ProcessStat], tokens: Mapping[int, str]
 ) -> list[dict[str, Any]]:
     """The live processes among ``stats`` that the record proves are its run's (see module docstring).
 
@@ -124,7 +127,8 @@ def describe(leftovers: Iterable[Leftover]) -> str:
     return "\n".join(lines)
 
 
-def _token_of(pid: int) -> str | None:
+def proc_environ_token(pid: int) -> str | None:
+    """The run token in ``/proc/<pid>/environ`` (the Linux sampler's ``token_of``), or None."""
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -136,9 +140,15 @@ def _token_of(pid: int) -> str | None:
     return None
 
 
-def _proven_now(record: Mapping[str, Any], reader: ProcReader) -> list[dict[str, Any]]:
+def _default_reader() -> ProcessSampler:
+    from harness.soak.sampling import make_sampler
+
+    return make_sampler("auto")  # identities are (pid, start ticks) whichever sampler reads them
+
+
+def _proven_now(record: Mapping[str, Any], reader: ProcessSampler) -> list[dict[str, Any]]:
     stats = reader.all_stats()
-    tokens = {pid: t for pid in stats if (t := _token_of(pid)) is not None}
+    tokens = {pid: t for pid in stats if (t := reader.token_of(pid)) is not None}
     procs = proven_processes(record, stats, tokens)
     for proc in procs:
         proc["command"] = " ".join(reader.cmdline(proc["pid"])) or proc["name"]
@@ -149,18 +159,20 @@ def _ours_here(record: Mapping[str, Any]) -> bool:
     return record.get("uid") == os.getuid() and record.get("host") == socket.gethostname()
 
 
-def find_leftovers(directory: Path | None = None, reader: ProcReader | None = None) -> list[Leftover]:
+def find_leftovers(directory: Path | None = None, reader: ProcessSampler | None = None) -> list[Leftover]:
     """Leftovers of every dead monitor of this uid on this host; a record whose run left nothing is
     removed. Raises LeftoverError on an unreadable record."""
     directory = directory or records_dir()
-    reader = reader or ProcReader()
+    reader = reader or _default_reader()
     found = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         record = load_record(path)
         mon = record["monitor"]
         if not _ours_here(record) or reader.is_alive(int(mon["pid"]), int(mon["start_ticks"])):
             continue  # another host's or user's record, or a live monitor's
-        left = Leftover(path, record, _proven_now(record, reader), proven_segments(record, snapshot_shm()))
+        left = Leftover(
+            path, record, _proven_now(record, reader), proven_segments(record, reader.snapshot_shm())
+        )
         if left.processes or left.segments:
             found.append(left)
         else:
@@ -183,10 +195,10 @@ def leftover_problem(directory: Path | None = None) -> str | None:
     )
 
 
-def clean(path: Path, record: Mapping[str, Any], reader: ProcReader | None = None) -> Leftover:
+def clean(path: Path, record: Mapping[str, Any], reader: ProcessSampler | None = None) -> Leftover:
     """SIGKILL every process the record proves is its run's (repeatedly, so a child forked meanwhile is
     caught), remove its proven segments, then the record. Returns what was found."""
-    reader = reader or ProcReader()
+    reader = reader or _default_reader()
     first = _proven_now(record, reader)
     deadline = time.monotonic() + KILL_WAIT_S
     procs = first
@@ -196,7 +208,7 @@ def clean(path: Path, record: Mapping[str, Any], reader: ProcReader | None = Non
                 _kill(proc["pid"])
         time.sleep(0.02)
         procs = _proven_now(record, reader)
-    segments = proven_segments(record, snapshot_shm())
+    segments = proven_segments(record, reader.snapshot_shm())
     for name in segments:
         (SHM_ROOT / name).unlink(missing_ok=True)
     path.unlink(missing_ok=True)
@@ -216,11 +228,17 @@ def _kill(pid: int) -> None:
 class OwnershipGuard:
     """The live monitor's side: writes and updates the record, runs the watchdog, removes both on exit."""
 
-    def __init__(self, log_dir: Path, shm_before: ShmSnapshot, directory: Path | None = None) -> None:
-        reader = ProcReader()
+    def __init__(
+        self,
+        log_dir: Path,
+        shm_before: ShmSnapshot,
+        directory: Path | None = None,
+        reader: ProcessSampler | None = None,
+    ) -> None:
+        reader = reader or _default_reader()
         me = reader.stat(os.getpid())
         if me is None:
-            raise OSError(f"the monitor's own /proc/{os.getpid()}/stat is unreadable")
+            raise OSError(f"the {reader.name} sampler cannot read the monitor's own process {os.getpid()}")
         self.token = secrets.token_hex(16)
         self.shm_before = shm_before
         self.record: dict[str, Any] = {
@@ -251,7 +269,7 @@ class OwnershipGuard:
         wrapper = [sys.executable, "-I", "-S", str(_WATCHDOG), "exec", str(os.getpid()), "--"]
         return [*wrapper, *command]
 
-    def await_exec(self, pid: int, reader: ProcReader, timeout_s: float = 5.0) -> None:
+    def await_exec(self, pid: int, reader: ProcessSampler, timeout_s: float = 5.0) -> None:
         """Wait (bounded) until the wrapper at ``pid`` has become the command, so the tree's first record
         of the root names the command, not the wrapper; returns early if the wrapper exits."""
         wrapper = self.wrap(())

@@ -54,13 +54,17 @@ def summarize(
         else f"{iteration}" + (f"/{max_iterations}" if max_iterations else ""),
         "steps_per_s": "-" if steps_per_s is None else f"{float(steps_per_s):.0f}",
         "processes": str(totals["process_count"]),
-        "rss_mib": f"{totals['rss_bytes'] / MIB:.0f}",
-        "gpu_mib": "n/a" if gpu is None else f"{gpu / MIB:.0f}",
-        "eventfd": str(totals["eventfd"]),
-        "shm_fd": str(totals["shared_memory_fd"]),
-        "fds": str(totals["fd_total"]),
+        "rss_mib": _na(totals["rss_bytes"], MIB),
+        "gpu_mib": _na(gpu, MIB),
+        "eventfd": _na(totals["eventfd"]),  # null: the sampler cannot observe it (harness.soak.sampling)
+        "shm_fd": _na(totals["shared_memory_fd"]),
+        "fds": _na(totals["fd_total"]),
         "eta": _fmt_eta(eta),
     }
+
+
+def _na(value: float | None, scale: float = 1.0) -> str:
+    return "n/a" if value is None else f"{value / scale:.0f}"
 
 
 class LiveView(Protocol):

@@ -3,7 +3,8 @@
 Pure logic over the monitor's samples and the ``trends.leak_verdicts`` result. Each resource class is
 
 - ``not_observable``: ``gpu_memory`` where NVML saw no GPU, or could not attribute GPU memory to the
-  run's processes, in every sample (the reason is the sampler's own);
+  run's processes, in every sample (the reason is the sampler's own); any class the process sampler
+  declares it cannot measure (harness.soak.sampling.Capabilities, e.g. ``eventfd`` under psutil);
 - ``insufficient_data``: its leak verdict is ``insufficient_data``, or the verdict rests on fewer than
   ``min_trend_samples`` samples in the post-start-up trend window;
 - ``observed``: a ``bounded`` or ``growing`` verdict resting on at least ``min_trend_samples`` samples.
@@ -58,7 +59,10 @@ def class_observation(
 
 
 def observe_classes(
-    samples: Sequence[Mapping[str, Any]], leak: Mapping[str, Any], min_trend_samples: int
+    samples: Sequence[Mapping[str, Any]],
+    leak: Mapping[str, Any],
+    min_trend_samples: int,
+    unobservable: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The artifact's ``resource_summary.observation``: the threshold and one entry per class.
 
@@ -66,6 +70,7 @@ def observe_classes(
         samples: the monitor samples (for the GPU block).
         leak: the full ``trends.leak_verdicts`` result (``{"leak_verdicts", "trends"}``).
         min_trend_samples: samples each verdict must rest on.
+        unobservable: resource class -> why the sampler cannot measure it (those are not_observable).
     """
     if not isinstance(min_trend_samples, int) or isinstance(min_trend_samples, bool) or min_trend_samples < 1:
         raise ValueError(f"min_trend_samples: must be an integer >= 1, got {min_trend_samples!r}")
@@ -78,4 +83,8 @@ def observe_classes(
         for name, trend in trends.items()
         if isinstance(trend, Mapping)
     }
+    for name, why in (unobservable or {}).items():
+        if name in classes:
+            entry = classes[name]
+            entry.update(status="not_observable", reason=f"{name} not observable: {why}")
     return {"min_trend_samples": min_trend_samples, "classes": classes}

@@ -83,6 +83,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.observation import observe_classes
     from harness.soak.oom import assess
     from harness.soak.report import render_report
+    from harness.soak.sampling import declared_limits
     from harness.soak.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
@@ -97,6 +98,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         result.reaped,
     )
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
+    unobservable, shm_reason = declared_limits(result.sampler)
     observation = MonitorObservation(
         mode=settings.mode,
         monitor_failure=result.monitor_failure,
@@ -109,11 +111,12 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         min_duration_s=settings.min_duration_s,
         run_summary_error=summary_error,
         run_contract=settings.run_contract,
-        observation=observe_classes(result.samples, verdicts, settings.min_trend_samples),
+        observation=observe_classes(result.samples, verdicts, settings.min_trend_samples, unobservable),
         throughput_drift=throughput_drift(result.samples, result.startup_end_t),
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
         oom_kills=oom_lines,
         monitor_detail=result.monitor_detail,
+        shm_unobservable=shm_reason,
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(
@@ -140,6 +143,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         samples_sha256=samples_digest(settings.samples_path),
         oom=oom,
         forensics=result.forensics.section() if result.forensics is not None else None,
+        sampler=result.sampler or None,
     )
     artifact = build_artifact(
         obs=observation, evaluation=evaluation, record=record, context=collect_context()

@@ -17,7 +17,10 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.soak.sampling import ProcessStat
 
 FD_CLASSES: tuple[str, ...] = (
     "pipe",
@@ -176,7 +179,7 @@ class TreeTracker:
     exclude: set[int] = field(default_factory=set)
     known: dict[Identity, dict[str, Any]] = field(default_factory=dict)
 
-    def members(self, stats: Mapping[int, StatFields]) -> list[StatFields]:
+    def members(self, stats: Mapping[int, ProcessStat]) -> list[ProcessStat]:
         """The run's live (non-zombie) processes among ``stats`` (pid -> parsed stat); records new ones."""
         parents = {pid: st.ppid for pid, st in stats.items()}
         roots: set[int] = set()

@@ -1,4 +1,5 @@
-"""One soak sample: the run's process tree from /proc, GPU memory via NVML, run-dir liveness, progress.
+"""One soak sample: the run's process tree (a harness.soak.sampling sampler), GPU memory via NVML,
+run-dir liveness, progress.
 
 Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md)::
 
@@ -12,6 +13,9 @@ Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md):
      "host": memory pressure and OOM-kill counters (harness.soak.pressure),
      "liveness": {latest_mtime_ns, file_count, total_bytes, changed},
      "progress": last progress.jsonl record or null}
+
+The portable sampler writes the same shape with null where psutil cannot see a figure (fd classes,
+``eventfd`` and ``shared_memory_fd`` totals; see harness.soak.portable).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Any
 
 from foundation.nvml import NvmlReader, memory_by_pid
 from harness.soak.pressure import HostReader
-from harness.soak.procs import ProcReader, TreeTracker, totals_of
+from harness.soak.procs import TreeTracker
+from harness.soak.sampling import ProcessSampler
 
 
 @dataclass
@@ -108,7 +113,7 @@ class ProgressTail:
 class Sampler:
     """Takes samples of one run. ``t`` is measured from ``t0`` (monotonic, the spawn time)."""
 
-    reader: ProcReader
+    reader: ProcessSampler
     tracker: TreeTracker
     log_dir: Path
     t0: float
@@ -164,7 +169,7 @@ class Sampler:
             "wall": wall,
             "sample_ms": round((time.perf_counter() - started) * 1000.0, 3),  # whole sample incl. NVML
             "processes": processes,
-            "totals": totals_of(processes, gpu_by_pid is not None),
+            "totals": self.reader.totals(processes, gpu_by_pid is not None),
             "gpu": gpu_block,
             "host": host,
             "liveness": liveness,

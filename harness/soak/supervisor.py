@@ -9,11 +9,14 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.soak.forensics import Forensics
 from harness.soak.leftovers import OwnershipGuard
-from harness.soak.procs import ProcReader, TreeTracker
+from harness.soak.procs import TreeTracker
+
+if TYPE_CHECKING:
+    from harness.soak.sampling import ProcessSampler
 
 
 def _signal(pid: int, sig: int, group: bool = False) -> None:
@@ -31,7 +34,7 @@ class Supervisor:
         self,
         proc: subprocess.Popen[bytes],
         tracker: TreeTracker,
-        reader: ProcReader,
+        reader: ProcessSampler,
         guard: OwnershipGuard | None = None,
         forensics: Forensics | None = None,
     ) -> None:

@@ -1,10 +1,11 @@
 """Two tiny helper processes that make the monitored tree die with the soak monitor (see docs/soak.md,
 "When the monitor itself dies").
 
-``exec`` is the exec wrapper the monitor spawns the command through: it sets ``PR_SET_PDEATHSIG`` to
-SIGKILL, checks that the monitor is still its parent (it may have died between fork and prctl), then
-execs the command in place, so the command keeps the wrapper's pid and start time. It runs as
-``python -I -S watchdog.py exec MONITOR_PID -- COMMAND...`` and imports only the standard library.
+``exec`` is the exec wrapper the monitor spawns the command through: on Linux it sets
+``PR_SET_PDEATHSIG`` to SIGKILL; it checks that the monitor is still its parent (it may have died
+between fork and prctl), then execs the command in place, so the command keeps the wrapper's pid and
+start time. It runs as ``python -I -S watchdog.py exec MONITOR_PID -- COMMAND...`` and imports only the
+standard library.
 
 ``watch`` is the watchdog: started by the monitor with a pipe on its stdin, it blocks reading it. The
 read ends at EOF when the monitor exits for any reason; if the monitor's ownership record is still there
@@ -28,8 +29,10 @@ def _exec(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
         print("usage: watchdog.py exec MONITOR_PID -- COMMAND...", file=sys.stderr)
         return 2
+    # Linux only: macOS has no parent-death signal, so there the watchdog alone stops the run when the
+    # monitor dies (docs/soak.md, Samplers).
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+    if sys.platform.startswith("linux") and libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
         err = ctypes.get_errno()
         print(f"soak: prctl(PR_SET_PDEATHSIG) failed: {os.strerror(err)}", file=sys.stderr)
         return EXIT_EXEC_FAILED

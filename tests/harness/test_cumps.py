@@ -15,6 +15,9 @@ from foundation import mps
 from tests.harness.cumps_host import FAKE_BIN, UUID_A, UUID_B, gpu, invoke, set_gpus, stale_record, wait_gone
 from tests.harness.fake_nvml import FakeNvml
 
+# CUDA MPS control and its liveness checks are Linux-only (/proc).
+pytestmark = pytest.mark.linux_only
+
 
 def test_start_env_status_stop_with_defaults(host: Path, kind: str) -> None:
     code, output = invoke("start")

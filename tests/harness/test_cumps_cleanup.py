@@ -17,6 +17,9 @@ from foundation import mps
 from foundation.mps_cleanup import clear_dead_control
 from tests.harness.cumps_host import UUID_A, UUID_B, gpu, invoke, record_of, set_gpus, stale_record, wait_gone
 
+# CUDA MPS control and its liveness checks are Linux-only (/proc).
+pytestmark = pytest.mark.linux_only
+
 
 def test_socket_path_limit_is_107_bytes(tmp_path: Path) -> None:
     # "/control" is 8 bytes: a 99-byte pipe directory gives exactly the 107 bytes sun_path allows.

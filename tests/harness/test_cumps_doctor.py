@@ -16,6 +16,9 @@ from foundation import mps
 from harness import cumps_doctor
 from tests.harness.cumps_host import UUID_A, UUID_B, gpu, invoke, set_gpus, stale_record
 
+# CUDA MPS control and its liveness checks are Linux-only (/proc).
+pytestmark = pytest.mark.linux_only
+
 
 def test_every_failing_doctor_check_names_its_fix(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(platform, "system", lambda: "Darwin")

@@ -12,6 +12,9 @@ from harness import cumps
 from tests.harness.cumps_host import UUID_A, invoke, invoke_json, runner, stale_record
 from tests.harness.fake_nvml import FakeNvml
 
+# CUDA MPS control and its liveness checks are Linux-only (/proc).
+pytestmark = pytest.mark.linux_only
+
 
 def test_json_of_status_doctor_and_env(host: Path) -> None:
     stale_record("older")

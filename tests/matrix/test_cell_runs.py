@@ -107,6 +107,7 @@ def test_injected_learner_fault_is_classified(algo: str, task: str, tmp_path: Pa
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("algo", "task"), SOAK)
+@pytest.mark.linux_only
 def test_short_soak_passes_its_pass_table(algo: str, task: str, tmp_path: Path) -> None:
     output = tmp_path / "soak.json"
     argv = [

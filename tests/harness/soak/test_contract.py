@@ -11,7 +11,7 @@ import pytest
 
 from tests.harness.soak._soakrun import soak_monitor
 
-pytestmark = pytest.mark.soak
+pytestmark = [pytest.mark.soak, pytest.mark.linux_only]
 
 RI = "runtime_manifest.replay_ingress"
 IF = "runtime_manifest.inference_flight"

@@ -173,6 +173,7 @@ def _soak(tmp: Path, slowdown: float, gate: bool) -> SoakOutcome:
 
 
 @pytest.mark.soak
+@pytest.mark.linux_only
 def test_a_real_slowing_trainer_is_declining_and_fails_only_when_asked(tmp_path: Path) -> None:
     reported = _soak(tmp_path / "reported", 1.0, gate=False)
     assert reported.returncode == 0, reported.stderr

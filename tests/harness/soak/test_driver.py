@@ -159,6 +159,7 @@ def test_mjwarp_without_cuda_fails_closed(tmp_path: Path, capsys: pytest.Capture
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.linux_only
 def test_monitor_never_imports_torch(tmp_path: Path) -> None:
     """Import every harness.soak module and run a whole monitor in-process: torch must stay unloaded."""
     log_dir, output = tmp_path / "run", tmp_path / "soak.json"

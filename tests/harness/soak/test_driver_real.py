@@ -16,7 +16,7 @@ import pytest
 
 from tests.harness.soak._soakrun import REPO, SoakOutcome, alive, assert_nothing_left, run_segments
 
-pytestmark = [pytest.mark.slow, pytest.mark.soak]
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
 
 
 def _soak_run_argv(tmp: Path, iterations: int, min_duration: float) -> tuple[list[str], Path]:

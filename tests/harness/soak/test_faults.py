@@ -19,7 +19,7 @@ from tests.harness.soak._soakrun import (
     soak_monitor,
 )
 
-pytestmark = pytest.mark.soak
+pytestmark = [pytest.mark.soak, pytest.mark.linux_only]
 
 
 def _verdicts(outcome: SoakOutcome) -> dict[str, str]:

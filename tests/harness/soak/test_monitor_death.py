@@ -21,7 +21,7 @@ from harness.soak.procs import ProcReader, StatFields
 from tests.harness.soak._soakrun import REPO, alive, monitor_args
 from tests.harness.soak.test_driver_real import _soak_run_argv
 
-pytestmark = pytest.mark.soak
+pytestmark = [pytest.mark.soak, pytest.mark.linux_only]
 
 GONE_WITHIN_S = 5.0  # the bound: no tree process and no segment of the run after this
 _stat = ProcReader().stat

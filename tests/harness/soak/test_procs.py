@@ -183,6 +183,7 @@ def test_shm_attribution_rules() -> None:
         attribute_orphans(before, after, tree, uid=0, attribution="bogus")  # type: ignore[arg-type]
 
 
+@pytest.mark.linux_only
 def test_reader_samples_a_real_child(tmp_path: Path) -> None:
     """Real /proc: a child holding an eventfd and a /dev/shm fd is sampled with both classes."""
     name = f"soaktest_{os.getpid()}_procs"

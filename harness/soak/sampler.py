@@ -3,11 +3,12 @@
 Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md)::
 
     {"t": s since monitor start, "wall": unix s, "sample_ms": time to take this sample (ms),
-     "processes": [{pid, start_ticks, ppid, name, cmdline, rss_bytes, threads, cpu_s,
+     "processes": [{pid, start_ticks, ppid, name, role, cmdline, rss_bytes, pss_bytes, uss_bytes,
+                    swap_bytes, threads, cpu_s,
                     fds: {pipe, socket, eventfd, eventpoll, memfd, shared_memory, nvidia, other, total},
                     gpu_memory_bytes: int | null}],
-     "totals": {process_count, rss_bytes, threads, eventfd, shared_memory_fd, fd_total,
-                gpu_memory_bytes: int | null},
+     "totals": {process_count, rss_bytes, pss_bytes, uss_bytes, swap_bytes, threads, eventfd,
+                shared_memory_fd, fd_total, gpu_memory_bytes: int | null},
      "gpu": {available, reason, devices: [{index, uuid, used_bytes}], process_memory_reason: str | null},
      "liveness": {latest_mtime_ns, file_count, total_bytes, changed},
      "progress": last progress.jsonl record or null}
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.nvml import NvmlReader, memory_by_pid
-from harness.soak.procs import ProcReader, TreeTracker, totals_of
+from harness.soak.procs import ProcReader, TreeTracker, assign_roles, totals_of
 
 
 @dataclass
@@ -153,6 +154,7 @@ class Sampler:
             record, shm = self.reader.sample_process(st, gpu_by_pid)
             processes.append(record)
             self.shm_seen |= shm
+        assign_roles(processes, self.tracker.root_pid)
         liveness = self.liveness.scan(now)
         progress = self.progress.poll()
         return {

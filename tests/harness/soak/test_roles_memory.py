@@ -1,0 +1,95 @@
+"""Per-process memory measures (smaps_rollup) and roles: pure parsing plus a real marked child."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from foundation.roles import ROLES, role_from_title, role_title
+from harness.soak.procs import ProcReader, assign_roles, parse_smaps_rollup, role_of, totals_of
+
+ROLLUP = """56497b837000-7ffd8d513000 ---p 00000000 00:00 0                          [rollup]
+Rss:                1692 kB
+Pss:                 307 kB
+Shared_Clean:       1536 kB
+Private_Clean:        40 kB
+Private_Dirty:       116 kB
+Swap:                  8 kB
+SwapPss:               8 kB
+"""
+
+
+def test_smaps_rollup_gives_pss_uss_swap_in_bytes() -> None:
+    assert parse_smaps_rollup(ROLLUP) == {
+        "pss_bytes": 307 * 1024,
+        "uss_bytes": (40 + 116) * 1024,
+        "swap_bytes": 8 * 1024,
+    }
+
+
+def test_smaps_rollup_missing_field_is_null_not_zero() -> None:
+    text = "\n".join(line for line in ROLLUP.splitlines() if not line.startswith("Private_Dirty"))
+    parsed = parse_smaps_rollup(text)
+    assert parsed["uss_bytes"] is None and parsed["pss_bytes"] == 307 * 1024
+
+
+def test_totals_sum_pss_only_when_every_process_has_it() -> None:
+    fds = {"eventfd": 0, "shared_memory": 0, "total": 0}
+    procs = [
+        {"rss_bytes": 10, "pss_bytes": 4, "uss_bytes": 2, "swap_bytes": 0, "threads": 1, "fds": fds,
+         "gpu_memory_bytes": None},
+        {"rss_bytes": 10, "pss_bytes": 6, "uss_bytes": 3, "swap_bytes": 1, "threads": 1, "fds": fds,
+         "gpu_memory_bytes": None},
+    ]  # fmt: skip
+    totals = totals_of(procs, gpu_available=False)
+    assert (totals["pss_bytes"], totals["uss_bytes"], totals["swap_bytes"]) == (10, 5, 1)
+    procs[1]["pss_bytes"] = None
+    assert totals_of(procs, gpu_available=False)["pss_bytes"] is None
+
+
+def test_role_marker_wins_then_the_tree_decides() -> None:
+    assert role_of("sbk:collector", 20, 10, root_pid=10) == "collector"
+    assert role_of("python", 10, 1, root_pid=10) == "trainer"
+    assert role_of("python", 20, 10, root_pid=10) == "worker"
+    assert role_of("cc1", 30, 20, root_pid=10) == "other"
+    assert role_of("sbk:bogus", 20, 10, root_pid=10) == "worker"  # an unknown marker is no marker
+    records = [{"name": "sh", "pid": 10, "ppid": 1}, {"name": "sbk:worker", "pid": 31, "ppid": 30}]
+    assign_roles(records, root_pid=10)
+    assert [r["role"] for r in records] == ["trainer", "worker"]
+
+
+def test_role_title_round_trip_and_bad_role() -> None:
+    for role in ROLES:
+        assert role_from_title(role_title(role)) == role
+        assert len(role_title(role)) <= 15
+    with pytest.raises(ValueError, match="role: must be one of"):
+        role_title("boss")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_NAME are Linux only")
+def test_real_marked_child_is_read_with_role_and_memory() -> None:
+    code = (
+        "import sys, time\n"
+        "from foundation.roles import mark_process\n"
+        "mark_process('collector'); blob = bytearray(32 << 20)\n"
+        "print('ready', flush=True); time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env={**os.environ})
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        reader = ProcReader()
+        st = reader.stat(child.pid)
+        assert st is not None
+        record, _ = reader.sample_process(st, gpu_by_pid=None)
+        assign_roles([record], root_pid=os.getpid())
+        assert record["role"] == "collector" and record["name"] == "sbk:collector"
+        pss, uss = record["pss_bytes"], record["uss_bytes"]
+        assert isinstance(pss, int) and isinstance(uss, int)
+        assert uss >= 32 << 20 and pss >= uss and record["rss_bytes"] >= pss
+        assert record["swap_bytes"] is not None
+    finally:
+        child.kill()
+        child.wait()

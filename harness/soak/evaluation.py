@@ -28,7 +28,8 @@ shutdown_classification             shutdown classification "normal_completion" 
 shutdown_cleanup_errors             shutdown cleanup errors == []                         run_contract
 post_shutdown_residual_processes    no tree process alive after the grace period          resource_leak
 orphaned_shm_segments               no /dev/shm segment of the run left behind            resource_leak
-leak_verdicts                       no resource class ``growing``                         resource_leak
+leak_verdicts                       no judged resource class ``growing``, in the tree or  resource_leak
+                                    in a long-lived process (harness.soak.per_process)
 min_duration                        the run lasted at least the minimum duration          too_short
 trend_observation                   every observable resource class has a verdict on at   observation
                                     least ``min_trend_samples`` post-start-up samples
@@ -77,6 +78,7 @@ from harness.soak.contract import (
     schema_violations,
     shutdown_violations,
 )
+from harness.soak.per_process import leak_row, leak_text
 
 Result = Literal["pass", "fail", "not_applicable"]
 
@@ -132,6 +134,7 @@ class MonitorObservation:
     observation: Mapping[str, Any] | None = None  # harness.soak.observation.observe_classes(...)
     throughput_drift: Mapping[str, Any] | None = None  # harness.soak.drift.throughput_drift(...)
     fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
+    per_process: Mapping[str, Any] | None = None  # harness.soak.per_process.per_process_verdicts(...)
 
     @property
     def judges_summary(self) -> bool:
@@ -355,7 +358,7 @@ def _what_failed(first: Criterion) -> str:
     if first.name == "throughput_drift" and isinstance(value, Mapping):
         return f"throughput_drift is {value.get('verdict')}: {value.get('reason')}"
     if first.name == "leak_verdicts" and isinstance(value, Mapping):
-        return f"resource classes still growing after start-up: {', '.join(value['growing'])}"
+        return leak_text(value)
     if first.name == "post_shutdown_residual_processes" and isinstance(value, list):
         listed = ", ".join(f"pid {p.get('pid')} ({p.get('name', '?')})" for p in value[:5])
         return f"{len(value)} process(es) still alive after the post-shutdown grace: {listed}"
@@ -410,7 +413,7 @@ def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
 
 
 def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list[Criterion]:
-    growing = sorted(c for c, v in verdicts.items() if v == "growing")
+    leak_value, leak_ok = leak_row(verdicts, obs.per_process)
     return [
         _row(
             "post_shutdown_residual_processes",
@@ -424,12 +427,7 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list
             [dict(s) for s in obs.orphaned_shm_segments],
             not obs.orphaned_shm_segments,
         ),
-        _row(
-            "leak_verdicts",
-            "no resource class growing",
-            {"growing": growing, "verdicts": dict(verdicts)},
-            not growing,
-        ),
+        _row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
         _row(
             "min_duration",
             f">= {obs.min_duration_s:g} s",

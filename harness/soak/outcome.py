@@ -81,6 +81,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.drift import throughput_drift
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.observation import observe_classes
+    from harness.soak.per_process import per_process_verdicts
     from harness.soak.report import render_report
     from harness.soak.trends import leak_verdicts
 
@@ -103,6 +104,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         observation=observe_classes(result.samples, verdicts, settings.min_trend_samples),
         throughput_drift=throughput_drift(result.samples, result.startup_end_t),
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
+        per_process=per_process_verdicts(result.samples, result.startup_end_t),
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.roles import Role, role_from_title
+from harness.soak.rollup import RollupSchedule
 
 FD_CLASSES: tuple[str, ...] = (
     "pipe",
@@ -254,6 +255,7 @@ class ProcReader:
         self.root = proc_root
         self.clock_ticks = os.sysconf("SC_CLK_TCK")
         self.page_size = os.sysconf("SC_PAGE_SIZE")
+        self.rollups = RollupSchedule(self.memory_rollup)  # PSS reads are costly: harness.soak.rollup
 
     def stat(self, pid: int) -> StatFields | None:
         """Parsed stat of ``pid`` or None if it does not exist (any more)."""
@@ -270,6 +272,7 @@ class ProcReader:
                 st = self.stat(int(entry.name))
                 if st is not None:
                     stats[st.pid] = st
+        self.rollups.forget({(pid, st.start_ticks) for pid, st in stats.items()})
         return stats
 
     def fd_targets(self, pid: int) -> list[str]:
@@ -325,6 +328,7 @@ class ProcReader:
         ``gpu_by_pid`` is None when per-process GPU memory is unavailable (record gets null).
         """
         targets = self.fd_targets(st.pid)
+        rollup, rollup_age = self.rollups.values(st.pid, st.start_ticks)
         shm = {n for n in (shm_name(t) for t in targets) if n is not None} | self.maps_shm(st.pid)
         if gpu_by_pid is None:
             gpu: int | None = None
@@ -337,7 +341,8 @@ class ProcReader:
             "name": st.comm,
             "cmdline": self.cmdline(st.pid),
             "rss_bytes": st.rss_pages * self.page_size,
-            **self.memory_rollup(st.pid),
+            **rollup,
+            "rollup_age_samples": rollup_age,
             "threads": st.num_threads,
             "cpu_s": (st.utime_ticks + st.stime_ticks) / self.clock_ticks,
             "fds": count_fds(targets),

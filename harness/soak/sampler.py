@@ -4,7 +4,7 @@ Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md):
 
     {"t": s since monitor start, "wall": unix s, "sample_ms": time to take this sample (ms),
      "processes": [{pid, start_ticks, ppid, name, role, cmdline, rss_bytes, pss_bytes, uss_bytes,
-                    swap_bytes, threads, cpu_s,
+                    swap_bytes, rollup_age_samples, threads, cpu_s,
                     fds: {pipe, socket, eventfd, eventpoll, memfd, shared_memory, nvidia, other, total},
                     gpu_memory_bytes: int | null}],
      "totals": {process_count, rss_bytes, pss_bytes, uss_bytes, swap_bytes, threads, eventfd,

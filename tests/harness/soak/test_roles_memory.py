@@ -10,6 +10,7 @@ import pytest
 
 from foundation.roles import ROLES, role_from_title, role_title
 from harness.soak.procs import ProcReader, assign_roles, parse_smaps_rollup, role_of, totals_of
+from harness.soak.rollup import RollupSchedule
 
 ROLLUP = """56497b837000-7ffd8d513000 ---p 00000000 00:00 0                          [rollup]
 Rss:                1692 kB
@@ -93,3 +94,25 @@ def test_real_marked_child_is_read_with_role_and_memory() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_costly_rollups_are_read_less_often_and_carry_their_age() -> None:
+    reads: list[int] = []
+    now = [0.0]
+
+    def slow_read(pid: int) -> dict[str, int | None]:
+        reads.append(pid)
+        now[0] += 0.012 if pid == 1 else 0.0001  # pid 1 holds many resident pages: a 12 ms read
+        return {"pss_bytes": len(reads), "uss_bytes": 0, "swap_bytes": 0}
+
+    schedule = RollupSchedule(slow_read, budget_ms=2.0, max_period=4, clock=lambda: now[0])
+    ages = [schedule.values(1, 100)[1] for _ in range(8)]
+    assert ages == [0, 1, 2, 3, 0, 1, 2, 3]  # 12 ms / 2 ms -> period 6, capped at max_period 4
+    cheap = [schedule.values(2, 100)[1] for _ in range(3)]
+    assert cheap == [0, 0, 0]
+    fresh, age = schedule.values(1, 100)
+    assert age == 0
+    carried, age = schedule.values(1, 100)
+    assert age == 1 and carried == fresh  # repeated, with its age, never re-measured in between
+    schedule.forget({(2, 100)})
+    assert schedule.values(1, 100)[1] == 0  # a forgotten identity is read afresh

@@ -272,7 +272,7 @@ class ProcReader:
                 st = self.stat(int(entry.name))
                 if st is not None:
                     stats[st.pid] = st
-        self.rollups.forget({(pid, st.start_ticks) for pid, st in stats.items()})
+        self.rollups.start_sample({(pid, st.start_ticks) for pid, st in stats.items()})
         return stats
 
     def fd_targets(self, pid: int) -> list[str]:

@@ -7,8 +7,10 @@ for 1 GiB on the development VM, against 0.02 ms for its ``stat`` (huge pages co
 monitor's 2 % budget of one core.
 
 So each identity keeps its own period: the last read's cost divided by ``budget_ms``, rounded up, between
-1 and ``max_period`` samples. A small process is read at every sample; a 1 GiB one every 8th; none is
-staler than ``max_period`` samples. Between reads the record repeats the last values read and
+1 and ``max_period`` samples. A small process is read at every sample; a 1 GiB one every 8th. A sample
+also stops reading once its reads took ``sample_budget_ms`` (a 100-process tree of small processes would
+spend 25 ms on them): the processes it skips carry their values to a later sample. A process never read
+before is always read, and none is staler than ``max_period`` samples, whatever the budgets. Between reads the record repeats the last values read and
 ``rollup_age_samples`` says how many samples ago that was (0: read for this sample), so a reader can tell
 a carried value from a fresh one. A leak verdict is about minutes to hours, so a value at most
 ``max_period`` samples old changes no verdict.
@@ -37,25 +39,34 @@ class RollupSchedule:
 
     read: Callable[[int], Rollup]
     budget_ms: float = 2.0
+    sample_budget_ms: float = 10.0
     max_period: int = 10
     clock: Callable[[], float] = time.perf_counter  # seconds; a test passes a fake one
     entries: dict[tuple[int, int], _Entry] = field(default_factory=dict)
+    spent_ms: float = 0.0  # read time spent in the current sample
 
     def values(self, pid: int, start_ticks: int) -> tuple[Rollup, int]:
         """The rollup values for this sample of ``(pid, start_ticks)`` and their age in samples."""
         key = (pid, start_ticks)
         entry = self.entries.get(key)
-        if entry is not None and entry.age + 1 < entry.period:
+        if entry is not None and not self._due(entry):
             entry.age += 1
             return dict(entry.values), entry.age
         started = self.clock()
         values = self.read(pid)
         cost_ms = (self.clock() - started) * 1000.0
+        self.spent_ms += cost_ms
         period = max(1, min(self.max_period, math.ceil(cost_ms / self.budget_ms)))
         self.entries[key] = _Entry(values, 0, period)
         return dict(values), 0
 
-    def forget(self, alive: set[tuple[int, int]]) -> None:
-        """Drop identities no longer sampled (keeps the state as small as the tree)."""
+    def _due(self, entry: _Entry) -> bool:
+        if entry.age + 1 >= self.max_period:
+            return True
+        return entry.age + 1 >= entry.period and self.spent_ms < self.sample_budget_ms
+
+    def start_sample(self, alive: set[tuple[int, int]]) -> None:
+        """A new sample begins: reset its read budget and drop identities no longer alive."""
+        self.spent_ms = 0.0
         for key in [k for k in self.entries if k not in alive]:
             del self.entries[key]

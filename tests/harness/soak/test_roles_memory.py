@@ -106,13 +106,39 @@ def test_costly_rollups_are_read_less_often_and_carry_their_age() -> None:
         return {"pss_bytes": len(reads), "uss_bytes": 0, "swap_bytes": 0}
 
     schedule = RollupSchedule(slow_read, budget_ms=2.0, max_period=4, clock=lambda: now[0])
-    ages = [schedule.values(1, 100)[1] for _ in range(8)]
-    assert ages == [0, 1, 2, 3, 0, 1, 2, 3]  # 12 ms / 2 ms -> period 6, capped at max_period 4
-    cheap = [schedule.values(2, 100)[1] for _ in range(3)]
-    assert cheap == [0, 0, 0]
+    alive = {(1, 100), (2, 100)}
+
+    def sample() -> tuple[int, int]:
+        schedule.start_sample(alive)
+        return schedule.values(1, 100)[1], schedule.values(2, 100)[1]
+
+    ages = [sample() for _ in range(8)]
+    # pid 1: 12 ms / 2 ms -> period 6, capped at max_period 4; pid 2 (0.1 ms) is read at every sample
+    # except when pid 1's read has spent the sample's 10 ms budget (a never-read process is always read)
+    assert ages == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 0), (2, 0), (3, 0)]
+    schedule.start_sample(alive)
     fresh, age = schedule.values(1, 100)
     assert age == 0
+    schedule.start_sample(alive)
     carried, age = schedule.values(1, 100)
     assert age == 1 and carried == fresh  # repeated, with its age, never re-measured in between
-    schedule.forget({(2, 100)})
+    schedule.start_sample({(2, 100)})
     assert schedule.values(1, 100)[1] == 0  # a forgotten identity is read afresh
+
+
+def test_a_sample_stops_reading_at_its_budget_but_nobody_goes_staler_than_max_period() -> None:
+    now = [0.0]
+
+    def read(pid: int) -> dict[str, int | None]:
+        now[0] += 0.001  # 1 ms per read
+        return {"pss_bytes": pid, "uss_bytes": 0, "swap_bytes": 0}
+
+    schedule = RollupSchedule(read, budget_ms=2.0, sample_budget_ms=3.0, max_period=4, clock=lambda: now[0])
+    alive = {(pid, 1) for pid in range(10)}
+    ages: list[list[int]] = []
+    for _ in range(6):
+        schedule.start_sample(alive)
+        ages.append([schedule.values(pid, 1)[1] for pid in range(10)])
+    assert ages[0] == [0] * 10  # never read before: always read
+    assert ages[1] == [0, 0, 0] + [1] * 7  # the budget of 3 ms is spent after three reads
+    assert max(max(row) for row in ages) <= 3  # max_period 4: read at least every 4th sample

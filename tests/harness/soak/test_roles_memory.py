@@ -142,3 +142,14 @@ def test_a_sample_stops_reading_at_its_budget_but_nobody_goes_staler_than_max_pe
     assert ages[0] == [0] * 10  # never read before: always read
     assert ages[1] == [0, 0, 0] + [1] * 7  # the budget of 3 ms is spent after three reads
     assert max(max(row) for row in ages) <= 3  # max_period 4: read at least every 4th sample
+
+
+def test_artifact_schema_enums_match_the_code() -> None:
+    from foundation.schema import load_schema
+    from harness.soak.per_process import PROCESS_CLASSES
+
+    schema = load_schema("soak-artifact-0.3.0.schema.json")
+    per_process = schema["properties"]["resource_summary"]["properties"]["per_process"]
+    item = per_process["properties"]["processes"]["items"]["properties"]
+    assert tuple(item["role"]["enum"]) == ROLES
+    assert schema["$defs"]["process_class"]["enum"] == list(PROCESS_CLASSES)

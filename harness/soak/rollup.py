@@ -7,13 +7,15 @@ for 1 GiB on the development VM, against 0.02 ms for its ``stat`` (huge pages co
 monitor's 2 % budget of one core.
 
 So each identity keeps its own period: the last read's cost divided by ``budget_ms``, rounded up, between
-1 and ``max_period`` samples. A small process is read at every sample; a 1 GiB one every 8th. A sample
+1 and ``max_period`` samples, i.e. one process's reads take at most 0.1 % of one core at 1 s sampling
+until the staleness cap. A small process is read at every sample, a 1 GiB one every 15th; the real CPU
+trainer of ``soak demo`` (1.5 GB resident, 20-50 ms a read on a busy host) every 30th. A sample
 also stops reading once its reads took ``sample_budget_ms`` (a 100-process tree of small processes would
 spend 25 ms on them): the processes it skips carry their values to a later sample. A process never read
-before is always read, and none is staler than ``max_period`` samples, whatever the budgets. Between reads the record repeats the last values read and
-``rollup_age_samples`` says how many samples ago that was (0: read for this sample), so a reader can tell
-a carried value from a fresh one. A leak verdict is about minutes to hours, so a value at most
-``max_period`` samples old changes no verdict.
+before is always read, and none is staler than ``max_period`` samples, whatever the budgets. Between
+reads the record repeats the last values read and ``rollup_age_samples`` says how many samples ago that
+was (0: read for this sample), so a reader can tell a carried value from a fresh one. A leak verdict is
+about minutes to hours, so a value at most ``max_period`` samples old changes no verdict.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ class RollupSchedule:
     """Per-identity read schedule (state across samples). ``read(pid)`` does the actual read."""
 
     read: Callable[[int], Rollup]
-    budget_ms: float = 2.0
+    budget_ms: float = 1.0
     sample_budget_ms: float = 10.0
-    max_period: int = 10
+    max_period: int = 30
     clock: Callable[[], float] = time.perf_counter  # seconds; a test passes a fake one
     entries: dict[tuple[int, int], _Entry] = field(default_factory=dict)
     spent_ms: float = 0.0  # read time spent in the current sample

@@ -38,7 +38,15 @@ _TITLES = {
     "fd_total": "All file descriptors",
 }
 _MEMORY_PEAKS = (("PSS", "pss_bytes"), ("USS", "uss_bytes"), ("swap", "swap_bytes"))
-_PROCESS_VERDICTS = ("pss", "uss", "threads", "fd_total", "eventfd", "shared_memory_fd")
+#: per-process verdict columns of the report: class -> column label
+_PROCESS_VERDICTS = {
+    "pss": "PSS",
+    "uss": "USS",
+    "threads": "threads",
+    "fd_total": "all fds",
+    "eventfd": "eventfd",
+    "shared_memory_fd": "shm fds",
+}
 _FD_CLASSES = ("pipe", "socket", "eventfd", "eventpoll", "memfd", "shared_memory", "nvidia", "other")
 
 
@@ -263,7 +271,7 @@ def value_text(value: Any, nested: bool = False) -> str:
     return human(value)
 
 
-def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
+def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for cls, trend in summary["trends"].items():
         unit = trend.get("unit")
@@ -272,6 +280,7 @@ def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
         rows.append(
             {
                 "cls": cls,
+                "judged": trend.get("judged", True) is not False,
                 "verdict": summary["leak_verdicts"][cls],
                 "slope": "—" if per_hour is None else f"{human(per_hour, unit)}/h",
                 "growth": human(trend.get("growth_over_window"), unit),
@@ -309,10 +318,13 @@ def process_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "role": entry["role"],
                 "pid": entry["pid"],
                 "name": entry["name"],
-                "command": " ".join(entry["command"])[:120] or entry["name"],
+                "command": " ".join(entry["command"]) or entry["name"],
+                "short": " ".join([Path(entry["command"][0]).name, *entry["command"][1:]])
+                if entry["command"]
+                else entry["name"],
                 "lifetime": f"{entry['first_t']:.0f}–{entry['last_t']:.0f} s",
                 "coverage": f"{100 * entry['window_coverage']:.0f} %",
-                "judged": "yes" if entry["judged"] else "no (short-lived)",
+                "judged": "judged" if entry["judged"] else "short-lived: reported",
                 "pss": human(peaks["pss_bytes"], "bytes"),
                 "uss": human(peaks["uss_bytes"], "bytes"),
                 "rss": human(peaks["rss_bytes"], "bytes"),

@@ -37,7 +37,7 @@ def test_short_lived_growth_shows_as_reported() -> None:
     entry["judged"], entry["failing"] = False, []
     (row,) = process_rows(summary)
     cells = {v["cls"]: v["text"] for v in row["verdicts"]}
-    assert cells["eventfd"] == "growing (reported)" and row["judged"] == "no (short-lived)"
+    assert cells["eventfd"] == "growing (reported)" and row["judged"] == "short-lived: reported"
 
 
 def test_artifact_without_per_process_has_no_table() -> None:

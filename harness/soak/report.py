@@ -319,9 +319,8 @@ def process_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "pid": entry["pid"],
                 "name": entry["name"],
                 "command": " ".join(entry["command"]) or entry["name"],
-                "short": " ".join([Path(entry["command"][0]).name, *entry["command"][1:]])
-                if entry["command"]
-                else entry["name"],
+                "short": " ".join(Path(a).name if a.startswith("/") else a for a in entry["command"])
+                or entry["name"],
                 "lifetime": f"{entry['first_t']:.0f}–{entry['last_t']:.0f} s",
                 "coverage": f"{100 * entry['window_coverage']:.0f} %",
                 "judged": "judged" if entry["judged"] else "short-lived: reported",

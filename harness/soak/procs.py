@@ -328,7 +328,8 @@ class ProcReader:
         ``gpu_by_pid`` is None when per-process GPU memory is unavailable (record gets null).
         """
         targets = self.fd_targets(st.pid)
-        rollup, rollup_age = self.rollups.values(st.pid, st.start_ticks)
+        rss_bytes = st.rss_pages * self.page_size
+        rollup, rollup_age = self.rollups.values(st.pid, st.start_ticks, rss_bytes)
         shm = {n for n in (shm_name(t) for t in targets) if n is not None} | self.maps_shm(st.pid)
         if gpu_by_pid is None:
             gpu: int | None = None
@@ -340,7 +341,7 @@ class ProcReader:
             "ppid": st.ppid,
             "name": st.comm,
             "cmdline": self.cmdline(st.pid),
-            "rss_bytes": st.rss_pages * self.page_size,
+            "rss_bytes": rss_bytes,
             **rollup,
             "rollup_age_samples": rollup_age,
             "threads": st.num_threads,

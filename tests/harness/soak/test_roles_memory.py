@@ -12,6 +12,8 @@ from foundation.roles import ROLES, role_from_title, role_title
 from harness.soak.procs import ProcReader, assign_roles, parse_smaps_rollup, role_of, totals_of
 from harness.soak.rollup import RollupSchedule
 
+MIB = 1 << 20
+
 ROLLUP = """56497b837000-7ffd8d513000 ---p 00000000 00:00 0                          [rollup]
 Rss:                1692 kB
 Pss:                 307 kB
@@ -110,20 +112,20 @@ def test_costly_rollups_are_read_less_often_and_carry_their_age() -> None:
 
     def sample() -> tuple[int, int]:
         schedule.start_sample(alive)
-        return schedule.values(1, 100)[1], schedule.values(2, 100)[1]
+        return schedule.values(1, 100, MIB)[1], schedule.values(2, 100, MIB)[1]
 
     ages = [sample() for _ in range(8)]
     # pid 1: 12 ms / 2 ms -> period 6, capped at max_period 4; pid 2 (0.1 ms) is read at every sample
     # except when pid 1's read has spent the sample's 10 ms budget (a never-read process is always read)
     assert ages == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 0), (2, 0), (3, 0)]
     schedule.start_sample(alive)
-    fresh, age = schedule.values(1, 100)
+    fresh, age = schedule.values(1, 100, MIB)
     assert age == 0
     schedule.start_sample(alive)
-    carried, age = schedule.values(1, 100)
+    carried, age = schedule.values(1, 100, MIB)
     assert age == 1 and carried == fresh  # repeated, with its age, never re-measured in between
     schedule.start_sample({(2, 100)})
-    assert schedule.values(1, 100)[1] == 0  # a forgotten identity is read afresh
+    assert schedule.values(1, 100, MIB)[1] == 0  # a forgotten identity is read afresh
 
 
 def test_a_sample_stops_reading_at_its_budget_but_nobody_goes_staler_than_max_period() -> None:
@@ -138,7 +140,7 @@ def test_a_sample_stops_reading_at_its_budget_but_nobody_goes_staler_than_max_pe
     ages: list[list[int]] = []
     for _ in range(6):
         schedule.start_sample(alive)
-        ages.append([schedule.values(pid, 1)[1] for pid in range(10)])
+        ages.append([schedule.values(pid, 1, MIB)[1] for pid in range(10)])
     assert ages[0] == [0] * 10  # never read before: always read
     assert ages[1] == [0, 0, 0] + [1] * 7  # the budget of 3 ms is spent after three reads
     assert max(max(row) for row in ages) <= 3  # max_period 4: read at least every 4th sample
@@ -153,3 +155,22 @@ def test_artifact_schema_enums_match_the_code() -> None:
     item = per_process["properties"]["processes"]["items"]["properties"]
     assert tuple(item["role"]["enum"]) == ROLES
     assert schema["$defs"]["process_class"]["enum"] == list(PROCESS_CLASSES)
+
+
+def test_a_process_whose_rss_moved_is_read_again_at_once() -> None:
+    now = [0.0]
+
+    def read(pid: int) -> dict[str, int | None]:
+        now[0] += 0.02  # a 20 ms read: period 20 at the 1 ms budget
+        return {"pss_bytes": int(now[0] * 1000), "uss_bytes": 0, "swap_bytes": 0}
+
+    schedule = RollupSchedule(read, clock=lambda: now[0])
+    alive = {(1, 1)}
+    rss = 1024 * MIB
+    ages = []
+    for step in range(6):
+        schedule.start_sample(alive)
+        if step >= 3:
+            rss += 32 * MIB  # growing: beyond 2 % of 1 GiB each sample
+        ages.append(schedule.values(1, 1, rss)[1])
+    assert ages == [0, 1, 2, 0, 0, 0]

@@ -21,6 +21,7 @@ from harness.soak.drift import throughput_drift
 from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.observation import observe_classes
 from harness.soak.oom import describe
+from harness.soak.per_process import per_process_verdicts
 from harness.soak.sampling import declared_limits
 from harness.soak.trends import leak_verdicts
 from matrix.model import MatrixInputError
@@ -141,6 +142,7 @@ def _observation_of(
     leak: Mapping[str, Any],
     obs: Mapping[str, Any],
     drift: Mapping[str, Any] | None,
+    per_process: Mapping[str, Any] | None = None,
 ) -> MonitorObservation:
     timing = artifact.get("timing") or {}
     summary = artifact.get("run_summary")
@@ -160,6 +162,7 @@ def _observation_of(
         fail_on_throughput_drift=_dig(artifact, "throughput_drift.fails_run") is True,
         oom_kills=[describe(kill) for kill in _dig(artifact, "oom.kills") or []],
         shm_unobservable=declared_limits(artifact.get("sampler"))[1],
+        per_process=per_process,
     )
 
 
@@ -218,7 +221,10 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     said = _dig(artifact, "throughput_drift.verdict")
     if drift is not None and said != drift["verdict"]:
         out.append(f"throughput_drift.verdict: recorded {said!r}, the samples say {drift['verdict']!r}")
-    out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift))
+    per_process = (
+        per_process_verdicts(samples, startup) if _has(artifact, "resource_summary.per_process") else None
+    )
+    out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift, per_process))
     return out
 
 

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foundation.roles import mark_process
 from runtime.choices import Algo, Sim, Task
 from runtime.config import (
     ComposedConfig,
@@ -95,6 +96,8 @@ def train(
     os.environ.update(process_sharing_environment(run_cfg))  # inherited by the spawned collector too
 
     from runtime.manager.trainer import run_training  # heavy imports only for a real run
+
+    mark_process("trainer")  # the soak monitor reads this role from /proc/<pid>/comm
 
     raise typer.Exit(run_training(run_cfg))
 

@@ -27,6 +27,9 @@ SCHEMA_NAME = f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"
 _PEAK_TOTALS = (
     "process_count",
     "rss_bytes",
+    "pss_bytes",
+    "uss_bytes",
+    "swap_bytes",
     "gpu_memory_bytes",
     "eventfd",
     "shared_memory_fd",
@@ -224,6 +227,8 @@ def build_artifact(
     }
     if obs.observation is not None:
         artifact["resource_summary"]["observation"] = dict(obs.observation)
+    if obs.per_process is not None:
+        artifact["resource_summary"]["per_process"] = dict(obs.per_process)
     if obs.throughput_drift is not None:
         artifact["throughput_drift"] = {**obs.throughput_drift, "fails_run": obs.fail_on_throughput_drift}
     if record.samples_sha256 is not None:

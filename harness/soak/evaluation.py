@@ -30,7 +30,8 @@ post_shutdown_residual_processes    no tree process alive after the grace period
 orphaned_shm_segments               no /dev/shm segment of the run left behind            resource_leak
                                     (``not_applicable`` where the sampler cannot list
                                     segments)
-leak_verdicts                       no resource class ``growing``                         resource_leak
+leak_verdicts                       no judged resource class ``growing``, in the tree or  resource_leak
+                                    in a long-lived process (harness.soak.per_process)
 min_duration                        the run lasted at least the minimum duration          too_short
 trend_observation                   every observable resource class has a verdict on at   observation
                                     least ``min_trend_samples`` post-start-up samples
@@ -81,6 +82,7 @@ from harness.soak.contract import (
     schema_violations,
     shutdown_violations,
 )
+from harness.soak.per_process import leak_row, leak_text
 
 Result = Literal["pass", "fail", "not_applicable"]
 
@@ -140,6 +142,7 @@ class MonitorObservation:
     oom_kills: Sequence[str] = ()  # harness.soak.oom.assess(...): one line per OOM-killed tree process
     monitor_detail: str | None = None  # harness.soak.hang.failure_detail(...): only with a monitor failure
     shm_unobservable: str | None = None  # why the sampler could not list /dev/shm segments, if it could not
+    per_process: Mapping[str, Any] | None = None  # harness.soak.per_process.per_process_verdicts(...)
 
     @property
     def judges_summary(self) -> bool:
@@ -367,7 +370,7 @@ def _what_failed(first: Criterion) -> str:
     if first.name == "oom_kills" and isinstance(value, list):
         return "; ".join(str(v) for v in value)
     if first.name == "leak_verdicts" and isinstance(value, Mapping):
-        return f"resource classes still growing after start-up: {', '.join(value['growing'])}"
+        return leak_text(value)
     if first.name == "post_shutdown_residual_processes" and isinstance(value, list):
         listed = ", ".join(f"pid {p.get('pid')} ({p.get('name', '?')})" for p in value[:5])
         return f"{len(value)} process(es) still alive after the post-shutdown grace: {listed}"
@@ -422,7 +425,7 @@ def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
 
 
 def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list[Criterion]:
-    growing = sorted(c for c, v in verdicts.items() if v == "growing")
+    leak_value, leak_ok = leak_row(verdicts, obs.per_process)
     return [
         _row(
             "post_shutdown_residual_processes",
@@ -431,12 +434,7 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list
             not obs.residual_processes,
         ),
         _shm_row(obs),
-        _row(
-            "leak_verdicts",
-            "no resource class growing",
-            {"growing": growing, "verdicts": dict(verdicts)},
-            not growing,
-        ),
+        _row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
         _row(
             "min_duration",
             f">= {obs.min_duration_s:g} s",

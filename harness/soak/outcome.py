@@ -82,6 +82,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.evaluation import MonitorObservation, evaluate
     from harness.soak.observation import observe_classes
     from harness.soak.oom import assess
+    from harness.soak.per_process import per_process_verdicts
     from harness.soak.report import render_report
     from harness.soak.sampling import declared_limits
     from harness.soak.trends import leak_verdicts
@@ -117,6 +118,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         oom_kills=oom_lines,
         monitor_detail=result.monitor_detail,
         shm_unobservable=shm_reason,
+        per_process=per_process_verdicts(result.samples, result.startup_end_t),
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,20 @@ UNOBSERVABLE_CLASSES = {
     "eventfd": FD_REASON.format(what="eventfds"),
     "shared_memory_fd": FD_REASON.format(what="shared-memory fds"),
 }
+PSS_REASON = (
+    "psutil gives PSS on Linux only, not on {platform}: the tree's memory verdict (on summed PSS) has no "
+    "series; USS and RSS are reported"
+)
+
+
+def unobservable_classes(platform: str) -> dict[str, str]:
+    """The resource classes this sampler cannot measure on ``platform`` (``sys.platform``), with why."""
+    classes = dict(UNOBSERVABLE_CLASSES)
+    if not platform.startswith("linux"):
+        classes["pss"] = PSS_REASON.format(platform=platform)
+    return classes
+
+
 NO_SHM_REASON = (
     "no {root} directory on this platform (macOS keeps POSIX shared memory outside the file system), "
     "so segments the run left behind cannot be listed"
@@ -184,7 +199,7 @@ class PortableSampler:
             f"started after the root carrying {RUN_TOKEN_ENV} adopted",
             shm_root=shm,
             shm_reason=None if shm else NO_SHM_REASON.format(root=shm_root),
-            unobservable_classes=UNOBSERVABLE_CLASSES,
+            unobservable_classes=unobservable_classes(sys.platform),
         )
 
     def stat(self, pid: int) -> PortableStat | None:

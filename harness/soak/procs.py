@@ -5,8 +5,8 @@ A process is identified by ``(pid, start_ticks)`` where ``start_ticks`` is field
 is a different process: it is never merged with the one seen before, and a residual check only reports a
 process whose PID *and* start ticks still match.
 
-Pure pieces (``parse_stat``, ``classify_fd``, ``descendants``, ``shm_names_from_maps``) take text/data and
-return data; ``ProcReader`` is the edge that reads ``/proc``.
+Pure pieces (``parse_stat``, ``parse_smaps_rollup``, ``classify_fd``, ``descendants``,
+``shm_names_from_maps``, ``role_of``) take text/data and return data; ``ProcReader`` is the edge that reads ``/proc``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harness.soak.sampling import ProcessStat
+
+from foundation.roles import Role, role_from_title
+from harness.soak.rollup import RollupSchedule
 
 FD_CLASSES: tuple[str, ...] = (
     "pipe",
@@ -33,6 +36,9 @@ FD_CLASSES: tuple[str, ...] = (
     "other",
 )
 SHM_DIR = "/dev/shm/"
+#: ``/proc/<pid>/smaps_rollup`` fields (kB) behind the per-process memory measures
+_ROLLUP_FIELDS = ("Pss", "Private_Clean", "Private_Dirty", "Swap")
+NO_ROLLUP: dict[str, int | None] = {"pss_bytes": None, "uss_bytes": None, "swap_bytes": None}
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
@@ -99,6 +105,28 @@ def shm_names_from_maps(maps_text: str) -> set[str]:
     return names
 
 
+def parse_smaps_rollup(text: str) -> dict[str, int | None]:
+    """PSS, USS (private clean + private dirty) and swap in bytes from a ``smaps_rollup`` text.
+
+    A field the kernel did not print makes its measure None (never 0: absent is not the same as none).
+    """
+    kb: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in _ROLLUP_FIELDS:
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                kb[key] = int(parts[0])
+    uss = None
+    if "Private_Clean" in kb and "Private_Dirty" in kb:
+        uss = (kb["Private_Clean"] + kb["Private_Dirty"]) * 1024
+    return {
+        "pss_bytes": kb["Pss"] * 1024 if "Pss" in kb else None,
+        "uss_bytes": uss,
+        "swap_bytes": kb["Swap"] * 1024 if "Swap" in kb else None,
+    }
+
+
 @dataclass(frozen=True)
 class StatFields:
     """The fields of ``/proc/<pid>/stat`` the monitor uses (ticks are clock ticks, rss in pages)."""
@@ -163,6 +191,24 @@ def descendants(parents: Mapping[int, int], roots: Iterable[int]) -> set[int]:
 Identity = tuple[int, int]  # (pid, start_ticks)
 
 
+def role_of(comm: str, pid: int, ppid: int, root_pid: int) -> Role:
+    """A process's role: the runtime's marker in its title (foundation.roles) wins; otherwise the tree
+    decides, so any command under ``soak monitor`` gets roles: the monitored root is the ``trainer``, its
+    direct children are ``worker`` and everything else (grandchildren, adopted orphans) is ``other``."""
+    marked = role_from_title(comm)
+    if marked is not None:
+        return marked
+    if pid == root_pid:
+        return "trainer"
+    return "worker" if ppid == root_pid else "other"
+
+
+def assign_roles(records: Iterable[dict[str, Any]], root_pid: int) -> None:
+    """Set ``role`` on each per-process sample record (needs its ``name``, ``pid`` and ``ppid``)."""
+    for record in records:
+        record["role"] = role_of(str(record["name"]), int(record["pid"]), int(record["ppid"]), root_pid)
+
+
 @dataclass
 class TreeTracker:
     """Which processes belong to the monitored run, across samples.
@@ -212,6 +258,7 @@ class ProcReader:
         self.root = proc_root
         self.clock_ticks = os.sysconf("SC_CLK_TCK")
         self.page_size = os.sysconf("SC_PAGE_SIZE")
+        self.rollups = RollupSchedule(self.memory_rollup)  # PSS reads are costly: harness.soak.rollup
 
     def stat(self, pid: int) -> StatFields | None:
         """Parsed stat of ``pid`` or None if it does not exist (any more)."""
@@ -228,6 +275,7 @@ class ProcReader:
                 st = self.stat(int(entry.name))
                 if st is not None:
                     stats[st.pid] = st
+        self.rollups.start_sample({(pid, st.start_ticks) for pid, st in stats.items()})
         return stats
 
     def fd_targets(self, pid: int) -> list[str]:
@@ -252,6 +300,16 @@ class ProcReader:
         except OSError:
             return set()
 
+    def memory_rollup(self, pid: int) -> dict[str, int | None]:
+        """``pss_bytes``, ``uss_bytes``, ``swap_bytes`` of ``pid`` from ``smaps_rollup`` (one read; the
+        kernel sums the mappings, so the cost grows with resident pages, not with the mapping count).
+        Each is None where the file cannot be read (kernel before 4.14, no ptrace read access, gone)."""
+        try:
+            text = (self.root / str(pid) / "smaps_rollup").read_text()
+        except OSError:
+            return dict(NO_ROLLUP)
+        return parse_smaps_rollup(text)
+
     def cmdline(self, pid: int) -> list[str]:
         """argv of ``pid`` (empty for kernel threads / vanished processes)."""
         try:
@@ -273,6 +331,8 @@ class ProcReader:
         ``gpu_by_pid`` is None when per-process GPU memory is unavailable (record gets null).
         """
         targets = self.fd_targets(st.pid)
+        rss_bytes = st.rss_pages * self.page_size
+        rollup, rollup_age = self.rollups.values(st.pid, st.start_ticks, rss_bytes)
         shm = {n for n in (shm_name(t) for t in targets) if n is not None} | self.maps_shm(st.pid)
         if gpu_by_pid is None:
             gpu: int | None = None
@@ -284,7 +344,9 @@ class ProcReader:
             "ppid": st.ppid,
             "name": st.comm,
             "cmdline": self.cmdline(st.pid),
-            "rss_bytes": st.rss_pages * self.page_size,
+            "rss_bytes": rss_bytes,
+            **rollup,
+            "rollup_age_samples": rollup_age,
             "threads": st.num_threads,
             "cpu_s": (st.utime_ticks + st.stime_ticks) / self.clock_ticks,
             "fds": count_fds(targets),
@@ -317,6 +379,15 @@ def set_child_subreaper(enabled: bool) -> bool:
     return bool(previous.value)
 
 
+def _sum_or_none(procs: Sequence[Mapping[str, Any]], key: str) -> int | None:
+    """Sum of ``key`` over the records; None when any record lacks a value (a partial sum would read as
+    a drop or a rise when one process becomes unreadable)."""
+    values = [p.get(key) for p in procs]
+    if any(v is None for v in values):
+        return None
+    return sum(int(v) for v in values if v is not None)
+
+
 def totals_of(processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]:
     """Sample ``totals`` from per-process records; ``gpu_memory_bytes`` is null unless every record has a
     number and per-process GPU attribution is available."""
@@ -330,6 +401,7 @@ def totals_of(processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> di
     return {
         "process_count": len(procs),
         "rss_bytes": sum(int(p["rss_bytes"]) for p in procs),
+        **{key: _sum_or_none(procs, key) for key in NO_ROLLUP},
         "threads": sum(int(p["threads"]) for p in procs),
         "eventfd": sum(int(p["fds"]["eventfd"]) for p in procs),
         "shared_memory_fd": sum(int(p["fds"]["shared_memory"]) for p in procs),

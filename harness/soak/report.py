@@ -31,11 +31,23 @@ MIB = float(1 << 20)
 
 _TITLES = {
     "process_count": "Processes in the tree",
-    "rss": "Resident memory (RSS, all processes)",
+    "rss": "Resident memory (RSS, all processes; reported, counts shared pages in each)",
+    "pss": "Proportional memory (PSS, all processes; the judged memory class)",
+    "threads": "Threads (all processes)",
     "gpu_memory": "GPU memory (NVML, all processes)",
     "eventfd": "eventfd descriptors",
     "shared_memory_fd": "/dev/shm descriptors",
     "fd_total": "All file descriptors",
+}
+_MEMORY_PEAKS = (("PSS", "pss_bytes"), ("USS", "uss_bytes"), ("swap", "swap_bytes"))
+#: per-process verdict columns of the report: class -> column label
+_PROCESS_VERDICTS = {
+    "pss": "PSS",
+    "uss": "USS",
+    "threads": "threads",
+    "fd_total": "all fds",
+    "eventfd": "eventfd",
+    "shared_memory_fd": "shm fds",
 }
 _FD_CLASSES = ("pipe", "socket", "eventfd", "eventpoll", "memfd", "shared_memory", "nvidia", "other")
 
@@ -307,7 +319,7 @@ def value_text(value: Any, nested: bool = False) -> str:
     return human(value)
 
 
-def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
+def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for cls, trend in summary["trends"].items():
         unit = trend.get("unit")
@@ -316,6 +328,7 @@ def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
         rows.append(
             {
                 "cls": cls,
+                "judged": trend.get("judged", True) is not False,
                 "verdict": summary["leak_verdicts"][cls],
                 "slope": "—" if per_hour is None else f"{human(per_hour, unit)}/h",
                 "growth": human(trend.get("growth_over_window"), unit),
@@ -327,6 +340,45 @@ def _trend_rows(summary: Mapping[str, Any]) -> list[dict[str, str]]:
                     else f"{trend['window']['t_start']:.0f}–{trend['window']['t_end']:.0f} s, n={trend['window']['n']}"
                 ),
                 "reason": str(trend.get("reason", "")),
+            }
+        )
+    return rows
+
+
+def process_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The per-process table: one row per listed identity (empty for an artifact without verdicts per
+    process). A growing verdict of a process too short-lived to be judged shows as ``growing (reported)``."""
+    per_process = summary.get("per_process")
+    if not isinstance(per_process, Mapping):
+        return []
+    rows = []
+    for entry in per_process["processes"]:
+        peaks = entry["peaks"]
+        verdicts = []
+        for cls in _PROCESS_VERDICTS:
+            verdict = entry["leak_verdicts"][cls]
+            shown = verdict.replace("_", " ")
+            if verdict == "growing" and cls not in entry["failing"]:
+                shown += " (reported)"
+            verdicts.append({"cls": cls, "verdict": verdict, "text": shown})
+        rows.append(
+            {
+                "role": entry["role"],
+                "pid": entry["pid"],
+                "name": entry["name"],
+                "command": " ".join(entry["command"]) or entry["name"],
+                "short": " ".join(Path(a).name if a.startswith("/") else a for a in entry["command"])
+                or entry["name"],
+                "lifetime": f"{entry['first_t']:.0f}–{entry['last_t']:.0f} s",
+                "coverage": f"{100 * entry['window_coverage']:.0f} %",
+                "judged": "judged" if entry["judged"] else "short-lived: reported",
+                "pss": human(peaks["pss_bytes"], "bytes"),
+                "uss": human(peaks["uss_bytes"], "bytes"),
+                "rss": human(peaks["rss_bytes"], "bytes"),
+                "swap": human(peaks["swap_bytes"], "bytes"),
+                "threads": human(peaks["threads"]),
+                "fds": human(peaks["fd_total"]),
+                "verdicts": verdicts,
             }
         )
     return rows
@@ -367,6 +419,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     plots = [
         {"cls": cls, "src": resource_plot(cls, samples, summary["trends"][cls], startup_end_t)}
         for cls in (RESOURCE_CLASSES if samples else ())
+        if cls in summary["trends"]  # an artifact from before a class existed has no trend for it
     ]
     wide = [
         p for p in (fd_breakdown_plot(samples, startup_end_t), progress_plot(samples, startup_end_t)) if p
@@ -377,6 +430,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     peak_rows = [
         ("processes", human(peaks["process_count"])),
         ("RSS", human(peaks["rss_bytes"], "bytes")),
+        *[(label, human(peaks[key], "bytes")) for label, key in _MEMORY_PEAKS if key in peaks],
         ("GPU memory", human(peaks["gpu_memory_bytes"], "bytes")),
         ("threads", human(peaks["threads"])),
         ("eventfds", human(peaks["eventfd"])),
@@ -402,6 +456,9 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         artifact_name=artifact_path.name,
         criteria=artifact["criteria"],
         trend_rows=_trend_rows(summary),
+        process_rows=process_rows(summary),
+        per_process=summary.get("per_process"),
+        process_verdicts=_PROCESS_VERDICTS,
         drift=drift_row(artifact),
         plots=plots,
         wide_plots=wide,

@@ -4,11 +4,12 @@ run-dir liveness, progress.
 Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md)::
 
     {"t": s since monitor start, "wall": unix s, "sample_ms": time to take this sample (ms),
-     "processes": [{pid, start_ticks, ppid, name, cmdline, rss_bytes, threads, cpu_s,
+     "processes": [{pid, start_ticks, ppid, name, role, cmdline, rss_bytes, pss_bytes, uss_bytes,
+                    swap_bytes, rollup_age_samples, threads, cpu_s,
                     fds: {pipe, socket, eventfd, eventpoll, memfd, shared_memory, nvidia, other, total},
                     gpu_memory_bytes: int | null}],
-     "totals": {process_count, rss_bytes, threads, eventfd, shared_memory_fd, fd_total,
-                gpu_memory_bytes: int | null},
+     "totals": {process_count, rss_bytes, pss_bytes, uss_bytes, swap_bytes, threads, eventfd,
+                shared_memory_fd, fd_total, gpu_memory_bytes: int | null},
      "gpu": {available, reason, devices: [{index, uuid, used_bytes}], process_memory_reason: str | null},
      "host": memory pressure and OOM-kill counters (harness.soak.pressure),
      "liveness": {latest_mtime_ns, file_count, total_bytes, changed},
@@ -29,7 +30,7 @@ from typing import Any
 
 from foundation.nvml import NvmlReader, memory_by_pid
 from harness.soak.pressure import HostReader
-from harness.soak.procs import TreeTracker
+from harness.soak.procs import TreeTracker, assign_roles
 from harness.soak.sampling import ProcessSampler
 
 
@@ -162,6 +163,7 @@ class Sampler:
             processes.append(record)
             self.shm_seen |= shm
         host = self.host.read(st.pid for st in members)
+        assign_roles(processes, self.tracker.root_pid)
         liveness = self.liveness.scan(now)
         progress = self.progress.poll()
         return {

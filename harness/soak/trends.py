@@ -8,11 +8,18 @@ class                  totals field                unit
 =====================  ==========================  ======
 ``process_count``      ``process_count``           count
 ``rss``                ``rss_bytes``               bytes
+``pss``                ``pss_bytes``               bytes
+``threads``            ``threads``                 count
 ``gpu_memory``         ``gpu_memory_bytes``        bytes
 ``eventfd``            ``eventfd``                 count
 ``shared_memory_fd``   ``shared_memory_fd``        count
 ``fd_total``           ``fd_total``                count
 =====================  ==========================  ======
+
+The memory verdict that can fail a soak is ``pss``: summed RSS counts a page shared by two processes
+twice (the replay ingress maps one segment into the trainer and the collector), summed PSS counts it
+once. ``rss`` keeps its trend as a reported series (``judged: false``); its verdict is shown, never
+failed on (``JUDGED_CLASSES`` lists the classes that can fail the ``leak_verdicts`` row).
 
 Window: post-start-up samples are those with ``t >= startup_end_t``. They end before the first sample whose
 progress record says the trainer is finishing (``phase: finalize`` or ``final: true``), and the last 5 %
@@ -29,7 +36,7 @@ A class is ``growing`` only if all of these hold, otherwise ``bounded``:
 1. **Trend** — one-sided (upward) Mann–Kendall test with tie correction and continuity correction, normal
    approximation, ``p < alpha`` (0.01).
 2. **Size** — the Theil–Sen slope times the window span (growth over the window) is at least the class's
-   absolute floor (1 process, 64 MiB RSS/GPU, 3 fds) *and* ``min_relative_growth`` (5 %) of the window's
+   absolute floor (1 process, 64 MiB RSS/PSS/GPU, 3 fds, 3 threads) *and* ``min_relative_growth`` (5 %) of the window's
    median level.
 3. **Persistence** — the window is cut into four equal-count quarters Q1..Q4. Still rising at the end
    means: median(Q4) exceeds median(Q3) by more than zero and by at least ``persistence_fraction`` (25 %)
@@ -68,17 +75,24 @@ METHOD = "mann-kendall+theil-sen"
 RESOURCE_CLASSES: dict[str, tuple[str, str]] = {
     "process_count": ("process_count", "count"),
     "rss": ("rss_bytes", "bytes"),
+    "pss": ("pss_bytes", "bytes"),
+    "threads": ("threads", "count"),
     "gpu_memory": ("gpu_memory_bytes", "bytes"),
     "eventfd": ("eventfd", "count"),
     "shared_memory_fd": ("shared_memory_fd", "count"),
     "fd_total": ("fd_total", "count"),
 }
+#: the classes whose ``growing`` fails the soak; ``rss`` is reported beside ``pss`` (module docstring)
+REPORTED_ONLY: frozenset[str] = frozenset({"rss"})
+JUDGED_CLASSES: tuple[str, ...] = tuple(c for c in RESOURCE_CLASSES if c not in REPORTED_ONLY)
 
 
 def _default_min_growth() -> dict[str, float]:
     return {
         "process_count": 1.0,
         "rss": 64.0 * MIB,
+        "pss": 64.0 * MIB,
+        "threads": 3.0,
         "gpu_memory": 64.0 * MIB,
         "eventfd": 3.0,
         "shared_memory_fd": 3.0,
@@ -334,7 +348,12 @@ def leak_verdicts(
             "tail_fraction": config.tail_fraction,
             "tail_min_samples": config.tail_min_samples,
         }
-        trend: dict[str, Any] = {"method": METHOD, "unit": unit, "thresholds": thresholds}
+        trend: dict[str, Any] = {
+            "method": METHOD,
+            "unit": unit,
+            "thresholds": thresholds,
+            "judged": cls not in REPORTED_ONLY,
+        }
         t_all, x_all, nulls_all = _series(samples, key)
         window: dict[str, Any] = {
             "rule": (

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from foundation.roles import mark_process
 from runtime.manager.control import ControlSegment, StepTiming
 from runtime.manager.diagnostics import backend_diagnostics_payload
 from runtime.manager.ingress import IngressBatch, ReplayIngress
@@ -94,6 +95,7 @@ def collector_main(args: CollectorArgs, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _set_parent_death_signal()
+    mark_process("collector")  # the soak monitor reads this role from /proc/<pid>/comm
     try:
         _run(args, conn)
     except _BackendWorkerError as exc:

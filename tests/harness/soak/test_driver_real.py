@@ -55,6 +55,10 @@ def test_clean_cpu_soak_passes(tmp_path: Path) -> None:
     assert outcome.criterion("throughput_drift")["result"] == "not_applicable"
     assert art["throughput_drift"]["verdict"] in ("stable", "declining", "insufficient_data")
     assert "growing" not in art["resource_summary"]["leak_verdicts"].values()
+    # the runtime marks its processes, so the verdicts per process name the trainer and its collector
+    per_process = art["resource_summary"]["per_process"]["processes"]
+    assert {"trainer", "collector"} <= {p["role"] for p in per_process}
+    assert all(p["failing"] == [] for p in per_process)
     assert art["replay"]["release_sequence"] == art["replay"]["published_sequence"]
     assert art["shutdown"]["classification"] == "normal_completion"
     assert output.with_suffix(".html").exists()

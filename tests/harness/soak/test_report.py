@@ -45,7 +45,7 @@ def test_report_is_self_contained_and_names_every_criterion(tmp_path: Path) -> N
     artifact = json.loads((tmp_path / "artifact_eventfd_leak.json").read_text())
     for criterion in artifact["criteria"]:
         assert f'data-criterion="{criterion["name"]}"' in html
-    assert html.count('src="data:image/png;base64,') == 8  # six classes + fd breakdown + progress
+    assert html.count('src="data:image/png;base64,') == 10  # eight classes + fd breakdown + progress
     assert 'id="monitor"' in html and 'id="monitor-error"' not in html  # the artifact's monitor object
     assert f"{artifact['monitor']['root_pid']}</td>" in html
 
@@ -64,7 +64,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert re.search(r'id="status">FAILED<', dom)
     assert "resource classes still growing after start-up: eventfd, fd_total" in dom
     images = re.findall(r'<img alt="([^"]+)"[^>]*src="data:image/png;base64,', dom)
-    assert len(images) == 8 and "fd_total over time" in images
+    assert len(images) == 10 and "fd_total over time" in images
     assert re.search(r'data-class="eventfd"><td><code>eventfd</code></td><td class="verdict growing"', dom)
     shot = tmp_path / "report.png"
     _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,2000", url)

@@ -286,3 +286,12 @@ def test_the_html_report_names_the_sampler_and_what_it_could_not_see(tmp_path: P
     html = render_report(target).read_text()
     assert "sampler: portable" in html and "eventfd</td><td>not observable: the portable sampler" in html
     assert "/dev/shm</td><td>not observable: no /nonexistent-shm-root directory" in html
+
+
+def test_pss_is_declared_unobservable_where_psutil_has_none() -> None:
+    from harness.soak.portable import unobservable_classes
+
+    assert "pss" not in unobservable_classes("linux")
+    darwin = unobservable_classes("darwin")
+    assert "PSS on Linux only, not on darwin" in darwin["pss"]
+    assert {"eventfd", "shared_memory_fd"} <= set(darwin)

@@ -22,6 +22,8 @@ from harness.soak.trends import (
 BASE = {
     "process_count": 4,
     "rss_bytes": 900 * MIB,
+    "pss_bytes": 700 * MIB,
+    "threads": 40,
     "gpu_memory_bytes": None,
     "eventfd": 12,
     "shared_memory_fd": 6,

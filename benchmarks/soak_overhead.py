@@ -22,9 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.soak.driver import MonitorSettings, overhead, percentile, validate_settings, watch
+from harness.soak.driver import overhead, percentile, watch
 from harness.soak.live import SilentView
 from harness.soak.procs import ProcReader
+from harness.soak.settings import MonitorSettings, validate_settings
 
 TREE = Path(__file__).resolve().parents[1] / "tests" / "harness" / "soak" / "faults" / "tree.py"
 

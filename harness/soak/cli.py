@@ -17,10 +17,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from harness.soak.forensics import ForensicsSettings
 from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
 from harness.soak.outcome import run_monitor
+from harness.soak.settings import MonitorSettings, SettingsError, validate_settings
 from runtime.choices import Algo, Sim, Task
 
 EXIT_BAD_INPUT = 2

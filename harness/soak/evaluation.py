@@ -69,7 +69,6 @@ shutdown contract row for a ``shutdown_contract_violation``), then the names of 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -82,7 +81,8 @@ from harness.soak.contract import (
     schema_violations,
     shutdown_violations,
 )
-from harness.soak.per_process import leak_row, leak_text
+from harness.soak.per_process import leak_row
+from harness.soak.reasons import UNAVAILABLE, failure_reason
 
 Result = Literal["pass", "fail", "not_applicable"]
 
@@ -330,62 +330,7 @@ def _classify(obs: MonitorObservation, first: Criterion, failed: Sequence[Criter
     return _ROW_CLASS[first.name]
 
 
-def _render(value: Any, limit: int = 200) -> str:
-    """Compact human rendering of a criterion value (dicts as k=v, long text cut)."""
-    if isinstance(value, Mapping):
-        text = ", ".join(f"{k}={_render(v, limit)}" for k, v in value.items())
-    elif isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-_UNAVAILABLE = "run_summary unavailable: "
 _OOM_EXPECTED = "no tree process killed by the kernel OOM killer"
-_CONTRACT_ROWS = frozenset(
-    ("run_summary_schema", "shutdown_contract", "replay_invariants", "inference_invariants")
-)
-
-
-def _violations_text(violations: Sequence[Mapping[str, Any]]) -> str:
-    first = violations[0]
-    shown = json.dumps(first["value"], default=str)
-    text = f"{first['field']} = {shown if len(shown) <= 80 else shown[:77] + '...'}: {first['rule']}"
-    return text + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
-
-
-def _what_failed(first: Criterion) -> str:
-    value = first.value
-    if first.name in _CONTRACT_ROWS and isinstance(value, list) and value:
-        return _violations_text(value)
-    if isinstance(value, str) and value.startswith(_UNAVAILABLE):
-        return value  # the reason the summary could not be read, whole
-
-    if first.name == "trend_observation" and isinstance(value, Mapping):
-        short = [f"{k}: {v}" for k, v in value.items() if str(v).startswith("insufficient_data")]
-        return f"too few post-start-up samples for a verdict on {', '.join(short)}; {first.expected}"
-    if first.name == "throughput_drift" and isinstance(value, Mapping):
-        return f"throughput_drift is {value.get('verdict')}: {value.get('reason')}"
-    if first.name == "oom_kills" and isinstance(value, list):
-        return "; ".join(str(v) for v in value)
-    if first.name == "leak_verdicts" and isinstance(value, Mapping):
-        return leak_text(value)
-    if first.name == "post_shutdown_residual_processes" and isinstance(value, list):
-        listed = ", ".join(f"pid {p.get('pid')} ({p.get('name', '?')})" for p in value[:5])
-        return f"{len(value)} process(es) still alive after the post-shutdown grace: {listed}"
-    if first.name == "orphaned_shm_segments" and isinstance(value, list):
-        listed = ", ".join(str(s.get("path", s.get("name"))) for s in value[:5])
-        return f"{len(value)} shared-memory segment(s) of the run left in /dev/shm: {listed}"
-    return f"expected {first.expected}, got {_render(value)}"
-
-
-def _reason(first: Criterion, failed: Sequence[Criterion], detail: str | None = None) -> str:
-    sentence = f"criterion {first.name} failed: {_what_failed(first)}" + (f"; {detail}" if detail else "")
-    others = [c.name for c in failed if c is not first]
-    if others:
-        sentence += f" (also failed: {', '.join(others)})"
-    return sentence + "."
 
 
 def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
@@ -397,7 +342,7 @@ def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
         return [Criterion(c.name, c.expected, None, "not_applicable") for c in rows]
     if obs.run_summary is None:
         why = obs.run_summary_error or "no run_summary.json was found in the log dir"
-        return [Criterion(c.name, c.expected, f"{_UNAVAILABLE}{why}", "fail") for c in rows]
+        return [Criterion(c.name, c.expected, f"{UNAVAILABLE}{why}", "fail") for c in rows]
     return rows
 
 
@@ -500,4 +445,4 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         lead = next(c for c in failed if c.name == "shutdown_contract")
     if obs.oom_kills:
         classification, lead = "oom_killed", next(c for c in failed if c.name == "oom_kills")
-    return Evaluation("failed", _reason(lead, failed, obs.monitor_detail), classification, rows)
+    return Evaluation("failed", failure_reason(lead, failed, obs.monitor_detail), classification, rows)

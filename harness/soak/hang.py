@@ -32,7 +32,7 @@ def is_final_record(progress: Mapping[str, Any] | None) -> bool:
 
 
 class LimitSettings(Protocol):
-    """The monitor settings the limits read (harness.soak.driver.MonitorSettings has them)."""
+    """The monitor settings the limits read (harness.soak.settings.MonitorSettings has them)."""
 
     @property
     def startup_timeout_s(self) -> float: ...

@@ -15,15 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.soak.driver import (
-    MonitorResult,
-    MonitorSettings,
-    overhead,
-    read_run_summary,
-    validate_settings,
-    watch,
-)
+from harness.soak.driver import MonitorResult, overhead, read_run_summary, watch
 from harness.soak.live import make_view
+from harness.soak.settings import MonitorSettings, validate_settings
 
 
 def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from harness.soak.cli import (
     main,
     train_command,
 )
-from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
+from harness.soak.settings import MonitorSettings, SettingsError, validate_settings
 from tests.harness.soak._soakrun import FAULTS, REPO
 
 
@@ -174,7 +174,7 @@ from harness.soak.cli import TrainRoute, check_train_config
 check_train_config(TrainRoute("flashsac", "g1_motion_tracking", "mjwarp", 8, 5, Path({str(log_dir)!r})))
 assert "torch" not in sys.modules, "check_train_config"
 from pathlib import Path
-from harness.soak.driver import MonitorSettings
+from harness.soak.settings import MonitorSettings
 from harness.soak.outcome import run_monitor
 rc = run_monitor(MonitorSettings(
     command=(sys.executable, {str(FAULTS / "healthy_sawtooth.py")!r}, {str(log_dir)!r}, "5"), mode="monitor", min_trend_samples=8,

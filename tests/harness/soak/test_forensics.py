@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.forensics import (
     CaptureConfig,
@@ -26,6 +25,7 @@ from harness.soak.forensics import (
     project_roots,
 )
 from harness.soak.hang import Limits, failure_detail, idle_processes, is_final_record
+from harness.soak.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.stacks import (
     capture_views,
     error_line,

@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 from harness.soak.artifact import validation_errors
 from harness.soak.cli import build_app
-from harness.soak.driver import MonitorSettings, SettingsError, validate_settings
 from harness.soak.evaluation import MonitorObservation, evaluate
 from harness.soak.leftovers import RECORD_SCHEMA, RUN_TOKEN_ENV, clean, find_leftovers
 from harness.soak.observation import observe_classes
@@ -41,6 +40,7 @@ from harness.soak.sampling import (
     resolve_choice,
     sampler_problem,
 )
+from harness.soak.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.trends import leak_verdicts
 
 FIXTURES = Path(__file__).parent / "fixtures"

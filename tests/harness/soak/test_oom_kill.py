@@ -105,12 +105,16 @@ def test_a_process_oom_killed_in_a_memory_cgroup_is_named(
     assert {c["path"] for c in kill["counters"]["cgroups"]} == {str(limited_cgroup)}
     if art["oom"]["kernel_log"]["used"]:
         assert re.search(rf"Killed process {kill['pid']} \(", kill["kernel_log"])
-    assert f"pid {kill['pid']} ({kill['name']}) was OOM-killed" in art["failure_reason"]
+    role = "trainer" if mode == "self" else "worker"  # the monitored root, and its direct child
+    assert kill["role"] == role
+    assert f"{role} (pid {kill['pid']}, {kill['name']}) was OOM-killed" in art["failure_reason"]
     assert str(limited_cgroup) in art["oom"]["host"]["cgroups_watched"]
     assert outcome.criterion("oom_kills")["result"] == "fail"
     assert_nothing_left(outcome)
     html = outcome.output.with_suffix(".html").read_text()
-    assert 'id="host-pressure"' in html and f"pid {kill['pid']} ({kill['name']}) was OOM-killed" in html
+    assert (
+        'id="host-pressure"' in html and f"{role} (pid {kill['pid']}, {kill['name']}) was OOM-killed" in html
+    )
 
 
 @pytest.mark.skipif(

@@ -152,6 +152,24 @@ def soak_report_rel(evidence_file: str) -> str:
     return str(Path(evidence_file).with_suffix(".html").as_posix())
 
 
+def soak_samples_rel(evidence_file: str, samples_path: str) -> str:
+    """Where a filed soak artifact's samples live: beside it, under the file name the artifact records
+    (``soak report`` and ``soak compare`` look there when the recorded path is gone)."""
+    return str((Path(evidence_file).parent / Path(samples_path).name).as_posix())
+
+
+def filed_samples_rel(repo: Path, evidence_file: str) -> str | None:
+    """The samples file filed with a soak evidence file, or None when there is none (older evidence)."""
+    try:
+        recorded = json.loads((repo / evidence_file).read_text()).get("samples_path")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    rel = soak_samples_rel(evidence_file, recorded)
+    return rel if (repo / rel).is_file() else None
+
+
 def linked_pages(repo: Path, evidence: tuple[EvidenceFacts, ...]) -> tuple[str | None, dict[str, str]]:
     """The probe history page and the soak reports that exist in ``repo`` (only existing pages are linked)."""
     history = PROBE_HISTORY_REL if (repo / PROBE_HISTORY_REL).is_file() else None

@@ -3,8 +3,9 @@
 Accepted: a soak artifact (JSON, with the samples file it names beside it), a probe artifact (JSON), or a
 pytest JUnit XML (converted to a JUnit summary). Invalid, failing, dirty or platform-contradicting input,
 and a soak artifact whose verdicts its own evidence does not bear out (matrix.rederive), is rejected
-with a MatrixInputError (exit 2) before anything is written. The filed soak artifact keeps the samples'
-sha256, not the samples.
+with a MatrixInputError (exit 2) before anything is written. A soak artifact's samples file is filed beside it under the name the artifact records
+(its sha256 is checked first), so `soak report` and `soak compare` work on filed evidence; a different
+file already filed under that name is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.probe_samples import first_raw_disagreement
-from matrix.build import attach_freshness, load_index, normalize_entry, read_json
+from matrix.build import attach_freshness, load_index, normalize_entry, read_json, soak_samples_rel
 from matrix.evidence import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
@@ -31,7 +32,7 @@ from matrix.fileio import write_all_atomic
 from matrix.gitfacts import head_commit, runtime_fingerprint
 from matrix.junit import summarize_junit
 from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError
-from matrix.rederive import check_soak_evidence
+from matrix.rederive import check_soak_evidence, samples_file
 from matrix.schema_check import validate_or_raise
 
 
@@ -182,10 +183,25 @@ def ingest(
         raise MatrixInputError(
             rel, "$", "a file with this evidence id exists but is not indexed; remove it first"
         )
-    write_all_atomic(
-        {
-            repo / rel: filed,
-            repo / INDEX_REL: (json.dumps(index, indent=2, sort_keys=True) + "\n").encode(),
-        }
-    )
+    files = {
+        repo / rel: filed,
+        repo / INDEX_REL: (json.dumps(index, indent=2, sort_keys=True) + "\n").encode(),
+    }
+    if kind == "soak":
+        files.update(_samples_to_file(repo, source, rel, doc))
+    write_all_atomic(files)
     return IngestResult(ev_id, rel, True, facts.fresh, covers)
+
+
+def _samples_to_file(repo: Path, source: Path, rel: str, doc: dict[str, Any]) -> dict[Path, bytes]:
+    """The soak artifact's samples (already checked against its sha256) under their filed path."""
+    data = samples_file(source, doc).read_bytes()
+    target = repo / soak_samples_rel(rel, str(doc["samples_path"]))
+    if target.exists() and target.read_bytes() != data:
+        raise MatrixInputError(
+            str(source),
+            "samples_path",
+            f"a different samples file is filed as {target.relative_to(repo)}; give the soak a unique "
+            "--output name (the collection script adds the commit)",
+        )
+    return {target: data}

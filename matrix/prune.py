@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from matrix.build import MatrixState, load_index, soak_report_rel
+from matrix.build import MatrixState, filed_samples_rel, load_index, soak_report_rel
 from matrix.evidence import INDEX_REL, INDEX_VERSION
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import commits_since
@@ -111,18 +111,31 @@ def _index_bytes(entries: list[dict[str, object]]) -> bytes:
     return (json.dumps(index, indent=2, sort_keys=True) + "\n").encode()
 
 
+def _filed_with(repo: Path, kind: str, evidence_file: str, shared: set[str]) -> list[str]:
+    """The evidence file and what was filed beside it (a soak's report, and its samples unless kept
+    evidence names the same samples file: identical samples are filed once)."""
+    if kind != "soak":
+        return [evidence_file]
+    samples = filed_samples_rel(repo, evidence_file)  # read before the artifact itself is deleted
+    extra = [samples] if samples and samples not in shared else []
+    return [evidence_file, soak_report_rel(evidence_file), *extra]
+
+
 def apply_prune(repo: Path, state: MatrixState, plan: PrunePlan, page: str, regrade: Regrade) -> list[str]:
     """Write the pruned index and the regenerated outputs as one unit, then delete the removed files
-    (each evidence file and its soak report, if filed); returns the repo-relative paths deleted."""
+    (each evidence file and, for a soak, its report and samples, if filed); returns the repo-relative
+    paths deleted."""
     gone = {ev.id for ev in plan.remove}
     entries = [e for e in load_index(repo) if e["id"] not in gone]
     outputs = render_all(pruned_state(state, plan, regrade), page)
     files = {repo / rel: text.encode() for rel, text in outputs.items()}
     files[repo / INDEX_REL] = _index_bytes(entries)
     write_all_atomic(files)
+    kept_samples = {filed_samples_rel(repo, ev.file) for ev in plan.keep if ev.kind == "soak"}
+    shared = {rel for rel in kept_samples if rel is not None}
     deleted: list[str] = []
     for ev in plan.remove:
-        for rel in (ev.file, soak_report_rel(ev.file)) if ev.kind == "soak" else (ev.file,):
+        for rel in _filed_with(repo, ev.kind, ev.file, shared):
             path = repo / rel
             if path.is_file():
                 path.unlink()

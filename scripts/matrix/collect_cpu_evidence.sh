@@ -15,6 +15,8 @@ fi
 OUT="${1:-$PWD/runs/cpu-evidence-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
 RUN="uv run --frozen"
+# Filed samples keep their file name (matrix ingest): the commit makes every collection's names unique.
+COMMIT=$(git rev-parse --short=12 HEAD)
 
 $RUN pytest -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
 
@@ -38,7 +40,7 @@ for algo in sac flashsac; do
     if [ "$algo" = flashsac ]; then extra=("${FLASHSAC_CPU[@]}"); iterations=5500; fi
     $RUN soak run --algo "$algo" --task "$task" --sim mujoco --num-envs 64 --iterations "$iterations" \
       --min-duration-seconds 600 --sample-interval-seconds 5 --live plain "${extra[@]}" \
-      --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task.json"
+      --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task-$COMMIT.json"
   done
 done
 

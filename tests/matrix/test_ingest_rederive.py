@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.soak.report import locate_samples
 from tests.matrix._fixtures import SOAK_SAMPLES_NAME, git, junit_xml, soak_artifact, write_json
 from tests.matrix.conftest import Invoke
 from tests.matrix.test_cli import SAC_WALK, snapshot
@@ -89,16 +90,36 @@ def test_a_lying_soak_artifact_is_refused(
     assert snapshot(repo) == before
 
 
-def test_the_honest_soak_is_filed_with_the_digest_not_the_samples(
+def test_the_honest_soak_is_filed_with_its_samples_beside_it(
     repo: Path, run_matrix: Invoke, tmp_path: Path
 ) -> None:
     honest = soak_artifact(git(repo, "rev-parse", "HEAD"))
     path = write_json(tmp_path / "soak.json", honest)
     result = run_matrix("ingest", str(path), "--platform", "linux-cpu")
     assert result.exit_code == 0, result.output
-    filed = list((repo / "matrix" / "evidence" / "soak").iterdir())
-    assert len(filed) == 1 and json.loads(filed[0].read_text())["samples_sha256"] == honest["samples_sha256"]
-    assert not list((repo / "matrix" / "evidence").rglob("*.jsonl"))
+    folder = repo / "matrix" / "evidence" / "soak"
+    (filed,) = folder.glob("soak-*.json")
+    assert json.loads(filed.read_text())["samples_sha256"] == honest["samples_sha256"]
+    samples = folder / SOAK_SAMPLES_NAME  # the name the artifact records, beside the filed artifact
+    assert samples.read_bytes() == (tmp_path / SOAK_SAMPLES_NAME).read_bytes()
+    (tmp_path / SOAK_SAMPLES_NAME).unlink()  # the run's own copy is gone: the filed one is found
+    assert locate_samples(filed, honest["samples_path"])[0] == samples
+    assert len(json.loads((repo / "matrix" / "evidence" / "index.json").read_text())["entries"]) == 1
+
+
+def test_a_different_samples_file_under_a_filed_name_is_refused(
+    repo: Path, run_matrix: Invoke, tmp_path: Path
+) -> None:
+    taken = repo / "matrix" / "evidence" / "soak" / SOAK_SAMPLES_NAME
+    taken.parent.mkdir(parents=True, exist_ok=True)
+    taken.write_text('{"t": 0.0}\n')  # another run's samples, filed under the same name
+    path = write_json(tmp_path / "soak.json", soak_artifact(git(repo, "rev-parse", "HEAD")))
+    before = snapshot(repo)
+    result = run_matrix("ingest", str(path), "--platform", "linux-cpu")
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "a different samples file is filed as matrix/evidence/soak/soak.samples.jsonl" in said
+    assert snapshot(repo) == before
 
 
 def test_missing_samples_file_names_the_path(repo: Path, run_matrix: Invoke, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import matrix.prune
 from matrix.model import CellKey, EvidenceFacts
 from matrix.prune import plan_prune
-from tests.matrix._fixtures import commit_all
+from tests.matrix._fixtures import SOAK_SAMPLES_NAME, commit_all
 from tests.matrix.conftest import Invoke, cell
 from tests.matrix.test_cli import full_evidence, snapshot
 
@@ -55,6 +55,8 @@ def test_prune_keeps_fresh_and_the_newest_historical_and_check_stays_green(
     assert result.exit_code == 0, result.output
     assert "pruned 3 historical evidence files; kept 3 historical and 3 other" in result.output
     assert not any((repo / f).exists() for f in oldest) and not (repo / report).exists()
+    # the three generations filed identical samples once; kept evidence still names them
+    assert (repo / "matrix" / "evidence" / "soak" / SOAK_SAMPLES_NAME).is_file()
     assert ids_at(repo, old) == set() and len(ids_at(repo, middle)) == len(ids_at(repo, new)) == 3
     assert run_matrix("check").exit_code == 0  # the outputs were regenerated with the index
     assert cell(repo, "sac", "g1_walk_flat", "mujoco", "linux-cpu")["grade"] == "Benchmarked"
@@ -113,3 +115,21 @@ def test_a_piece_is_kept_while_any_of_its_cells_needs_it() -> None:
     assert {ev.id for ev in plan.keep} == {"probe-fresh"}
     with pytest.raises(ValueError, match="keep must be >= 0"):
         plan_prune([], [], -1, {})
+
+
+def test_a_pruned_soak_takes_its_samples_unless_kept_evidence_shares_them(tmp_path: Path) -> None:
+    soak = tmp_path / "matrix" / "evidence" / "soak"
+    soak.mkdir(parents=True)
+    (soak / "ev.json").write_text(json.dumps({"samples_path": "/runs/x/only-mine.samples.jsonl"}))
+    (soak / "only-mine.samples.jsonl").write_text("{}\n")
+    rel = "matrix/evidence/soak/ev.json"
+    mine = "matrix/evidence/soak/only-mine.samples.jsonl"
+    assert matrix.prune._filed_with(tmp_path, "soak", rel, set()) == [
+        rel,
+        "matrix/evidence/soak/ev.html",
+        mine,
+    ]
+    assert matrix.prune._filed_with(tmp_path, "soak", rel, {mine}) == [rel, "matrix/evidence/soak/ev.html"]
+    assert matrix.prune._filed_with(tmp_path, "probe", "matrix/evidence/probe/p.json", set()) == [
+        "matrix/evidence/probe/p.json"
+    ]

@@ -5,9 +5,7 @@ a tampered artifact. No timing thresholds beyond the verdict logic itself: the h
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,21 +14,14 @@ import pytest
 from foundation.schema import sorted_errors
 from matrix.ingest import ingest
 from matrix.model import MatrixInputError
+from tests.harness.test_probe_cli import _probe as run_probe
 from tests.matrix._fixtures import git, make_repo
 
-REPO = Path(__file__).resolve().parents[2]
 TINY = ("--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "10", "--processes", "2")
 
 
 def _run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.probe", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "160"},
-    )
+    return run_probe(*args, env={"COLUMNS": "160"}, timeout=timeout)
 
 
 def _probe(out: Path, *args: str) -> Path:

@@ -206,6 +206,15 @@ def evaluate_checkpoints(run_dir: Path, num_envs: int, horizon: int) -> list[dic
     return out
 
 
+def output_problem(path: Path) -> str | None:
+    """Why the benchmark could not write ``path`` at the end, or None."""
+    if path.exists():
+        return f"{path} exists; choose a new path"
+    if not path.resolve().parent.is_dir():
+        return f"parent directory {path.resolve().parent} does not exist"
+    return None
+
+
 def build_result(
     recipe: Recipe, seeds: Sequence[Mapping[str, Any]], context: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -314,6 +323,9 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
     runs = (runs_dir or out.with_suffix("").with_name(out.stem + "_runs")).resolve()
     if runs.exists():
         raise typer.BadParameter(f"{runs} exists; choose another --runs-dir", param_hint="--runs-dir")
+    for hint, path in (("--out", out), ("--plot", plot_path)):
+        if path is not None and (problem := output_problem(path)):
+            raise typer.BadParameter(problem, param_hint=hint)  # before hours of training, not after
     spec = Recipe(algo, task, sim, num_envs, env_steps, tuple(recipe or ()), target, smoothing_windows)
     try:
         train_overrides(num_envs, env_steps, runs, 0, spec.overrides)

@@ -89,3 +89,35 @@ def test_a_built_result_matches_its_schema_and_a_broken_one_is_named(lp: ModuleT
     result["recipe"]["num_envs"] = 0
     with pytest.raises(ValueError, match=r"recipe\.num_envs.*seeds\[0\]\.summary: 'reached' is a required"):
         lp.validate_result(result)
+
+
+def test_an_unwritable_output_is_refused_before_any_training(lp: ModuleType, tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    app = typer.Typer()
+    app.command()(lp.main)
+    taken = tmp_path / "taken.json"
+    taken.write_text("{}")
+    for flag, value in (
+        ("--out", tmp_path / "no" / "r.json"),
+        ("--out", taken),
+        ("--plot", tmp_path / "no" / "p.png"),
+    ):
+        args = [
+            "--algo",
+            "sac",
+            "--task",
+            "g1_walk_flat",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            flag,
+            str(value),
+        ]
+        if flag == "--plot":
+            args += ["--out", str(tmp_path / "r.json")]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        assert flag in said and ("does not exist" in said or "exists; choose a new path" in said), said
+        assert not (tmp_path / "runs").exists()  # nothing was trained

@@ -34,6 +34,7 @@ from harness.compare_stats import (
     noise_floor,
     ratio_interval,
     samples_factor,
+    setting_differences,
     verdict,
 )
 from harness.probe_artifact import ArtifactError, load_artifact
@@ -70,9 +71,11 @@ MEASURES: tuple[tuple[str, bool], ...] = (
 # The per-phase timings are a family of len(PHASE_SAMPLE_KEYS) looks per backend; a Bonferroni interval
 # keeps the chance of any false call among them near that of one headline measure (1 - confidence).
 PHASE_CONFIDENCE = 1.0 - (1.0 - DEFAULT_CONFIDENCE) / len(PHASE_SAMPLE_KEYS)
-# Fewer processes or iterations per process than this estimate the between-process spread (the noise
-# floor) too poorly to call a phase timing: 2 processes of 10 iterations gave false calls in A/A pairs.
-MIN_PHASE_PROCESSES = 3
+# Fewer processes a side than this estimate the between-process spread (the noise floor) from too few
+# medians to call any measure: 2 processes gave false calls in A/A pairs (a phase timing, and an
+# efficiency ratio of 1.36), and the false-alarm rates in docs/probe.md were measured at 3.
+MIN_PROCESSES = 3
+# A phase timing, sampled per iteration, also needs this many iterations per process.
 MIN_PHASE_ITERS = 20
 # Other processes' CPU share differing by more than this between the runs: no measure is called. In 21
 # A/A pairs on a shared 2-core host every false call came from a pair whose shares differed by 0.42 or
@@ -89,13 +92,6 @@ class CompareInputError(Exception):
         self.field = field
 
 
-def _dig(doc: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = doc
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
-
-
 def workload_refusal(base: Mapping[str, Any], new: Mapping[str, Any]) -> CompareInputError | None:
     """The first workload field on which the artifacts differ, as the error to raise (None: same)."""
     for name in WORKLOAD_FIELDS:
@@ -107,21 +103,6 @@ def workload_refusal(base: Mapping[str, Any], new: Mapping[str, Any]) -> Compare
                 f"settings.{name}", f"base {old!r} vs new {now!r}: a different workload is not compared"
             )
     return None
-
-
-def setting_differences(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``{field, base, new}`` for every listed setting or fact that differs, dependency versions too."""
-    out = [
-        {"field": f, "base": _dig(base, f), "new": _dig(new, f)}
-        for f in LISTED_FIELDS
-        if _dig(base, f) != _dig(new, f)
-    ]
-    old_versions, new_versions = base["context"]["software"], new["context"]["software"]
-    for name in sorted(set(old_versions) | set(new_versions)):
-        if old_versions.get(name) != new_versions.get(name):
-            field = f"context.software.{name}"
-            out.append({"field": field, "base": old_versions.get(name), "new": new_versions.get(name)})
-    return out
 
 
 def host_identity(artifact: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,7 +135,7 @@ def measure_row(
         return None
     floor = noise_floor(base, new)
     call = verdict(interval, threshold, higher_is_better=higher_is_better, noise_floor=floor)
-    too_few = _too_few_for_a_phase(groups) if phase else None
+    too_few = too_few_samples(groups, phase=phase)
     notes = [n for n in (too_few, load if call in ("slower", "faster") else None) if n]
     if notes:
         call = "inconclusive"
@@ -183,16 +164,23 @@ def measure_row(
     }
 
 
-def _too_few_for_a_phase(groups: tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]) -> str | None:
-    """Why a phase timing is not called at these sample counts (None: enough samples)."""
+def too_few_samples(
+    groups: tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]], *, phase: bool
+) -> str | None:
+    """Why a measure is not called at these sample counts (None: enough samples to call it)."""
     processes = min(len(side) for side in groups)
     iters = min(len(g) for side in groups for g in side)
-    if processes >= MIN_PHASE_PROCESSES and iters >= MIN_PHASE_ITERS:
-        return None
-    return (
-        f"a phase timing is judged from {MIN_PHASE_PROCESSES} processes of {MIN_PHASE_ITERS} iterations "
-        f"a side (now {processes} of {iters}): its noise floor is not estimated at fewer"
-    )
+    if phase and (processes < MIN_PROCESSES or iters < MIN_PHASE_ITERS):
+        return (
+            f"a phase timing is judged from {MIN_PROCESSES} processes of {MIN_PHASE_ITERS} iterations "
+            f"a side (now {processes} of {iters}): its noise floor is not estimated at fewer"
+        )
+    if processes < MIN_PROCESSES:
+        return (
+            f"a measure is judged from {MIN_PROCESSES} processes a side (now {processes}): the noise "
+            "floor, the spread between a run's processes, is not estimated from fewer"
+        )
+    return None
 
 
 def _samples_note(measure: str, new: Sequence[Sequence[float]], factor: float, threshold: float) -> str:
@@ -241,7 +229,7 @@ def compare_artifacts(
         "resamples": DEFAULT_RESAMPLES,
         "cross_host": bool(hosts),
         "host_differences": hosts,
-        "setting_differences": setting_differences(base, new),
+        "setting_differences": setting_differences(base, new, LISTED_FIELDS),
         "measures": rows,
         "skipped": skipped,
         "regression": any(r["verdict"] == "slower" for r in rows),

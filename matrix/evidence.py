@@ -265,6 +265,7 @@ def _probe_outcome(
     for name, block in sorted(results.items()):
         if not all(_dig(p, "transfers.within_inventory") for p in _probe_processes(block)):
             failures.append(f"{name}: host/device transfers exceed the declared inventory")
+        failures += _instability(name, block)
     raw_acceptance = doc.get("acceptance")
     acceptance: Mapping[str, Any] = raw_acceptance if isinstance(raw_acceptance, Mapping) else {}
     if acceptance.get("passed") is False:
@@ -279,6 +280,16 @@ def _probe_outcome(
     devices = [(b, device if b == "mjwarp" else None) for b in requested]
     detail = "probe measured " + ", ".join(requested) + ("; " + "; ".join(failures) if failures else "")
     return not failures, detail, problems, devices
+
+
+def _instability(name: str, block: Any) -> list[str]:
+    """A backend flagged unstable (its CV over the bound) measured the host's noise, not the backend: it
+    does not count. The flag itself is recomputed from the raw samples (a disagreement is a problem)."""
+    flag = _dig(block, "stability")
+    if not isinstance(flag, Mapping) or flag.get("unstable") is not True:
+        return []
+    reasons = [r for r in flag.get("reasons") or [] if isinstance(r, str)]
+    return [f"{name}: unstable ({'; '.join(reasons) or 'no reason given'}); rerun it on a quieter host"]
 
 
 def _probe_processes(block: Any) -> list[Any]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.compare_stats import Verdict, noise_floor, ratio_interval, verdict
+from harness.compare_stats import Verdict, dig, noise_floor, ratio_interval, verdict
 from harness.soak.drift import throughput_series
 from harness.soak.trends import (
     DEFAULT_CONFIG,
@@ -85,14 +85,6 @@ class SoakCompareError(Exception):
         self.field = field
 
 
-def dig(doc: Mapping[str, Any], dotted: str) -> Any:
-    """The value at a dotted path, None where any part is missing."""
-    node: Any = doc
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
-
-
 def workload_command(artifact: Mapping[str, Any]) -> list[str]:
     """The command with what legitimately differs between two runs of one workload made neutral: the
     run's own log directory and the interpreter's location (each worktree has its own)."""
@@ -116,21 +108,6 @@ def workload_refusal(base: Mapping[str, Any], new: Mapping[str, Any]) -> SoakCom
                 field, f"base {old!r} vs new {now!r}: a different workload is not compared"
             )
     return None
-
-
-def setting_differences(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``{field, base, new}`` for every listed setting or fact that differs, dependency versions too."""
-    out = [
-        {"field": f, "base": dig(base, f), "new": dig(new, f)}
-        for f in LISTED_FIELDS
-        if dig(base, f) != dig(new, f)
-    ]
-    old_versions, new_versions = base["context"]["software"], new["context"]["software"]
-    for name in sorted(set(old_versions) | set(new_versions)):
-        if old_versions.get(name) != new_versions.get(name):
-            field = f"context.software.{name}"
-            out.append({"field": field, "base": old_versions.get(name), "new": new_versions.get(name)})
-    return out
 
 
 def _row(measure: str, kind: str, unit: str, values: tuple[float | None, float | None]) -> dict[str, Any]:

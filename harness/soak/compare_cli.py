@@ -24,15 +24,16 @@ from rich.table import Table
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
+from harness.compare_stats import setting_differences
 from harness.probe_compare import host_differences, host_identity
 from harness.soak.artifact import ArtifactError, load_artifact
 from harness.soak.compare import (
+    LISTED_FIELDS,
     METHOD,
     REPORT_SCHEMA,
     REPORT_SCHEMA_VERSION,
     SoakCompareError,
     compare_runs,
-    setting_differences,
     workload_refusal,
 )
 from harness.soak.report import locate_samples, read_samples
@@ -95,7 +96,7 @@ def compare_soaks(
         "method": METHOD,
         "cross_host": bool(hosts),
         "host_differences": hosts,
-        "setting_differences": setting_differences(base, new),
+        "setting_differences": setting_differences(base, new, LISTED_FIELDS),
         "measures": rows,
         "turned_rising": [r["measure"].removeprefix("slope.") for r in rows if _turned_rising(r)],
         "regression": any(r["verdict"] == "slower" for r in rows),

@@ -171,13 +171,14 @@ def test_a_stated_figure_that_the_raw_samples_do_not_give_is_named() -> None:
 
 
 def test_a_phase_timing_needs_enough_samples_and_gets_a_family_wide_interval() -> None:
-    from harness.probe_compare import MIN_PHASE_ITERS, PHASE_CONFIDENCE, measure_row
+    from harness.probe_compare import MIN_PHASE_ITERS, MIN_PROCESSES, PHASE_CONFIDENCE, measure_row
 
-    base, slow = _groups(1.0, 0.01, 1, groups=2, size=10), _groups(1.5, 0.01, 2, groups=2, size=10)
+    base, slow = _groups(1.0, 0.01, 1, size=10), _groups(1.5, 0.01, 2, size=10)
     few = measure_row("mujoco", "physics_exchange_ms", (base, slow), 0.05, False)
     assert few is not None and few["verdict"] == "inconclusive" and "phase timing" in few["note"]
     assert few["confidence"] == PHASE_CONFIDENCE > 0.99
     rate = measure_row("mujoco", "env_control_steps_per_s", (base, slow), 0.05, True)
+    assert MIN_PROCESSES == 3
     assert rate is not None and rate["verdict"] == "faster" and rate["confidence"] == 0.95
     base, slow = _groups(1.0, 0.01, 1, size=MIN_PHASE_ITERS), _groups(1.5, 0.01, 2, size=MIN_PHASE_ITERS)
     enough = measure_row("mujoco", "physics_exchange_ms", (base, slow), 0.05, False)
@@ -201,3 +202,23 @@ def test_a_call_under_a_different_host_load_is_not_made() -> None:
     assert "rounds per process" in held["note"]
     same = measure_row("mujoco", "env_control_steps_per_s", (base, _groups(100.0, 0.01, 3)), 0.05, True, note)
     assert same is not None and same["verdict"] == "no_change" and same["note"] is None
+
+
+def test_no_measure_is_called_from_fewer_than_three_processes_a_side() -> None:
+    """Two processes' medians estimate no noise floor: even a 50 % change is held back, and said why."""
+    from harness.probe_compare import measure_row
+
+    for groups in (1, 2):
+        base, slow = _groups(100.0, 0.01, 1, groups=groups), _groups(50.0, 0.01, 2, groups=groups)
+        for measure, higher in (
+            ("env_control_steps_per_s", True),
+            ("efficiency", True),
+            ("iteration_ms", False),
+        ):
+            row = measure_row("mujoco", measure, (base, slow), 0.05, higher)
+            assert row is not None and row["verdict"] == "inconclusive", (groups, measure)
+            assert f"(now {groups}" in row["note"] and "3 processes" in row["note"]
+    mixed = measure_row(
+        "mujoco", "efficiency", (_groups(100.0, 0.01, 1), _groups(50.0, 0.01, 2, groups=2)), 0.05, True
+    )
+    assert mixed is not None and mixed["verdict"] == "inconclusive" and "(now 2)" in mixed["note"]

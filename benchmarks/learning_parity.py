@@ -285,7 +285,7 @@ def _one_seed(recipe: Recipe, seed: int, runs_dir: Path, evaluate: tuple[int, in
     checkpoints = evaluate_checkpoints(log_dir, *evaluate) if evaluate else []
     return {
         "seed": seed,
-        "run_dir": str(log_dir),
+        "run_dir": log_dir.name,  # under --runs-dir; a result shared elsewhere names no host's paths
         "wall_s": wall_s,
         "summary": summary,
         "checkpoints": checkpoints,

@@ -4,19 +4,46 @@ command error of the final checkpoint's deterministic actor against that of stan
 
     uv run --frozen python benchmarks/walk_command_tracking.py RUN_DIR [--envs 64] [--horizon 500]
 
-Each world runs its first episode (up to ``--horizon`` steps or its fall). Per world and control step: the heading-frame planar velocity error
-``|cmd_xy - v_xy|`` (recovered from the task's own ``track_lin_vel_xy`` term, exp(-err^2/0.25)) and the
-error standing still would have, ``|cmd_xy|``, for the same command. Prints one JSON line.
+Each world runs its first episode (up to ``--horizon`` steps or its fall). Per world and control step:
+the heading-frame planar velocity error ``|cmd_xy - v_xy|`` (recovered from the task's own
+``track_lin_vel_xy`` term, exp(-err^2/0.25)) and the error standing still would have, ``|cmd_xy|``, for
+the same command. Prints one JSON line; a run without a readable final checkpoint, or of another task,
+exits 2.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    import torch
+
+# runtime.tasks.g1_walk_flat.tracking_terms: track_lin_vel_xy = exp(-err^2 / LIN_VEL_SIGMA_SQ)
+LIN_VEL_SIGMA_SQ = 0.25
+
+
+def velocity_error(track_lin_vel_xy: torch.Tensor) -> torch.Tensor:
+    """``|cmd_xy - v_xy|`` in m/s from the task's tracking term (the inverse of its exp kernel)."""
+    import torch
+
+    return torch.sqrt(-LIN_VEL_SIGMA_SQ * torch.log(track_lin_vel_xy.clamp_min(1e-30)))
+
+
+def _final_checkpoint(run_dir: Path) -> dict[str, Any]:
+    import torch
+
+    path = run_dir / "checkpoints" / "final.pt"
+    if not path.is_file():
+        raise typer.BadParameter(f"{path}: no final checkpoint (did the run complete?)", param_hint="RUN_DIR")
+    try:
+        payload: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # a truncated or foreign file: name it, no traceback
+        raise typer.BadParameter(f"{path}: not a readable checkpoint ({exc})", param_hint="RUN_DIR") from exc
+    return payload
 
 
 def main(
@@ -33,14 +60,15 @@ def main(
     from runtime.learners import build_learner
     from runtime.tasks.g1_walk_flat import G1WalkFlat
 
-    payload = torch.load(run_dir / "checkpoints" / "final.pt", map_location="cpu", weights_only=False)
+    payload = _final_checkpoint(run_dir)
     cfg = load_run_config(payload["config"]).with_num_envs(envs)
-    if cfg.task.name != "g1_walk_flat":
-        raise typer.BadParameter(f"task {cfg.task.name!r}: only g1_walk_flat has velocity commands")
     cpu = torch.device("cpu")
     env = make_env(cfg, device=cpu, seed=seed)
     if not isinstance(env, G1WalkFlat):
-        raise typer.BadParameter(f"{type(env).__name__}: not the g1_walk_flat task")
+        env.close()
+        raise typer.BadParameter(
+            f"task {type(env).__name__}: only g1_walk_flat has velocity commands", param_hint="RUN_DIR"
+        )
     learner = build_learner(cfg.algo, env.obs_dim, env.action_dim, cpu, seed=cfg.seed)
     learner.load_state_dict(payload["learner"])
     learner.actor.eval()
@@ -53,9 +81,7 @@ def main(
             command = env.command[:, :2].clone()  # the command this step is judged against
             with torch.inference_mode():
                 out = env.step(learner.actor.act(obs, deterministic=True))
-            term = env.last_terms["track_lin_vel_xy"].clamp_min(1e-30)
-            err = torch.sqrt(-0.25 * torch.log(term))
-            errors.append(err[alive])
+            errors.append(velocity_error(env.last_terms["track_lin_vel_xy"])[alive])
             standing.append(command.norm(dim=-1)[alive])
             fell |= out.terminated & alive
             alive &= ~(out.terminated | out.truncated)
@@ -64,16 +90,16 @@ def main(
             obs = out.obs
     finally:
         env.close()
-    trained, still = torch.cat(errors), torch.cat(standing)
+    trained, still = float(torch.cat(errors).mean()), float(torch.cat(standing).mean())
     result = {
         "run_dir": run_dir.name,
         "total_env_steps": int(payload["total_env_steps"]),
         "worlds": envs,
         "horizon": horizon,
-        "world_steps_judged": int(trained.numel()),
+        "world_steps_judged": sum(int(e.numel()) for e in errors),
         "fraction_fallen": float(fell.float().mean()),
-        "velocity_error_mps": {"trained": float(trained.mean()), "standing_still": float(still.mean())},
-        "error_ratio": float(trained.mean() / still.mean()) if float(still.mean()) > 0 else math.nan,
+        "velocity_error_mps": {"trained": trained, "standing_still": still},
+        "error_ratio": trained / still if still > 0 else None,
     }
     print(json.dumps(result))
 

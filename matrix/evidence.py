@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from harness.compare_stats import dig
 from harness.probe_samples import first_raw_disagreement
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
 from matrix.rederive import missing_fields
@@ -30,18 +31,9 @@ ARTIFACT_SCHEMAS: dict[str, dict[str, str]] = {
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
 
-def _dig(doc: Any, path: str) -> Any:
-    node = doc
-    for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _first(doc: Any, *paths: str) -> Any:
     for path in paths:
-        value = _dig(doc, path)
+        value = dig(doc, path)
         if value is not None:
             return value
     return None
@@ -126,7 +118,7 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
     """Facts of a filed JUnit summary (see matrix.junit)."""
     problems = list(schema_errors(doc, JUNIT_SCHEMA))
     tests: dict[tuple[str, str, str], BoundTally] = {}
-    for cell in _dig(doc, "cells") or []:
+    for cell in dig(doc, "cells") or []:
         if isinstance(cell, Mapping):
             key = (str(cell.get("algo")), str(cell.get("task")), str(cell.get("backend")))
             tests[key] = BoundTally(
@@ -135,7 +127,7 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
                     for k in ("passed", "failed", "errors", "skipped")
                 )
             )
-    totals = _dig(doc, "totals") or {}
+    totals = dig(doc, "totals") or {}
     failed, errors = totals.get("failed"), totals.get("errors")
     passed = failed == 0 and errors == 0
     if not problems:
@@ -150,8 +142,8 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         file=entry["file"],
         platform=entry["platform"],
         lane=entry.get("lane"),
-        commit=_dig(doc, "source.commit"),
-        dirty=_as_bool(_dig(doc, "source.dirty")),
+        commit=dig(doc, "source.commit"),
+        dirty=_as_bool(dig(doc, "source.dirty")),
         passed=passed,
         status_detail=f"{totals.get('tests')} tests: {totals.get('passed')} passed, {failed} failed, "
         f"{errors} errors, {totals.get('skipped')} skipped",
@@ -263,7 +255,7 @@ def _probe_outcome(
     results: Mapping[str, Any] = raw_results if isinstance(raw_results, Mapping) else {}
     failures = [f"{b}: no result" for b in requested if b not in results]
     for name, block in sorted(results.items()):
-        if not all(_dig(p, "transfers.within_inventory") for p in _probe_processes(block)):
+        if not all(dig(p, "transfers.within_inventory") for p in _probe_processes(block)):
             failures.append(f"{name}: host/device transfers exceed the declared inventory")
         failures += _instability(name, block)
     raw_acceptance = doc.get("acceptance")
@@ -285,7 +277,7 @@ def _probe_outcome(
 def _instability(name: str, block: Any) -> list[str]:
     """A backend flagged unstable (its CV over the bound) measured the host's noise, not the backend: it
     does not count. The flag itself is recomputed from the raw samples (a disagreement is a problem)."""
-    flag = _dig(block, "stability")
+    flag = dig(block, "stability")
     if not isinstance(flag, Mapping) or flag.get("unstable") is not True:
         return []
     reasons = [r for r in flag.get("reasons") or [] if isinstance(r, str)]

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.compare_stats import dig
 from harness.soak.artifact import summary_sections
 from harness.soak.drift import throughput_drift
 from harness.soak.evaluation import MonitorObservation, evaluate
@@ -46,15 +47,6 @@ _SECTION_ROWS: dict[str, str] = {
 REQUIRED = ("samples_sha256", "run_summary", "run_contract", "resource_summary.observation")
 
 
-def _dig(doc: Any, dotted: str) -> Any:
-    node = doc
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _plain(value: Any) -> Any:
     """``value`` as it reads back from JSON (tuples become lists, keys strings)."""
     return json.loads(json.dumps(value, default=str))
@@ -66,12 +58,12 @@ def _flat(section: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 
 def missing_fields(artifact: Mapping[str, Any]) -> list[str]:
     """The re-derivation fields the artifact lacks."""
-    return [name for name in REQUIRED if _dig(artifact, name) is None and not _has(artifact, name)]
+    return [name for name in REQUIRED if dig(artifact, name) is None and not _has(artifact, name)]
 
 
 def _has(artifact: Mapping[str, Any], dotted: str) -> bool:
     *parents, leaf = dotted.split(".")
-    node = _dig(artifact, ".".join(parents)) if parents else artifact
+    node = dig(artifact, ".".join(parents)) if parents else artifact
     return isinstance(node, Mapping) and leaf in node
 
 
@@ -113,7 +105,7 @@ def published_disagreement(artifact: Mapping[str, Any]) -> list[str]:
 
 
 def _leak_disagreements(artifact: Mapping[str, Any], leak: Mapping[str, Any]) -> list[str]:
-    recorded = _dig(artifact, "resource_summary.leak_verdicts") or {}
+    recorded = dig(artifact, "resource_summary.leak_verdicts") or {}
     out = []
     for name, verdict in leak["leak_verdicts"].items():
         if recorded.get(name) != verdict:
@@ -125,7 +117,7 @@ def _leak_disagreements(artifact: Mapping[str, Any], leak: Mapping[str, Any]) ->
 
 
 def _observation_disagreements(artifact: Mapping[str, Any], observation: Mapping[str, Any]) -> list[str]:
-    recorded = _dig(artifact, "resource_summary.observation.classes") or {}
+    recorded = dig(artifact, "resource_summary.observation.classes") or {}
     out = []
     for name, entry in observation["classes"].items():
         said = recorded.get(name) if isinstance(recorded, Mapping) else None
@@ -159,8 +151,8 @@ def _observation_of(
         run_contract=artifact.get("run_contract") is True,
         observation=obs,
         throughput_drift=drift,
-        fail_on_throughput_drift=_dig(artifact, "throughput_drift.fails_run") is True,
-        oom_kills=[describe(kill) for kill in _dig(artifact, "oom.kills") or []],
+        fail_on_throughput_drift=dig(artifact, "throughput_drift.fails_run") is True,
+        oom_kills=[describe(kill) for kill in dig(artifact, "oom.kills") or []],
         shm_unobservable=declared_limits(artifact.get("sampler"))[1],
         per_process=per_process,
     )
@@ -205,12 +197,12 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
         artifact: a schema-valid 0.3.0 soak artifact that has every ``REQUIRED`` field.
         samples: the records of the samples file it names, in order.
     """
-    startup = _dig(artifact, "resource_summary.startup_end_t")
+    startup = dig(artifact, "resource_summary.startup_end_t")
     leak = leak_verdicts(samples, startup)
-    threshold = _dig(artifact, "resource_summary.observation.min_trend_samples")
+    threshold = dig(artifact, "resource_summary.observation.min_trend_samples")
     observation = observe_classes(samples, leak, threshold, declared_limits(artifact.get("sampler"))[0])
     out: list[str] = []
-    count = _dig(artifact, "resource_summary.sample_count")
+    count = dig(artifact, "resource_summary.sample_count")
     if count != len(samples):
         out.append(f"resource_summary.sample_count: recorded {count}, the samples file holds {len(samples)}")
     out += section_disagreements(artifact)
@@ -218,7 +210,7 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     out += _leak_disagreements(artifact, leak)
     out += _observation_disagreements(artifact, observation)
     drift = throughput_drift(samples, startup) if _has(artifact, "throughput_drift") else None
-    said = _dig(artifact, "throughput_drift.verdict")
+    said = dig(artifact, "throughput_drift.verdict")
     if drift is not None and said != drift["verdict"]:
         out.append(f"throughput_drift.verdict: recorded {said!r}, the samples say {drift['verdict']!r}")
     per_process = (

@@ -17,9 +17,10 @@ from matrix.model import MatrixInputError
 from tests.harness.test_probe_cli import _probe as run_probe
 from tests.matrix._fixtures import git, make_repo
 
-TINY = ("--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "10", "--processes", "2")
+SMALL = ("--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "10")
+TINY = (*SMALL, "--processes", "2")
 # The fewest processes at which any measure is called (harness.probe_compare.MIN_PROCESSES).
-CALLABLE = (*TINY[:-1], "3")
+CALLABLE = (*SMALL, "--processes", "3")
 
 
 def _run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -187,13 +187,19 @@ def run_seed(route: Sequence[str], overrides: Sequence[str], log_dir: Path) -> t
     return done.returncode, time.monotonic() - started
 
 
-def evaluate_checkpoints(run_dir: Path, num_envs: int, horizon: int) -> list[dict[str, Any]]:
-    """Deterministic survival of every saved checkpoint's policy vs uniform-random actions."""
+def checkpoints_to_evaluate(saved: Sequence[str], last: int) -> list[str]:
+    """The periodic checkpoints in step order, then ``final.pt``; only the last ``last`` of them if > 0."""
+    names = [*sorted(n for n in saved if n.startswith("ckpt_")), "final.pt"]
+    return names[-last:] if last > 0 else names
+
+
+def evaluate_checkpoints(run_dir: Path, num_envs: int, horizon: int, last: int = 0) -> list[dict[str, Any]]:
+    """Deterministic survival of the saved checkpoints' policies vs uniform-random actions."""
     from runtime.learners.evaluation import evaluate_run
 
-    names = [*sorted(p.name for p in (run_dir / "checkpoints").glob("ckpt_*.pt")), "final.pt"]
+    saved = [p.name for p in (run_dir / "checkpoints").glob("ckpt_*.pt")]
     out = []
-    for name in names:
+    for name in checkpoints_to_evaluate(saved, last):
         result = evaluate_run(run_dir, num_envs=num_envs, horizon=horizon, checkpoint=name)
         out.append(
             {
@@ -268,7 +274,9 @@ def _context() -> dict[str, Any]:
     return {"source": source_context(REPO_ROOT), "host": host_context(), "software": software_context()}
 
 
-def _one_seed(recipe: Recipe, seed: int, runs_dir: Path, evaluate: tuple[int, int] | None) -> dict[str, Any]:
+def _one_seed(
+    recipe: Recipe, seed: int, runs_dir: Path, evaluate: tuple[int, int, int] | None
+) -> dict[str, Any]:
     from harness.metrics import extract_metrics
 
     log_dir = runs_dir / f"seed{seed}"
@@ -309,6 +317,9 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
     smoothing_windows: Annotated[int, typer.Option(min=1, help="windows in the running mean")] = 20,
     evaluate_envs: Annotated[int, typer.Option(min=0, help="worlds per checkpoint evaluation; 0 = none")] = 0,
     evaluate_horizon: Annotated[int, typer.Option(min=1, help="control steps per evaluation world")] = 1000,
+    evaluate_last: Annotated[
+        int, typer.Option(min=0, help="evaluate only the last N checkpoints (final.pt counts); 0 = all")
+    ] = 0,
     out: Annotated[Path, typer.Option(help="result JSON path (learning-parity-1)")] = Path(
         "learning_parity.json"
     ),
@@ -331,7 +342,7 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
         train_overrides(num_envs, env_steps, runs, 0, spec.overrides)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--set") from exc
-    evaluate = (evaluate_envs, evaluate_horizon) if evaluate_envs else None
+    evaluate = (evaluate_envs, evaluate_horizon, evaluate_last) if evaluate_envs else None
     results = [_one_seed(spec, seed, runs, evaluate) for seed in (seeds or [0])]
     result = build_result(spec, results, _context())
     validate_result(result)

@@ -34,16 +34,12 @@ def velocity_error(track_lin_vel_xy: torch.Tensor) -> torch.Tensor:
 
 
 def _final_checkpoint(run_dir: Path) -> dict[str, Any]:
-    import torch
+    from runtime.learners.evaluation import CheckpointError, read_checkpoint
 
-    path = run_dir / "checkpoints" / "final.pt"
-    if not path.is_file():
-        raise typer.BadParameter(f"{path}: no final checkpoint (did the run complete?)", param_hint="RUN_DIR")
     try:
-        payload: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # a truncated or foreign file: name it, no traceback
-        raise typer.BadParameter(f"{path}: not a readable checkpoint ({exc})", param_hint="RUN_DIR") from exc
-    return payload
+        return read_checkpoint(run_dir)
+    except CheckpointError as exc:
+        raise typer.BadParameter(str(exc), param_hint="RUN_DIR") from exc
 
 
 def main(
@@ -57,7 +53,7 @@ def main(
 
     from runtime.config import load_run_config
     from runtime.env import make_env
-    from runtime.learners import build_learner
+    from runtime.learners.evaluation import restore_learner
     from runtime.tasks.g1_walk_flat import G1WalkFlat
 
     payload = _final_checkpoint(run_dir)
@@ -69,9 +65,7 @@ def main(
         raise typer.BadParameter(
             f"task {type(env).__name__}: only g1_walk_flat has velocity commands", param_hint="RUN_DIR"
         )
-    learner = build_learner(cfg.algo, env.obs_dim, env.action_dim, cpu, seed=cfg.seed)
-    learner.load_state_dict(payload["learner"])
-    learner.actor.eval()
+    learner = restore_learner(payload, cfg, env.obs_dim, env.action_dim)
     obs = env.reset()
     alive = torch.ones(envs, dtype=torch.bool)
     fell = torch.zeros(envs, dtype=torch.bool)

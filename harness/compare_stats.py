@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -200,27 +200,3 @@ def median_interval(
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(draws, [tail, 1.0 - tail])
     return float(np.median(np.concatenate(arrays))), float(low), float(high)
-
-
-def dig(doc: Mapping[str, Any], dotted: str) -> Any:
-    """The value at a dotted path, None where any part is missing."""
-    node: Any = doc
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
-
-
-def setting_differences(
-    base: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[str]
-) -> list[dict[str, Any]]:
-    """``{field, base, new}`` for each dotted ``fields`` entry that differs between two artifacts, then
-    for every dependency version in ``context.software`` that differs."""
-    out = [
-        {"field": f, "base": dig(base, f), "new": dig(new, f)} for f in fields if dig(base, f) != dig(new, f)
-    ]
-    old_versions, new_versions = base["context"]["software"], new["context"]["software"]
-    for name in sorted(set(old_versions) | set(new_versions)):
-        if old_versions.get(name) != new_versions.get(name):
-            field = f"context.software.{name}"
-            out.append({"field": field, "base": old_versions.get(name), "new": new_versions.get(name)})
-    return out

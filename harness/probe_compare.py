@@ -28,13 +28,13 @@ from rich.console import Console
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
+from harness.artifact_fields import setting_differences
 from harness.compare_stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     noise_floor,
     ratio_interval,
     samples_factor,
-    setting_differences,
     verdict,
 )
 from harness.probe_artifact import ArtifactError, load_artifact

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.compare_stats import dig
+from harness.artifact_fields import dig
 from harness.probe_samples import first_raw_disagreement
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
 from matrix.rederive import missing_fields

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.compare_stats import dig
+from harness.artifact_fields import dig
 from harness.soak.artifact import summary_sections
 from harness.soak.drift import throughput_drift
 from harness.soak.evaluation import MonitorObservation, evaluate

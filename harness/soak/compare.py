@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.compare_stats import Verdict, dig, noise_floor, ratio_interval, verdict
+from harness.artifact_fields import dig
+from harness.compare_stats import Verdict, noise_floor, ratio_interval, verdict
 from harness.soak.drift import throughput_series
 from harness.soak.trends import (
     DEFAULT_CONFIG,

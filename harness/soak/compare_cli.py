@@ -24,7 +24,7 @@ from rich.table import Table
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
-from harness.compare_stats import setting_differences
+from harness.artifact_fields import setting_differences
 from harness.probe_compare import host_differences, host_identity
 from harness.soak.artifact import ArtifactError, load_artifact
 from harness.soak.compare import (

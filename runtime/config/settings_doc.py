@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,7 +174,8 @@ def _bounds(spec: Spec, integer: bool) -> str:
 
 
 def by_dimension(values: dict[Route, Any]) -> str:
-    """``v`` when every route agrees, else the values grouped by the one of algo, task, sim that decides them."""
+    """``v`` when every route agrees; else the values grouped by the one of algo, task, sim that decides
+    them; else the most common value and the routes that differ from it."""
     distinct = list(dict.fromkeys(fmt(v) for v in values.values()))
     if len(distinct) == 1:
         return f"`{distinct[0]}`"
@@ -183,7 +185,22 @@ def by_dimension(values: dict[Route, Any]) -> str:
             per.setdefault(route[i], set()).add(fmt(value))
         if all(len(seen) == 1 for seen in per.values()):
             return "; ".join(f"`{seen.pop()}` ({name})" for name, seen in per.items())
-    return "; ".join(f"`{fmt(v)}` ({'/'.join(route)})" for route, v in values.items())
+    common = Counter(fmt(v) for v in values.values()).most_common(1)[0][0]
+    exceptions: dict[str, list[Route]] = {}
+    for route, value in values.items():
+        if fmt(value) != common:
+            exceptions.setdefault(fmt(value), []).append(route)
+    listed = "; ".join(f"`{v}` ({route_names(rs)})" for v, rs in exceptions.items())
+    return f"`{common}`, except {listed}"
+
+
+def route_names(chosen: Sequence[Route]) -> str:
+    """``sac/g1_walk_flat`` for a pair chosen on every backend, else ``sac/g1_walk_flat/mujoco``."""
+    names = []
+    for algo, task in dict.fromkeys((r[0], r[1]) for r in chosen):
+        sims = [r[2] for r in chosen if r[:2] == (algo, task)]
+        names += [f"{algo}/{task}"] if set(sims) == set(BACKENDS) else [f"{algo}/{task}/{s}" for s in sims]
+    return ", ".join(names)
 
 
 def _lookup(cfg: ComposedConfig, key: str) -> Any:
@@ -217,16 +234,31 @@ def rows(
 
 
 def owner_differences(kinds: dict[Route, dict[str, str]], composed: dict[Route, ComposedConfig]) -> str:
-    """What the sim owners set, e.g. 'the mjwarp owners set `training.sim_backend=mjwarp` and ...'."""
+    """What the owners set: per sim the keys all its owners set ('the mjwarp owners set
+    `training.sim_backend=mjwarp`'), then per route the keys only some owners set."""
     parts = []
+    set_by_owner = {r: {k for k, kind in kinds[r].items() if kind == "owner YAML"} for r in composed}
     for sim in BACKENDS:
         mine = [r for r in composed if r[2] == sim]
-        keys = sorted({k for r in mine for k, kind in kinds[r].items() if kind == "owner YAML"})
+        keys = sorted(set.intersection(*(set_by_owner[r] for r in mine)))
         settings = []
         for key in keys:
             shown = by_dimension({r: _lookup(composed[r], key) for r in mine})
             settings.append(f"`{key}={shown[1:-1]}`" if shown.count("`") == 2 else f"`{key}`: {shown}")
         parts.append(f"the {sim} owners set " + " and ".join(settings))
+    shared = {
+        k for sim in BACKENDS for k in set.intersection(*(set_by_owner[r] for r in composed if r[2] == sim))
+    }
+    by_setting: dict[tuple[tuple[str, str], ...], list[Route]] = {}
+    for route in composed:
+        own = tuple((k, fmt(_lookup(composed[route], k))) for k in sorted(set_by_owner[route] - shared))
+        if own:
+            by_setting.setdefault(own, []).append(route)
+    for own, chosen in by_setting.items():
+        listed = " and ".join(f"`{k}={v}`" for k, v in own)
+        parts.append(
+            f"the {route_names(chosen)} owner{'s' if len(chosen) > 1 else ''} also set{'' if len(chosen) > 1 else 's'} {listed}"
+        )
     return "; ".join(parts)
 
 

@@ -8,7 +8,7 @@ not biased towards short episodes the way "mean length of episodes that finished
 ``evaluate_run`` loads a run's ``checkpoints/final.pt`` and measures, on the same worlds and seeds:
 the trained actor (deterministic and stochastic), the *untrained* actor built with the run's seed
 (deterministic; what the trainer started from), and uniform-random actions in [-1, 1] (the trainer's
-prefill policy). Used by tests/runtime/test_learning.py and docs/learners.md.
+prefill policy). Used by tests/benchmarks/test_learning_smoke.py and docs/learners.md.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from runtime.config import RunConfig
+    from runtime.learners.base import Learner
     from runtime.tasks.base import TaskEnv
 
 Policy = Callable[["torch.Tensor"], "torch.Tensor"]  # obs [N, O] -> actions [N, A] in [-1, 1]
@@ -46,6 +48,36 @@ def survival_lengths(env: TaskEnv, policy: Policy, horizon: int) -> torch.Tensor
     return lengths
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing or cannot be read; the message names its path."""
+
+
+def read_checkpoint(run_dir: Path, checkpoint: str = "final.pt") -> dict[str, Any]:
+    """The payload of ``run_dir/checkpoints/<checkpoint>`` (config, learner state, env steps), on CPU."""
+    import torch
+
+    path = Path(run_dir) / "checkpoints" / checkpoint
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint (did the run complete?)")
+    try:
+        payload: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # a truncated or foreign file: name it
+        raise CheckpointError(f"{path}: not a readable checkpoint ({exc})") from exc
+    return payload
+
+
+def restore_learner(payload: dict[str, Any], cfg: RunConfig, obs_dim: int, action_dim: int) -> Learner:
+    """The checkpoint's learner on CPU, its actor in eval mode."""
+    import torch
+
+    from runtime.learners import build_learner
+
+    learner = build_learner(cfg.algo, obs_dim, action_dim, torch.device("cpu"), seed=cfg.seed)
+    learner.load_state_dict(payload["learner"])
+    learner.actor.eval()
+    return learner
+
+
 def evaluate_run(
     run_dir: Path, num_envs: int, horizon: int, seed: int = 12345, checkpoint: str = "final.pt"
 ) -> dict[str, Any]:
@@ -62,10 +94,7 @@ def evaluate_run(
     from runtime.env import make_env
     from runtime.learners import build_learner
 
-    ckpt_path = Path(run_dir) / "checkpoints" / checkpoint
-    if not ckpt_path.is_file():
-        raise FileNotFoundError(f"{ckpt_path}: no such checkpoint (did the run complete?)")
-    payload = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    payload = read_checkpoint(run_dir, checkpoint)
     cfg = load_run_config(payload["config"]).with_num_envs(num_envs)
     cpu = torch.device("cpu")
 
@@ -75,10 +104,8 @@ def evaluate_run(
     probe = env()
     obs_dim, action_dim = probe.obs_dim, probe.action_dim
     probe.close()
-    trained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=cfg.seed)
-    trained.load_state_dict(payload["learner"])
+    trained = restore_learner(payload, cfg, obs_dim, action_dim)
     untrained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=cfg.seed)
-    trained.actor.eval()
     untrained.actor.eval()
     gen = torch.Generator().manual_seed(seed)
     policies: dict[str, Policy] = {

@@ -121,3 +121,12 @@ def test_an_unwritable_output_is_refused_before_any_training(lp: ModuleType, tmp
         said = " ".join(result.output.split())
         assert flag in said and ("does not exist" in said or "exists; choose a new path" in said), said
         assert not (tmp_path / "runs").exists()  # nothing was trained
+
+
+def test_only_the_last_checkpoints_are_evaluated_when_asked(lp: ModuleType) -> None:
+    saved = ["ckpt_00001000.pt", "ckpt_00000500.pt", "ckpt_00001500.pt"]
+    assert lp.checkpoints_to_evaluate(saved, 0) == [
+        "ckpt_00000500.pt", "ckpt_00001000.pt", "ckpt_00001500.pt", "final.pt"
+    ]  # fmt: skip
+    assert lp.checkpoints_to_evaluate(saved, 2) == ["ckpt_00001500.pt", "final.pt"]
+    assert lp.checkpoints_to_evaluate([], 3) == ["final.pt"]

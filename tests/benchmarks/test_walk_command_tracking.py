@@ -87,7 +87,7 @@ def test_a_run_without_a_readable_final_checkpoint_is_refused(tmp_path: Path) ->
     empty = tmp_path / "empty"
     empty.mkdir()
     done = _track(empty)
-    assert done.returncode == 2 and "no final checkpoint" in done.stderr, done.stderr
+    assert done.returncode == 2 and "no such checkpoint" in done.stderr, done.stderr
     (empty / "checkpoints").mkdir()
     (empty / "checkpoints" / "final.pt").write_bytes(b"not a checkpoint")
     done = _track(empty)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from runtime.backends import BACKENDS
 from runtime.config import ALGOS, OwnerConfig, RunConfig, compose
-from runtime.config.settings_doc import render
+from runtime.config.settings_doc import by_dimension, render, route_names
 from runtime.tasks import TASKS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
@@ -61,3 +61,28 @@ def test_the_committed_page_is_the_generated_one() -> None:
     assert DOC.read_text() == render(), (
         "docs/settings.md is stale: python -m runtime.config.settings_doc --write"
     )
+
+
+ROUTES = [
+    (a, t, s) for a in ("sac", "flashsac") for t in ("g1_walk_flat", "g1_motion_tracking") for s in BACKENDS
+]
+
+
+def test_a_default_one_route_pair_overrides_reads_as_the_common_value_and_its_exception() -> None:
+    values = {r: 1024 if r[:2] == ("sac", "g1_walk_flat") else 2048 for r in ROUTES}
+    assert by_dimension(values) == "`2048`, except `1024` (sac/g1_walk_flat)"
+    one_sim = {r: 8 if r == ("sac", "g1_walk_flat", "mujoco") else 1 for r in ROUTES}
+    assert by_dimension(one_sim) == "`1`, except `8` (sac/g1_walk_flat/mujoco)"
+
+
+def test_values_one_dimension_decides_are_grouped_by_it() -> None:
+    assert (
+        by_dimension({r: 256 if r[0] == "sac" else 2048 for r in ROUTES}) == "`256` (sac); `2048` (flashsac)"
+    )
+    assert by_dimension(dict.fromkeys(ROUTES, None)) == "`null`"
+
+
+def test_route_names_collapse_a_pair_chosen_on_every_backend() -> None:
+    both = [("sac", "g1_walk_flat", s) for s in BACKENDS]
+    assert route_names(both) == "sac/g1_walk_flat"
+    assert route_names(both[:1]) == f"sac/g1_walk_flat/{both[0][2]}"

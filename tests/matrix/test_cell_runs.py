@@ -1,7 +1,7 @@
 """Real runs of the CPU cells that no other test covers: for sac/g1_motion_tracking,
 flashsac/g1_walk_flat and flashsac/g1_motion_tracking on MuJoCo, a short `train` run that completes and
 accounts for every slot, an injected learner fault that is classified and leaves nothing behind, and a
-short `soak run` that passes its pass table. sac/g1_walk_flat has its own (tests/runtime/test_learning.py,
+short `soak run` that passes its pass table. sac/g1_walk_flat has its own (tests/benchmarks/test_learning_smoke.py,
 tests/runtime/test_train_faults.py, tests/harness/soak/test_driver_real.py).
 
 Sizes: 16 envs; FlashSAC gets CPU-sized batches (as in scripts/matrix/collect_cpu_evidence.sh) so that its

@@ -34,7 +34,8 @@ def test_every_owner_composes_with_its_defaults(algo: str, task: str, sim: str) 
     cfg = compose(algo, task, sim)
     assert cfg.algo.name == algo and cfg.task.name == task
     assert cfg.training.sim_backend == sim
-    assert cfg.algo.num_envs == 2048 and cfg.algo.max_iterations == 25000
+    learning_recipe = (1024, 10020, 8) if (algo, task) == ("sac", "g1_walk_flat") else (2048, 25000, 1)
+    assert (cfg.algo.num_envs, cfg.algo.max_iterations, cfg.algo.updates_per_iteration) == learning_recipe
     assert cfg.training.inference_slot_capacity == 1 and cfg.training.replay_ingress_depth == 2
     assert cfg.training.replay_ingress_slot_rows is None
     assert cfg.resolved.replay_ingress_slot_rows == cfg.algo.num_envs

@@ -22,13 +22,16 @@ from runtime.manager.shm import list_segments
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
+# These tests judge the lifecycle, not learning: one update per iteration, not the owner's learning recipe
+# of 8, keeps an iteration cheap and the fault timings of these tests where they were measured.
+LIFECYCLE_LEARNING = ("algo.updates_per_iteration=1",)
 
 
 def _start(log_dir: Path, *extra: str, new_session: bool = False) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable, "-m", "runtime.cli", "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
         "algo.num_envs=16", "algo.max_iterations=100000", "algo.save_interval=100000", "training.no_play=true",
-        "training.physics_threads=1", f"log_dir={log_dir}", *extra,
+        "training.physics_threads=1", f"log_dir={log_dir}", *LIFECYCLE_LEARNING, *extra,
     ]  # fmt: skip
     return subprocess.Popen(
         cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=new_session

@@ -237,6 +237,17 @@ def test_soak_demo_bad_input_leaves_no_folder(tmp_path: Path, capsys: pytest.Cap
     assert list(tmp_path.iterdir()) == []  # the timestamped folder was removed again
 
 
+def test_the_demo_soaks_the_lifecycle_with_one_update_per_iteration(tmp_path: Path) -> None:
+    from harness.soak.cli import DEMO_ITERATIONS, demo_route, train_overrides
+    from runtime.config import compose
+
+    route = demo_route(tmp_path / "run", DEMO_ITERATIONS)
+    cfg = compose(route.algo, route.task, route.sim, train_overrides(route))
+    assert (cfg.algo.num_envs, cfg.algo.max_iterations) == (16, DEMO_ITERATIONS)
+    assert cfg.algo.updates_per_iteration == 1
+    assert compose("sac", "g1_walk_flat", "mujoco").algo.updates_per_iteration > 1  # the owner's recipe
+
+
 def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) -> None:
     from harness.soak.cli import run_settings
 

@@ -31,6 +31,8 @@ def _soak_run_argv(tmp: Path, iterations: int, min_duration: float) -> tuple[lis
         "--post-shutdown-grace-seconds", "2", "--termination-grace-seconds", "20",
         "--shm-attribution", "evidence", "--live", "plain",
         "--extra-override", "training.heartbeat_seconds=1",
+        # a lifecycle soak: one update per iteration, not the owner's learning recipe of 8
+        "--extra-override", "algo.updates_per_iteration=1",
         "--log-dir", str(tmp / "run"), "--output", str(output),
     ]  # fmt: skip
     return argv, output

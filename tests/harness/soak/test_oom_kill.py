@@ -172,6 +172,7 @@ def test_a_collector_oom_under_soak_run_is_oom_killed_with_the_collector_failure
             "--startup-timeout-seconds", "240", "--stale-progress-seconds", "120",
             "--post-shutdown-grace-seconds", "2", "--termination-grace-seconds", "20",
             "--shm-attribution", "evidence", "--live", "off",
+            "--extra-override", "algo.updates_per_iteration=1",  # lifecycle, not the learning recipe
             "--log-dir", str(tmp_path / "run"), "--output", str(output),
         ]  # fmt: skip
         monitor = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,14 +1,16 @@
-"""survival_lengths: first-episode length per world, censored at the horizon."""
+"""survival_lengths: first-episode length per world, censored at the horizon; read_checkpoint names the
+path of a checkpoint that is missing or unreadable."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from runtime.learners.evaluation import survival_lengths
+from runtime.learners.evaluation import CheckpointError, read_checkpoint, survival_lengths
 
 
 @dataclass
@@ -57,3 +59,21 @@ def test_stops_once_every_world_has_fallen() -> None:
 def test_rejects_empty_horizon() -> None:
     with pytest.raises(ValueError, match="horizon"):
         survival_lengths(_Env([1]), lambda o: o, horizon=0)  # type: ignore[arg-type]
+
+
+def test_a_missing_checkpoint_is_named(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=r"checkpoints/final\.pt: no such checkpoint"):
+        read_checkpoint(tmp_path)
+
+
+def test_an_unreadable_checkpoint_is_named(tmp_path: Path) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "iter_10.pt").write_bytes(b"not a torch file")
+    with pytest.raises(CheckpointError, match=r"iter_10\.pt: not a readable checkpoint"):
+        read_checkpoint(tmp_path, "iter_10.pt")
+
+
+def test_a_checkpoint_payload_round_trips(tmp_path: Path) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    torch.save({"total_env_steps": 96, "learner": {}}, tmp_path / "checkpoints" / "final.pt")
+    assert read_checkpoint(tmp_path)["total_env_steps"] == 96

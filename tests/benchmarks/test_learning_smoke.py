@@ -1,0 +1,72 @@
+"""The learning benchmark's smoke: `benchmarks/learning_parity.py` on a short CPU SAC g1_walk_flat recipe
+must produce a policy that clearly outlives the uniform-random policy, so a change that stops learning
+fails the slow lane.
+
+Measure (the benchmark's checkpoint evaluation, runtime/learners/evaluation.py): survival length = steps
+until the first fall of each of 32 worlds, censored at 300 control steps (6 s), same seed and initial
+states for every policy. The best deterministic survival of the last checkpoints (96 k, 112 k, 128 k env
+steps, and final.pt at 128 k) must reach MIN_RATIO x the uniform-random policy (the trainer's own
+prefill policy). The untrained actor's near-zero actions hold the stand pose and survive the whole
+horizon, which is why the baseline is uniform-random actions, not the fresh actor.
+
+Budget (calibrated on the shared 2-core host, learner_threads=1 by the config rule): 32 envs x 4 000
+iterations = 128 000 env steps, 4 updates/iteration (~15 800 updates), ~200 s of trainer wall time
+plus ~40 s of evaluation. Calibration (same training overrides, `scripts/learners/evaluate_run.py --all`),
+deterministic survival at 96 k / 112 k / 128 k env steps vs uniform random 61.9:
+seed 0 run A 251.3 / 220.0 / 236.7, seed 1 213.9 / 227.4 / 167.2, seed 2 254.8 / 223.4 / 232.6.
+Why the best of the last ones and not the final checkpoint alone: the asynchronous trainer makes runs of
+one seed differ and the policy oscillates between checkpoints (seed 1 fell from 169.7 at 64 k to 69.7 at
+80 k, then rose to 213.9); final checkpoints measured 236.7, 259.6, 167.2, 232.6 and once 92.7 (1.5x,
+seed 0, a clean-tree evidence run), which failed a final-only 2x assertion. The best of the last three
+was >= 227 in every calibrated run, so MIN_RATIO = 2 (>= 124 steps) keeps a wide margin while still
+failing a learner that does not learn (random: 61.9; untrained, stochastic: ~60).
+The overrides (higher learning rates, tau 0.02, init_alpha 0.01, 4 updates per iteration) size SAC for
+this short budget; the owner's recipe is the 10.26M env-step one in docs/learners.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_parity.py"
+NUM_ENVS = 32
+PREFILL = 60
+ENV_STEPS = 128_000  # 4 000 iterations
+HORIZON = 300
+MIN_RATIO = 2.0
+RECIPE = (
+    f"algo.prefill_iterations={PREFILL}", f"algo.learning_starts={NUM_ENVS * PREFILL}",
+    "algo.updates_per_iteration=4", "algo.actor_lr=0.001", "algo.critic_lr=0.001", "algo.tau=0.02",
+    "algo.init_alpha=0.01", "algo.save_interval=500", "training.no_play=true",
+    "training.collector_metrics_interval=20", "training.physics_threads=1",
+)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train")
+def test_the_benchmark_smoke_outlives_random_actions_by_its_calibrated_floor(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    cmd = [
+        sys.executable, str(BENCHMARK), "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
+        "--num-envs", str(NUM_ENVS), "--env-steps", str(ENV_STEPS), "--seeds", "0", "--target", "250",
+        *(arg for item in RECIPE for arg in ("--set", item)),
+        "--evaluate-envs", str(NUM_ENVS), "--evaluate-horizon", str(HORIZON), "--evaluate-last", "4",
+        "--out", str(out), "--runs-dir", str(tmp_path / "runs"),
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=850)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (seed,) = json.loads(out.read_text())["seeds"]
+    assert seed["summary"]["env_steps"] == ENV_STEPS
+    checkpoints = seed["checkpoints"]
+    assert [c["env_steps"] for c in checkpoints] == [96_000, 112_000, 128_000, 128_000]
+    print(f"survival over {HORIZON} steps, {NUM_ENVS} worlds: {checkpoints}; summary {seed['summary']}")
+    random_len = checkpoints[-1]["uniform_random_mean"]
+    assert random_len < 0.5 * HORIZON  # the baseline falls well inside the horizon
+    best = max(c["trained_deterministic_mean"] for c in checkpoints)
+    assert best >= MIN_RATIO * random_len, checkpoints

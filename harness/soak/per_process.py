@@ -178,6 +178,7 @@ def _class_trend(
         _reduce(x, config.max_points),
         min_absolute_growth=float(config.min_absolute_growth[floor_class]),
         config=config,
+        unit=unit,
     )
     entry["verdict"] = verdict
     entry["reason"] = details["reason"]

@@ -198,12 +198,23 @@ def _series(samples: Sequence[Mapping[str, Any]], key: str) -> tuple[np.ndarray,
     return np.asarray(times), np.asarray(values), nulls
 
 
+def level_text(value: float, unit: str) -> str:
+    """A level or growth a person reads at a glance: ``503 KiB``, ``102 MiB``, ``-1.5 MiB``, ``12``."""
+    if unit != "bytes":
+        return f"{value:.6g}"
+    for scale, suffix in ((1 << 30, "GiB"), (MIB, "MiB"), (1 << 10, "KiB")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {suffix}"
+    return f"{value:.3g} B"
+
+
 def classify_series(
     t: npt.ArrayLike,
     values: npt.ArrayLike,
     *,
     min_absolute_growth: float,
     config: TrendConfig = DEFAULT_CONFIG,
+    unit: str = "count",
 ) -> tuple[Verdict, dict[str, Any]]:
     """Verdict for one already-windowed series (the three tests of the module docstring).
 
@@ -211,6 +222,7 @@ def classify_series(
         t: [n] sample times in seconds, non-decreasing.
         values: [n] resource level (bytes or count), no nulls.
         min_absolute_growth: the class's absolute growth floor over the window, in the series' unit.
+        unit: ``bytes`` or ``count``; only how the reason sentence spells levels.
 
     Returns:
         (verdict, details): details holds the statistics, thresholds and a ``reason`` sentence.
@@ -258,17 +270,18 @@ def classify_series(
             f"no significant upward trend (Mann–Kendall p={mk['p_value_increasing']:.3g} >= {config.alpha})"
         )
     elif not large:
-        reason = f"growth over the window {growth:.6g} is below the required {required:.6g}"
+        reason = f"growth over the window {level_text(growth, unit)} is below the required {level_text(required, unit)}"
     elif not persistent:
         reason = (
-            f"growth stopped: the last quarter (median {q4:.6g}, range {envelope['q4_min']:.6g}.."
-            f"{envelope['q4_max']:.6g}) does not rise above the third (median {q3:.6g}, range "
-            f"{envelope['q3_min']:.6g}..{envelope['q3_max']:.6g}) by {required_rise:.6g} in median and in "
+            f"growth stopped: the last quarter (median {level_text(q4, unit)}, range "
+            f"{level_text(envelope['q4_min'], unit)}..{level_text(envelope['q4_max'], unit)}) does not rise "
+            f"above the third (median {level_text(q3, unit)}, range {level_text(envelope['q3_min'], unit)}.."
+            f"{level_text(envelope['q3_max'], unit)}) by {level_text(required_rise, unit)} in median and in "
             "both envelopes (plateau, one-off step or oscillation)"
         )
     else:
         reason = (
-            f"sustained growth: {growth:.6g} over {span:.1f} s (Theil–Sen), Mann–Kendall "
+            f"sustained growth: {level_text(growth, unit)} over {span:.1f} s (Theil–Sen), Mann–Kendall "
             f"p={mk['p_value_increasing']:.3g}, still rising in the last quarter"
         )
     details["reason"] = reason
@@ -391,6 +404,7 @@ def leak_verdicts(
                 x_all[in_window],
                 min_absolute_growth=float(config.min_absolute_growth[cls]),
                 config=config,
+                unit=unit,
             )
             trend.update(details)
         trend["verdict"] = verdict

@@ -15,6 +15,7 @@ from harness.soak.trends import (
     RESOURCE_CLASSES,
     classify_series,
     leak_verdicts,
+    level_text,
     mann_kendall,
     theil_sen_slope,
 )
@@ -223,3 +224,15 @@ def test_any_steady_integer_leak_above_the_floor_is_growing(rate: float, n: int,
     verdict, details = classify_series(t, values, min_absolute_growth=3.0)
     if growth >= max(3.0 + rate, 0.05 * (offset + growth) + rate):
         assert verdict == "growing", details["reason"]
+
+
+def test_byte_levels_in_a_reason_are_spelled_for_a_person() -> None:
+    assert level_text(515_573, "bytes") == "503 KiB"
+    assert level_text(1.07229e8, "bytes") == "102 MiB"
+    assert level_text(-3 * (1 << 30), "bytes") == "-3 GiB"
+    assert level_text(512, "bytes") == "512 B"
+    assert level_text(12.0, "count") == "12"
+    t = np.arange(60, dtype=float)
+    flat_memory = 400 * (1 << 20) + (t % 3) * 4096  # noise, no leak
+    _, details = classify_series(t, flat_memory + t * 10, min_absolute_growth=64 * (1 << 20), unit="bytes")
+    assert "MiB" in details["reason"] and "e+" not in details["reason"], details["reason"]

@@ -7,9 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,6 +14,7 @@ import pytest
 import torch
 
 from runtime.tasks.g1_motion_tracking import Bodies, tracking_terms
+from tests.benchmarks._runs import run_script, train_tiny_run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "motion_tracking_error.py"
 
@@ -57,28 +55,10 @@ def test_the_errors_invert_the_tasks_tracking_kernels() -> None:
     assert torch.allclose(errors["body_ori"], torch.tensor([0.0, math.radians(20.0)]), atol=1e-3)
 
 
-def _train(log_dir: Path, algo: str, task: str) -> Path:
-    cmd = [
-        sys.executable, "-m", "runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
-        "algo.num_envs=4", "algo.max_iterations=3", "algo.prefill_iterations=1", "algo.learning_starts=4",
-        "algo.batch_size=4", "training.no_play=true", "training.physics_threads=1", f"log_dir={log_dir}",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return log_dir
-
-
-def _measure(run: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "250"}  # the refusal's rich box on one line
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), str(run), *flags], capture_output=True, text=True, timeout=300, env=env
-    )
-
-
 @pytest.mark.slow
 def test_a_tracking_run_is_measured_against_its_untrained_actor(tmp_path: Path) -> None:
-    run = _train(tmp_path / "tracking", "flashsac", "g1_motion_tracking")
-    done = _measure(run, "--envs", "4", "--horizon", "30")
+    run = train_tiny_run(tmp_path / "tracking", "flashsac", "g1_motion_tracking")
+    done = run_script(SCRIPT, run, "--envs", "4", "--horizon", "30")
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["run_dir"] == "tracking" and result["worlds"] == 4 and result["horizon"] == 30
@@ -94,8 +74,8 @@ def test_a_tracking_run_is_measured_against_its_untrained_actor(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_a_run_of_another_task_is_refused(tmp_path: Path) -> None:
-    run = _train(tmp_path / "walk", "sac", "g1_walk_flat")
-    done = _measure(run, "--envs", "2", "--horizon", "5")
+    run = train_tiny_run(tmp_path / "walk", "sac", "g1_walk_flat")
+    done = run_script(SCRIPT, run, "--envs", "2", "--horizon", "5")
     assert done.returncode == 2
     assert "only g1_motion_tracking has a reference clip" in done.stderr
 
@@ -103,6 +83,6 @@ def test_a_run_of_another_task_is_refused(tmp_path: Path) -> None:
 def test_a_run_without_a_readable_final_checkpoint_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = _measure(empty)
+    done = run_script(SCRIPT, empty)
     assert done.returncode == 2 and "no such checkpoint" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -16,6 +13,7 @@ import pytest
 import torch
 
 from runtime.tasks.g1_walk_flat import tracking_terms
+from tests.benchmarks._runs import run_script, train_tiny_run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "walk_command_tracking.py"
 
@@ -43,28 +41,10 @@ def test_the_velocity_error_inverts_the_tasks_tracking_term() -> None:
     assert torch.allclose(got, expected, atol=1e-5), (got, expected)
 
 
-def _train(log_dir: Path, task: str) -> Path:
-    cmd = [
-        sys.executable, "-m", "runtime.cli", "--algo", "sac", "--task", task, "--sim", "mujoco",
-        "algo.num_envs=4", "algo.max_iterations=3", "algo.prefill_iterations=1", "algo.learning_starts=4",
-        "training.no_play=true", "training.physics_threads=1", f"log_dir={log_dir}",
-    ]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return log_dir
-
-
-def _track(run: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "250"}  # the refusal's rich box on one line
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), str(run), *flags], capture_output=True, text=True, timeout=300, env=env
-    )
-
-
 @pytest.mark.slow
 def test_the_trained_error_and_the_standing_error_are_measured_on_the_same_steps(tmp_path: Path) -> None:
-    run = _train(tmp_path / "walk", "g1_walk_flat")
-    done = _track(run, "--envs", "4", "--horizon", "40")
+    run = train_tiny_run(tmp_path / "walk", "sac", "g1_walk_flat")
+    done = run_script(SCRIPT, run, "--envs", "4", "--horizon", "40")
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["run_dir"] == "walk" and result["worlds"] == 4 and result["horizon"] == 40
@@ -77,8 +57,8 @@ def test_the_trained_error_and_the_standing_error_are_measured_on_the_same_steps
 
 @pytest.mark.slow
 def test_a_run_of_another_task_is_refused(tmp_path: Path) -> None:
-    run = _train(tmp_path / "tracking", "g1_motion_tracking")
-    done = _track(run, "--envs", "2", "--horizon", "5")
+    run = train_tiny_run(tmp_path / "tracking", "sac", "g1_motion_tracking")
+    done = run_script(SCRIPT, run, "--envs", "2", "--horizon", "5")
     assert done.returncode == 2
     assert "only g1_walk_flat has velocity commands" in done.stderr
 
@@ -86,10 +66,10 @@ def test_a_run_of_another_task_is_refused(tmp_path: Path) -> None:
 def test_a_run_without_a_readable_final_checkpoint_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = _track(empty)
+    done = run_script(SCRIPT, empty)
     assert done.returncode == 2 and "no such checkpoint" in done.stderr, done.stderr
     (empty / "checkpoints").mkdir()
     (empty / "checkpoints" / "final.pt").write_bytes(b"not a checkpoint")
-    done = _track(empty)
+    done = run_script(SCRIPT, empty)
     assert done.returncode == 2 and "not a readable checkpoint" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

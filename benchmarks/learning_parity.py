@@ -187,19 +187,27 @@ def run_seed(route: Sequence[str], overrides: Sequence[str], log_dir: Path) -> t
     return done.returncode, time.monotonic() - started
 
 
-def checkpoints_to_evaluate(saved: Sequence[str], last: int) -> list[str]:
-    """The periodic checkpoints in step order, then ``final.pt``; only the last ``last`` of them if > 0."""
-    names = [*sorted(n for n in saved if n.startswith("ckpt_")), "final.pt"]
+def checkpoints_to_evaluate(saved: Sequence[str], last: int, final_iteration: int) -> list[str]:
+    """The periodic checkpoints in step order, then ``final.pt``; only the last ``last`` of them if > 0.
+
+    The periodic checkpoint of ``final_iteration`` holds the same policy as ``final.pt`` (no update
+    happens between them), so it is left out rather than evaluated twice.
+    """
+    duplicate = f"ckpt_{final_iteration:08d}.pt"
+    periodic = sorted(n for n in saved if n.startswith("ckpt_") and n != duplicate)
+    names = [*periodic, "final.pt"]
     return names[-last:] if last > 0 else names
 
 
-def evaluate_checkpoints(run_dir: Path, num_envs: int, horizon: int, last: int = 0) -> list[dict[str, Any]]:
+def evaluate_checkpoints(
+    run_dir: Path, final_iteration: int, num_envs: int, horizon: int, last: int = 0
+) -> list[dict[str, Any]]:
     """Deterministic survival of the saved checkpoints' policies vs uniform-random actions."""
     from runtime.learners.evaluation import evaluate_run
 
     saved = [p.name for p in (run_dir / "checkpoints").glob("ckpt_*.pt")]
     out = []
-    for name in checkpoints_to_evaluate(saved, last):
+    for name in checkpoints_to_evaluate(saved, last, final_iteration):
         result = evaluate_run(run_dir, num_envs=num_envs, horizon=horizon, checkpoint=name)
         out.append(
             {
@@ -290,7 +298,8 @@ def _one_seed(
         raise typer.Exit(1)
     windows = windows_from_metrics(extract_metrics(log_dir, last=10**9)["windows"])
     summary = seed_summary(windows, recipe.target_episode_length, recipe.smoothing_windows, wall_s)
-    checkpoints = evaluate_checkpoints(log_dir, *evaluate) if evaluate else []
+    iterations = math.ceil(recipe.env_step_budget / recipe.num_envs)
+    checkpoints = evaluate_checkpoints(log_dir, iterations, *evaluate) if evaluate else []
     return {
         "seed": seed,
         "run_dir": log_dir.name,  # under --runs-dir; a result shared elsewhere names no host's paths

@@ -125,8 +125,15 @@ def test_an_unwritable_output_is_refused_before_any_training(lp: ModuleType, tmp
 
 def test_only_the_last_checkpoints_are_evaluated_when_asked(lp: ModuleType) -> None:
     saved = ["ckpt_00001000.pt", "ckpt_00000500.pt", "ckpt_00001500.pt"]
-    assert lp.checkpoints_to_evaluate(saved, 0) == [
+    assert lp.checkpoints_to_evaluate(saved, 0, 1600) == [
         "ckpt_00000500.pt", "ckpt_00001000.pt", "ckpt_00001500.pt", "final.pt"
     ]  # fmt: skip
-    assert lp.checkpoints_to_evaluate(saved, 2) == ["ckpt_00001500.pt", "final.pt"]
-    assert lp.checkpoints_to_evaluate([], 3) == ["final.pt"]
+    assert lp.checkpoints_to_evaluate(saved, 2, 1600) == ["ckpt_00001500.pt", "final.pt"]
+    assert lp.checkpoints_to_evaluate([], 3, 1600) == ["final.pt"]
+
+
+def test_the_last_iterations_checkpoint_is_not_evaluated_twice(lp: ModuleType) -> None:
+    saved = ["ckpt_00001000.pt", "ckpt_00000500.pt", "ckpt_00001500.pt"]
+    # 1500 iterations: ckpt_00001500.pt and final.pt are the same policy
+    assert lp.checkpoints_to_evaluate(saved, 0, 1500) == ["ckpt_00000500.pt", "ckpt_00001000.pt", "final.pt"]
+    assert lp.checkpoints_to_evaluate(saved, 2, 1500) == ["ckpt_00001000.pt", "final.pt"]

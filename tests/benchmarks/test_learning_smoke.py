@@ -64,7 +64,9 @@ def test_the_benchmark_smoke_outlives_random_actions_by_its_calibrated_floor(tmp
     (seed,) = json.loads(out.read_text())["seeds"]
     assert seed["summary"]["env_steps"] == ENV_STEPS
     checkpoints = seed["checkpoints"]
-    assert [c["env_steps"] for c in checkpoints] == [96_000, 112_000, 128_000, 128_000]
+    # the last 4 distinct policies: ckpt_00004000.pt is final.pt's policy, so it is not evaluated again
+    assert [c["env_steps"] for c in checkpoints] == [80_000, 96_000, 112_000, 128_000]
+    assert checkpoints[-1]["checkpoint"] == "final.pt"
     print(f"survival over {HORIZON} steps, {NUM_ENVS} worlds: {checkpoints}; summary {seed['summary']}")
     random_len = checkpoints[-1]["uniform_random_mean"]
     assert random_len < 0.5 * HORIZON  # the baseline falls well inside the horizon

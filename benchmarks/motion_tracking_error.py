@@ -41,11 +41,16 @@ def kernel_error(term: torch.Tensor, sigma_sq: float) -> torch.Tensor:
     return torch.sqrt(-sigma_sq * torch.log(term.clamp_min(1e-30)))
 
 
-def _final_checkpoint(run_dir: Path) -> dict[str, Any]:
-    from runtime.learners.evaluation import CheckpointError, read_checkpoint
+def _restored(run_dir: Path, envs: int) -> Any:
+    from runtime.learners.evaluation import CheckpointError, TaskMismatchError, restore_run
+    from runtime.tasks.g1_motion_tracking import G1MotionTracking
 
     try:
-        return read_checkpoint(run_dir)
+        return restore_run(run_dir, envs, task=G1MotionTracking)
+    except TaskMismatchError as exc:
+        raise typer.BadParameter(
+            f"{exc}: only g1_motion_tracking has a reference clip", param_hint="RUN_DIR"
+        ) from exc
     except CheckpointError as exc:
         raise typer.BadParameter(str(exc), param_hint="RUN_DIR") from exc
 
@@ -86,36 +91,15 @@ def main(
     seed: Annotated[int, typer.Option(help="env seed")] = 12345,
 ) -> None:
     """Roll the final and the untrained policy out and print their episode lengths and tracking errors."""
-    import torch
-
-    from runtime.config import load_run_config
-    from runtime.env import make_env
-    from runtime.learners import build_learner
-    from runtime.learners.evaluation import restore_learner
-    from runtime.tasks.g1_motion_tracking import G1MotionTracking
-
-    payload = _final_checkpoint(run_dir)
-    cfg = load_run_config(payload["config"]).with_num_envs(envs)
-    cpu = torch.device("cpu")
-    env = make_env(cfg, device=cpu, seed=seed)
-    if not isinstance(env, G1MotionTracking):
-        env.close()
-        raise typer.BadParameter(
-            f"task {type(env).__name__}: only g1_motion_tracking has a reference clip", param_hint="RUN_DIR"
-        )
-    obs_dim, action_dim = env.obs_dim, env.action_dim
-    env.close()
-    trained = restore_learner(payload, cfg, obs_dim, action_dim)
-    untrained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=cfg.seed)
-    untrained.actor.eval()
+    run = _restored(run_dir, envs)
     result: dict[str, Any] = {
         "run_dir": run_dir.name,
-        "total_env_steps": int(payload["total_env_steps"]),
+        "total_env_steps": run.total_env_steps,
         "worlds": envs,
         "horizon": horizon,
     }
-    for name, learner in (("trained", trained), ("untrained", untrained)):
-        env = make_env(cfg, device=cpu, seed=seed)  # the same initial states for both
+    for name, learner in (("trained", run.learner), ("untrained", run.untrained_learner())):
+        env = run.make_env(seed)  # the same initial states for both
         try:
             result[name] = rollout(env, partial(learner.actor.act, deterministic=True), horizon)
         finally:

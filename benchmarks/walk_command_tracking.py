@@ -33,11 +33,16 @@ def velocity_error(track_lin_vel_xy: torch.Tensor) -> torch.Tensor:
     return torch.sqrt(-LIN_VEL_SIGMA_SQ * torch.log(track_lin_vel_xy.clamp_min(1e-30)))
 
 
-def _final_checkpoint(run_dir: Path) -> dict[str, Any]:
-    from runtime.learners.evaluation import CheckpointError, read_checkpoint
+def _restored(run_dir: Path, envs: int) -> Any:
+    from runtime.learners.evaluation import CheckpointError, TaskMismatchError, restore_run
+    from runtime.tasks.g1_walk_flat import G1WalkFlat
 
     try:
-        return read_checkpoint(run_dir)
+        return restore_run(run_dir, envs, task=G1WalkFlat)
+    except TaskMismatchError as exc:
+        raise typer.BadParameter(
+            f"{exc}: only g1_walk_flat has velocity commands", param_hint="RUN_DIR"
+        ) from exc
     except CheckpointError as exc:
         raise typer.BadParameter(str(exc), param_hint="RUN_DIR") from exc
 
@@ -51,21 +56,8 @@ def main(
     """Roll the final policy out and print its command error against standing still."""
     import torch
 
-    from runtime.config import load_run_config
-    from runtime.env import make_env
-    from runtime.learners.evaluation import restore_learner
-    from runtime.tasks.g1_walk_flat import G1WalkFlat
-
-    payload = _final_checkpoint(run_dir)
-    cfg = load_run_config(payload["config"]).with_num_envs(envs)
-    cpu = torch.device("cpu")
-    env = make_env(cfg, device=cpu, seed=seed)
-    if not isinstance(env, G1WalkFlat):
-        env.close()
-        raise typer.BadParameter(
-            f"task {type(env).__name__}: only g1_walk_flat has velocity commands", param_hint="RUN_DIR"
-        )
-    learner = restore_learner(payload, cfg, env.obs_dim, env.action_dim)
+    run = _restored(run_dir, envs)
+    env, learner = run.make_env(seed), run.learner
     obs = env.reset()
     alive = torch.ones(envs, dtype=torch.bool)
     fell = torch.zeros(envs, dtype=torch.bool)
@@ -87,7 +79,7 @@ def main(
     trained, still = float(torch.cat(errors).mean()), float(torch.cat(standing).mean())
     result = {
         "run_dir": run_dir.name,
-        "total_env_steps": int(payload["total_env_steps"]),
+        "total_env_steps": run.total_env_steps,
         "worlds": envs,
         "horizon": horizon,
         "world_steps_judged": sum(int(e.numel()) for e in errors),

@@ -238,17 +238,17 @@ def owner_differences(kinds: dict[Route, dict[str, str]], composed: dict[Route, 
     `training.sim_backend=mjwarp`'), then per route the keys only some owners set."""
     parts = []
     set_by_owner = {r: {k for k, kind in kinds[r].items() if kind == "owner YAML"} for r in composed}
-    for sim in BACKENDS:
+    shared_by_sim = {
+        sim: set.intersection(*(set_by_owner[r] for r in composed if r[2] == sim)) for sim in BACKENDS
+    }
+    for sim, shared_keys in shared_by_sim.items():
         mine = [r for r in composed if r[2] == sim]
-        keys = sorted(set.intersection(*(set_by_owner[r] for r in mine)))
         settings = []
-        for key in keys:
+        for key in sorted(shared_keys):
             shown = by_dimension({r: _lookup(composed[r], key) for r in mine})
             settings.append(f"`{key}={shown[1:-1]}`" if shown.count("`") == 2 else f"`{key}`: {shown}")
         parts.append(f"the {sim} owners set " + " and ".join(settings))
-    shared = {
-        k for sim in BACKENDS for k in set.intersection(*(set_by_owner[r] for r in composed if r[2] == sim))
-    }
+    shared = set().union(*shared_by_sim.values())
     by_setting: dict[tuple[tuple[str, str], ...], list[Route]] = {}
     for route in composed:
         own = tuple((k, fmt(_lookup(composed[route], k))) for k in sorted(set_by_owner[route] - shared))

@@ -9,11 +9,15 @@ not biased towards short episodes the way "mean length of episodes that finished
 the trained actor (deterministic and stochastic), the *untrained* actor built with the run's seed
 (deterministic; what the trainer started from), and uniform-random actions in [-1, 1] (the trainer's
 prefill policy). Used by tests/benchmarks/test_learning_smoke.py and docs/learners.md.
+
+``restore_run`` is the one loader behind it and behind the benchmarks' task-specific rollouts: checkpoint,
+config resized to the evaluation's worlds, task check and restored learner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +82,71 @@ def restore_learner(payload: dict[str, Any], cfg: RunConfig, obs_dim: int, actio
     return learner
 
 
+def cpu_env(cfg: RunConfig, seed: int) -> TaskEnv:
+    """A fresh env of ``cfg``'s task on CPU."""
+    import torch
+
+    from runtime.env import make_env
+
+    return make_env(cfg, device=torch.device("cpu"), seed=seed)
+
+
+class TaskMismatchError(ValueError):
+    """A run of another task than the evaluation needs; the message names both."""
+
+
+@dataclass(frozen=True)
+class RestoredRun:
+    """A finished run's checkpoint, its config resized to ``num_envs`` worlds, and its learner on CPU."""
+
+    payload: dict[str, Any]
+    cfg: RunConfig
+    obs_dim: int
+    action_dim: int
+    learner: Learner
+
+    @property
+    def total_env_steps(self) -> int:
+        return int(self.payload["total_env_steps"])
+
+    def make_env(self, seed: int) -> TaskEnv:
+        """A fresh CPU env of the run's task; the same ``seed`` gives the same initial states."""
+        return cpu_env(self.cfg, seed)
+
+    def untrained_learner(self) -> Learner:
+        """The learner the run started from (built with the run's seed), its actor in eval mode."""
+        import torch
+
+        from runtime.learners import build_learner
+
+        cpu = torch.device("cpu")
+        learner = build_learner(self.cfg.algo, self.obs_dim, self.action_dim, cpu, seed=self.cfg.seed)
+        learner.actor.eval()
+        return learner
+
+
+def restore_run(
+    run_dir: Path, num_envs: int, checkpoint: str = "final.pt", task: type[TaskEnv] | None = None
+) -> RestoredRun:
+    """Read ``run_dir``'s checkpoint and restore its learner; with ``task``, refuse a run of another task.
+
+    Raises CheckpointError (missing or unreadable checkpoint) or TaskMismatchError.
+    """
+    from runtime.config import load_run_config
+
+    payload = read_checkpoint(run_dir, checkpoint)
+    cfg = load_run_config(payload["config"]).with_num_envs(num_envs)
+    probe = cpu_env(cfg, seed=0)
+    try:
+        if task is not None and not isinstance(probe, task):
+            raise TaskMismatchError(f"{run_dir}: a {type(probe).__name__} run, not {task.__name__}")
+        obs_dim, action_dim = probe.obs_dim, probe.action_dim
+    finally:
+        probe.close()
+    learner = restore_learner(payload, cfg, obs_dim, action_dim)
+    return RestoredRun(payload, cfg, obs_dim, action_dim, learner)
+
+
 def evaluate_run(
     run_dir: Path, num_envs: int, horizon: int, seed: int = 12345, checkpoint: str = "final.pt"
 ) -> dict[str, Any]:
@@ -90,23 +159,8 @@ def evaluate_run(
     """
     import torch
 
-    from runtime.config import load_run_config
-    from runtime.env import make_env
-    from runtime.learners import build_learner
-
-    payload = read_checkpoint(run_dir, checkpoint)
-    cfg = load_run_config(payload["config"]).with_num_envs(num_envs)
-    cpu = torch.device("cpu")
-
-    def env() -> TaskEnv:
-        return make_env(cfg, device=cpu, seed=seed)
-
-    probe = env()
-    obs_dim, action_dim = probe.obs_dim, probe.action_dim
-    probe.close()
-    trained = restore_learner(payload, cfg, obs_dim, action_dim)
-    untrained = build_learner(cfg.algo, obs_dim, action_dim, cpu, seed=cfg.seed)
-    untrained.actor.eval()
+    run = restore_run(run_dir, num_envs, checkpoint)
+    trained, untrained, action_dim = run.learner, run.untrained_learner(), run.action_dim
     gen = torch.Generator().manual_seed(seed)
     policies: dict[str, Policy] = {
         "trained_deterministic": lambda o: trained.actor.act(o, deterministic=True),
@@ -118,10 +172,10 @@ def evaluate_run(
         "horizon": horizon,
         "num_envs": num_envs,
         "seed": seed,
-        "total_env_steps": int(payload["total_env_steps"]),
+        "total_env_steps": run.total_env_steps,
     }
     for name, policy in policies.items():
-        e = env()
+        e = run.make_env(seed)
         try:
             lengths = survival_lengths(e, policy, horizon)
         finally:

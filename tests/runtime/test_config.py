@@ -8,6 +8,7 @@ import pytest
 
 from runtime.config import (
     ConfigError,
+    FlashSacConfig,
     PlatformFacts,
     compose,
     platform_blockers,
@@ -27,6 +28,15 @@ MACOS = PlatformFacts(
 )
 
 
+# (algo, task, sim) -> (num_envs, max_iterations, updates_per_iteration) where an owner sets its own
+# learning recipe (docs/learners.md); every other owner keeps the algo defaults (2048, 25000, 1).
+OWNER_LEARNING_RECIPES = {
+    ("sac", "g1_walk_flat", "mujoco"): (1024, 10020, 8),
+    ("sac", "g1_walk_flat", "mjwarp"): (1024, 10020, 8),
+    ("flashsac", "g1_motion_tracking", "mujoco"): (1024, 10020, 4),
+}
+
+
 @pytest.mark.parametrize("algo", ["sac", "flashsac"])
 @pytest.mark.parametrize("task", ["g1_walk_flat", "g1_motion_tracking"])
 @pytest.mark.parametrize("sim", ["mujoco", "mjwarp"])
@@ -34,13 +44,31 @@ def test_every_owner_composes_with_its_defaults(algo: str, task: str, sim: str) 
     cfg = compose(algo, task, sim)
     assert cfg.algo.name == algo and cfg.task.name == task
     assert cfg.training.sim_backend == sim
-    learning_recipe = (1024, 10020, 8) if (algo, task) == ("sac", "g1_walk_flat") else (2048, 25000, 1)
+    learning_recipe = OWNER_LEARNING_RECIPES.get((algo, task, sim), (2048, 25000, 1))
     assert (cfg.algo.num_envs, cfg.algo.max_iterations, cfg.algo.updates_per_iteration) == learning_recipe
     assert cfg.training.inference_slot_capacity == 1 and cfg.training.replay_ingress_depth == 2
     assert cfg.training.replay_ingress_slot_rows is None
     assert cfg.resolved.replay_ingress_slot_rows == cfg.algo.num_envs
     assert cfg.training.collector_metrics_interval == (1 if sim == "mujoco" else 100)
     assert cfg.training.cuda_process_sharing is None
+
+
+def test_the_flashsac_tracking_cpu_sizes_stay_on_the_mujoco_owner() -> None:
+    def sizes(sim: str) -> tuple[int, int, int, int]:
+        algo = compose("flashsac", "g1_motion_tracking", sim).algo
+        assert isinstance(algo, FlashSacConfig)
+        return (algo.batch_size, algo.critic_hidden_dim, algo.actor_hidden_dim, algo.learning_starts)
+
+    assert sizes("mujoco") == (512, 128, 64, 4096)  # a CPU learner's sizes
+    defaults = compose("flashsac", "g1_walk_flat", "mjwarp").algo  # an owner that sets no learner sizes
+    assert isinstance(defaults, FlashSacConfig)
+    paper = (
+        defaults.batch_size,
+        defaults.critic_hidden_dim,
+        defaults.actor_hidden_dim,
+        defaults.learning_starts,
+    )
+    assert sizes("mjwarp") == paper == (2048, 256, 128, 10000)
 
 
 def test_mjwarp_owner_inherits_mujoco_owner() -> None:

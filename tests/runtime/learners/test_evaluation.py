@@ -1,5 +1,6 @@
 """survival_lengths: first-episode length per world, censored at the horizon; read_checkpoint names the
-path of a checkpoint that is missing or unreadable."""
+path of a checkpoint that is missing or unreadable; restore_run restores a checkpoint's learner at the
+evaluation's size and refuses a run of another task."""
 
 from __future__ import annotations
 
@@ -10,7 +11,22 @@ from typing import Any
 import pytest
 import torch
 
-from runtime.learners.evaluation import CheckpointError, read_checkpoint, survival_lengths
+from runtime.config import PlatformFacts, compose, validate_for_run
+from runtime.learners import build_learner
+from runtime.learners.evaluation import (
+    CheckpointError,
+    TaskMismatchError,
+    cpu_env,
+    read_checkpoint,
+    restore_run,
+    survival_lengths,
+)
+from runtime.tasks.g1_motion_tracking import G1MotionTracking
+from runtime.tasks.g1_walk_flat import G1WalkFlat
+
+LINUX_CPU = PlatformFacts(
+    system="Linux", cuda_available=False, cuda_device_count=0, hip_build=False, mps_available=False
+)
 
 
 @dataclass
@@ -77,3 +93,39 @@ def test_a_checkpoint_payload_round_trips(tmp_path: Path) -> None:
     (tmp_path / "checkpoints").mkdir()
     torch.save({"total_env_steps": 96, "learner": {}}, tmp_path / "checkpoints" / "final.pt")
     assert read_checkpoint(tmp_path)["total_env_steps"] == 96
+
+
+def _walk_checkpoint(run_dir: Path) -> dict[str, torch.Tensor]:
+    """A sac g1_walk_flat checkpoint written the trainer's way; returns the learner's actor weights."""
+    cfg = validate_for_run(compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={run_dir}"]), LINUX_CPU)
+    probe = cpu_env(cfg.with_num_envs(2), seed=0)  # the dims of the real task, as the trainer's
+    obs_dim, action_dim = probe.obs_dim, probe.action_dim
+    probe.close()
+    assert cfg.seed != 7  # so the saved actor differs from the run's untrained one
+    learner = build_learner(cfg.algo, obs_dim, action_dim, torch.device("cpu"), seed=7)
+    (run_dir / "checkpoints").mkdir(parents=True)
+    payload = {"total_env_steps": 2048, "learner": learner.state_dict(), "config": cfg.to_dict()}
+    torch.save(payload, run_dir / "checkpoints" / "final.pt")
+    return {k: v.clone() for k, v in learner.actor.state_dict().items()}
+
+
+def test_a_run_is_restored_at_the_evaluations_size(tmp_path: Path) -> None:
+    weights = _walk_checkpoint(tmp_path / "run")
+    run = restore_run(tmp_path / "run", num_envs=3, task=G1WalkFlat)
+    assert run.total_env_steps == 2048 and run.cfg.algo.num_envs == 3
+    restored = run.learner.actor.state_dict()
+    assert all(torch.equal(restored[k], v) for k, v in weights.items())
+    assert not run.learner.actor.training
+    untrained = run.untrained_learner().actor.state_dict()
+    assert not all(torch.equal(untrained[k], v) for k, v in weights.items())
+    env = run.make_env(seed=1)
+    try:
+        assert env.num_envs == 3 and isinstance(env, G1WalkFlat)
+    finally:
+        env.close()
+
+
+def test_a_run_of_another_task_is_refused_by_name(tmp_path: Path) -> None:
+    _walk_checkpoint(tmp_path / "run")
+    with pytest.raises(TaskMismatchError, match=r"run: a G1WalkFlat run, not G1MotionTracking"):
+        restore_run(tmp_path / "run", num_envs=2, task=G1MotionTracking)

@@ -143,6 +143,11 @@ def seed_summary(windows: Sequence[Window], target: float, span: int, wall_s: fl
     }
 
 
+def budget_iterations(env_steps: int, num_envs: int) -> int:
+    """Trainer iterations that cover an env-step budget: the run's ``algo.max_iterations``."""
+    return math.ceil(env_steps / num_envs)
+
+
 def train_overrides(
     algo_num_envs: int, env_steps: int, log_dir: Path, seed: int, recipe: Sequence[str]
 ) -> list[str]:
@@ -153,7 +158,7 @@ def train_overrides(
         raise ValueError(
             f"--set may not override {', '.join(clash)}: the benchmark sets them from its options"
         )
-    iterations = math.ceil(env_steps / algo_num_envs)
+    iterations = budget_iterations(env_steps, algo_num_envs)
     return [
         f"algo.num_envs={algo_num_envs}",
         f"algo.max_iterations={iterations}",
@@ -298,7 +303,7 @@ def _one_seed(
         raise typer.Exit(1)
     windows = windows_from_metrics(extract_metrics(log_dir, last=10**9)["windows"])
     summary = seed_summary(windows, recipe.target_episode_length, recipe.smoothing_windows, wall_s)
-    iterations = math.ceil(recipe.env_step_budget / recipe.num_envs)
+    iterations = budget_iterations(recipe.env_step_budget, recipe.num_envs)
     checkpoints = evaluate_checkpoints(log_dir, iterations, *evaluate) if evaluate else []
     return {
         "seed": seed,

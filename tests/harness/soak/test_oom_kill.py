@@ -137,7 +137,11 @@ def test_the_pressure_plot_renders_in_headless_chromium(tmp_path: Path, limited_
 
 
 def _collector_pid(samples: Path, deadline: float) -> int:
-    """The trainer's collector (its child other than multiprocessing's resource tracker), once it runs."""
+    """The trainer's collector, once it has marked itself (``sbk:collector``).
+
+    Waiting for the marker, not just for a child of the trainer, keeps the kill after the collector's
+    start: a process moved into the cgroup while still importing dies as an unmarked ``worker``.
+    """
     while time.monotonic() < deadline:
         time.sleep(0.5)
         lines = samples.read_text().splitlines() if samples.exists() else []
@@ -147,15 +151,10 @@ def _collector_pid(samples: Path, deadline: float) -> int:
             continue
         if not last or not last.get("progress"):
             continue
-        root = last["processes"][0]["pid"]
-        kids = [
-            p["pid"]
-            for p in last["processes"]
-            if p["ppid"] == root and not any("resource_tracker" in a for a in p["cmdline"])
-        ]
-        if kids:
-            return int(kids[0])
-    raise AssertionError("no collector process appeared")
+        marked = [p["pid"] for p in last["processes"] if p.get("role") == "collector"]
+        if marked:
+            return int(marked[0])
+    raise AssertionError("no marked collector process appeared")
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -137,3 +138,24 @@ def test_the_last_iterations_checkpoint_is_not_evaluated_twice(lp: ModuleType) -
     # 1500 iterations: ckpt_00001500.pt and final.pt are the same policy
     assert lp.checkpoints_to_evaluate(saved, 0, 1500) == ["ckpt_00000500.pt", "ckpt_00001000.pt", "final.pt"]
     assert lp.checkpoints_to_evaluate(saved, 2, 1500) == ["ckpt_00001000.pt", "final.pt"]
+
+
+RESULTS = sorted((PATH.parent / "results").glob("learning_parity_*.json"))
+
+
+@pytest.mark.parametrize("result_path", RESULTS, ids=[p.name for p in RESULTS])
+def test_a_committed_result_matches_its_schema_and_its_raw_windows(lp: ModuleType, result_path: Path) -> None:
+    # the figures docs/learners.md quotes come from these summaries: each must be what its windows give
+    result = json.loads(result_path.read_text())
+    lp.validate_result(result)
+    recipe = result["recipe"]
+    for seed in result["seeds"]:
+        windows = [lp.Window(**w) for w in seed["windows"]]
+        recomputed = lp.seed_summary(
+            windows, recipe["target_episode_length"], recipe["smoothing_windows"], seed["wall_s"]
+        )
+        assert seed["summary"] == recomputed, f"{result_path.name} seed {seed['seed']}"
+
+
+def test_committed_results_exist() -> None:
+    assert RESULTS, f"no learning-parity results under {PATH.parent / 'results'}"

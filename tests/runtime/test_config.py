@@ -16,17 +16,7 @@ from runtime.config import (
     resolve_learner_device,
     validate_for_run,
 )
-
-LINUX_CUDA = PlatformFacts(
-    system="Linux", cuda_available=True, cuda_device_count=1, hip_build=False, mps_available=False
-)
-LINUX_CPU = PlatformFacts(
-    system="Linux", cuda_available=False, cuda_device_count=0, hip_build=False, mps_available=False
-)
-MACOS = PlatformFacts(
-    system="Darwin", cuda_available=False, cuda_device_count=0, hip_build=False, mps_available=True
-)
-
+from tests.runtime._platforms import LINUX_CPU, LINUX_CUDA, MACOS
 
 # (algo, task, sim) -> (num_envs, max_iterations, updates_per_iteration) where an owner sets its own
 # learning recipe (docs/learners.md); every other owner keeps the algo defaults (2048, 25000, 1).

@@ -16,7 +16,6 @@ from runtime.backends import BACKENDS
 from runtime.config import (
     ALGOS,
     ConfigError,
-    PlatformFacts,
     compose,
     composition,
     load_run_config,
@@ -53,8 +52,7 @@ from runtime.config.sections import (
     TrainingConfig,
 )
 from runtime.tasks import TASKS
-
-LINUX_CPU = PlatformFacts("Linux", False, 0, False, False)
+from tests.runtime._platforms import LINUX_CPU
 
 
 @section

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from runtime.config import PlatformFacts, compose, validate_for_run
+from runtime.config import compose, validate_for_run
 from runtime.learners import build_learner
 from runtime.learners.evaluation import (
     CheckpointError,
@@ -23,10 +23,7 @@ from runtime.learners.evaluation import (
 )
 from runtime.tasks.g1_motion_tracking import G1MotionTracking
 from runtime.tasks.g1_walk_flat import G1WalkFlat
-
-LINUX_CPU = PlatformFacts(
-    system="Linux", cuda_available=False, cuda_device_count=0, hip_build=False, mps_available=False
-)
+from tests.runtime._platforms import LINUX_CPU
 
 
 @dataclass

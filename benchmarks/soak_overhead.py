@@ -1,7 +1,7 @@
 """Soak monitor overhead: its own CPU time as a share of one core, the time to take one sample, and the
 part of it spent reading ``smaps_rollup`` (PSS/USS/swap).
 
-Runs the real monitor (``harness.soak.driver.watch``) in this process over trees of light workers
+Runs the real monitor (``harness.soak.loop.driver.watch``) in this process over trees of light workers
 (tests/harness/soak/faults/tree.py: a parent and N-1 workers, each holding ``--worker-mib`` of touched
 memory) at 1 s sampling, once per tree size, then prints the figures measured in those runs. Targets
 (docs/soak.md): CPU share <= 2 % of one core and p95 sample time <= 50 ms on the 10-process tree. Not a
@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.soak.driver import overhead, percentile, watch
-from harness.soak.live import SilentView
-from harness.soak.procs import ProcReader
-from harness.soak.settings import MonitorSettings, validate_settings
+from harness.soak.evidence.live import SilentView
+from harness.soak.host.procs import ProcReader
+from harness.soak.loop.driver import overhead, percentile, watch
+from harness.soak.loop.settings import MonitorSettings, validate_settings
 
 TREE = Path(__file__).resolve().parents[1] / "tests" / "harness" / "soak" / "faults" / "tree.py"
 

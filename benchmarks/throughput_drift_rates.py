@@ -1,4 +1,4 @@
-"""False-alarm and detection rates of the throughput drift verdict (harness.soak.drift).
+"""False-alarm and detection rates of the throughput drift verdict (harness.soak.verdicts.drift).
 
 - **False alarms**: the verdict on healthy real runs, read from their ``progress.jsonl`` (any trainer
   run's log dir). Each run is sampled as the monitor would, at ``--samples`` evenly spaced instants (the
@@ -22,8 +22,8 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from harness.soak.drift import throughput_drift
-from harness.soak.trends import analysis_span
+from harness.soak.verdicts.drift import throughput_drift
+from harness.soak.verdicts.trends import analysis_span
 
 Samples = list[dict[str, Any]]
 

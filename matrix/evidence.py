@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.artifact_fields import dig
-from harness.probe_samples import first_raw_disagreement
+from harness.compare.fields import dig
+from harness.probe.samples import first_raw_disagreement
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
 from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors

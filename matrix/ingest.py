@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.probe_samples import first_raw_disagreement
+from harness.probe.samples import first_raw_disagreement
 from matrix.build import attach_freshness, load_index, normalize_entry, read_json, soak_samples_rel
 from matrix.evidence import (
     ARTIFACT_SCHEMAS,

@@ -2,8 +2,8 @@
 
 ``matrix ingest`` calls ``check_soak_evidence`` on every new soak artifact. The samples file the artifact
 names is read beside the artifact and must match the recorded sha256; from it the leak verdicts and the
-observation record are recomputed (``harness.soak.trends``, ``harness.soak.observation``), and the whole
-pass table is re-evaluated with the very code the monitor uses (``harness.soak.evaluation``) over the
+observation record are recomputed (``harness.soak.verdicts.trends``, ``harness.soak.verdicts.observation``), and the whole
+pass table is re-evaluated with the very code the monitor uses (``harness.soak.verdicts.evaluation``) over the
 run_summary the artifact embeds. ``disagreements`` is the pure part: artifact and samples in, one
 sentence per disagreement out, each naming the row or field.
 """
@@ -16,15 +16,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.artifact_fields import dig
-from harness.soak.artifact import summary_sections
-from harness.soak.drift import throughput_drift
-from harness.soak.evaluation import MonitorObservation, evaluate
-from harness.soak.observation import observe_classes
-from harness.soak.oom import describe
-from harness.soak.per_process import per_process_verdicts
-from harness.soak.sampling import declared_limits
-from harness.soak.trends import leak_verdicts
+from harness.compare.fields import dig
+from harness.soak.evidence.artifact import summary_sections
+from harness.soak.host.sampling import declared_limits
+from harness.soak.verdicts.drift import throughput_drift
+from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.observation import observe_classes
+from harness.soak.verdicts.oom import describe
+from harness.soak.verdicts.per_process import per_process_verdicts
+from harness.soak.verdicts.trends import leak_verdicts
 from matrix.model import MatrixInputError
 
 #: artifact fields read from the run_summary -> the pass-table row that judges them

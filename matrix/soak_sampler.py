@@ -1,5 +1,5 @@
 """Which soak monitor sampler a platform's soak evidence must come from, and what that sampler cannot
-check (pure; the limits are the samplers' own declarations in harness.soak.portable).
+check (pure; the limits are the samplers' own declarations in harness.soak.host.portable).
 
 Linux cells count only Linux-sampler soaks: that sampler checks every pass-table row and resource
 class, so a portable soak, which checks fewer, never stands in for it there. macOS has no ``/proc``,
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.soak.portable import UNOBSERVABLE_CLASSES
-from harness.soak.sampling import declared_limits
+from harness.soak.host.portable import UNOBSERVABLE_CLASSES
+from harness.soak.host.sampling import declared_limits
 
 PLATFORM_SAMPLER: dict[str, str] = {"linux-cpu": "linux", "linux-cuda": "linux", "macos-mps": "portable"}
 SHM_ROW = "orphaned_shm_segments"

@@ -17,10 +17,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from harness.soak.forensics import ForensicsSettings
-from harness.soak.observation import DEFAULT_MIN_TREND_SAMPLES
+from harness.soak.host.forensics import ForensicsSettings
+from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.outcome import run_monitor
-from harness.soak.settings import MonitorSettings, SettingsError, validate_settings
+from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
 from runtime.choices import Algo, Sim, Task
 
 EXIT_BAD_INPUT = 2
@@ -442,7 +442,7 @@ def demo(
 
 def report(artifact: Annotated[Path, typer.Argument(help="a soak artifact (.json)")]) -> None:
     """Render the HTML report beside ARTIFACT."""
-    from harness.soak.report import report_command
+    from harness.soak.evidence.report import report_command
 
     raise typer.Exit(report_command(artifact))
 
@@ -468,7 +468,7 @@ def compare(
 def cleanup() -> None:
     """Stop what dead soak monitors left running, and remove their /dev/shm segments: only processes and
     segments their ownership records prove (pid + start ticks, or the run's token; name + inode)."""
-    from harness.soak.leftovers import LeftoverError, clean, describe, find_leftovers
+    from harness.soak.loop.leftovers import LeftoverError, clean, describe, find_leftovers
 
     try:
         leftovers = find_leftovers()

@@ -24,10 +24,10 @@ from rich.table import Table
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
-from harness.artifact_fields import setting_differences
-from harness.probe_compare import host_differences, host_identity
-from harness.soak.artifact import ArtifactError, load_artifact
-from harness.soak.compare import (
+from harness.compare.fields import host_differences, host_identity, setting_differences
+from harness.soak.evidence.artifact import ArtifactError, load_artifact
+from harness.soak.evidence.report import locate_samples, read_samples
+from harness.soak.verdicts.compare import (
     LISTED_FIELDS,
     METHOD,
     REPORT_SCHEMA,
@@ -36,7 +36,6 @@ from harness.soak.compare import (
     compare_runs,
     workload_refusal,
 )
-from harness.soak.report import locate_samples, read_samples
 
 VERDICT_STYLE = {"faster": "green", "slower": "bold red", "no_change": "dim", "inconclusive": "yellow"}
 # A resource or the duration is lower-is-better: its `slower` is shown as what it means.

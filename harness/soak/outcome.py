@@ -1,7 +1,7 @@
 """From a finished watch to evidence: leak verdicts, pass table, artifact, HTML report, console verdict.
 
 ``run_monitor`` is the whole `soak run` / `soak monitor` job. The judgement itself is pure
-(``harness.soak.trends`` and ``harness.soak.evaluation``); this module only gathers the inputs and writes
+(``harness.soak.verdicts.trends`` and ``harness.soak.verdicts.evaluation``); this module only gathers the inputs and writes
 the outputs.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.soak.driver import MonitorResult, overhead, read_run_summary, watch
-from harness.soak.live import make_view
-from harness.soak.settings import MonitorSettings, validate_settings
+from harness.soak.evidence.live import make_view
+from harness.soak.loop.driver import MonitorResult, overhead, read_run_summary, watch
+from harness.soak.loop.settings import MonitorSettings, validate_settings
 
 
 def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
@@ -71,15 +71,15 @@ def samples_digest(path: Path) -> str:
 def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
-    from harness.soak.artifact import MonitorRecord, build_artifact, write_artifact
-    from harness.soak.drift import throughput_drift
-    from harness.soak.evaluation import MonitorObservation, evaluate
-    from harness.soak.observation import observe_classes
-    from harness.soak.oom import assess
-    from harness.soak.per_process import per_process_verdicts
-    from harness.soak.report import render_report
-    from harness.soak.sampling import declared_limits
-    from harness.soak.trends import leak_verdicts
+    from harness.soak.evidence.artifact import MonitorRecord, build_artifact, write_artifact
+    from harness.soak.evidence.report import render_report
+    from harness.soak.host.sampling import declared_limits
+    from harness.soak.verdicts.drift import throughput_drift
+    from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+    from harness.soak.verdicts.observation import observe_classes
+    from harness.soak.verdicts.oom import assess
+    from harness.soak.verdicts.per_process import per_process_verdicts
+    from harness.soak.verdicts.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
     if settings.judges_summary:

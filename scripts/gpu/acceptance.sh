@@ -144,7 +144,7 @@ step() {
 
 # every module a step imports: a missing install fails the preflight by name instead of a later step
 MODULES=(torch numpy mujoco mujoco_warp warp omegaconf jsonschema referencing typer rich jinja2 pandas matplotlib
-  psutil yaml pynvml tensorboard pytest pytest_timeout hypothesis runtime.cli harness.probe harness.soak.cli)
+  psutil yaml pynvml tensorboard pytest pytest_timeout hypothesis runtime.cli harness.probe.cli harness.soak.cli)
 IMPORTS_CHECK='
 import importlib, sys
 bad = []
@@ -180,7 +180,7 @@ else
   step preflight 60 0 -- "${PY[@]}" - "${MODULES[@]}" <<'EOF'
 import os, sys
 import torch
-from harness.probe_stats import profiler_env_violations
+from harness.probe.stats import profiler_env_violations
 problems = []
 if torch.version.hip is not None:
     problems.append(f"HIP build {torch.version.hip}: NVIDIA CUDA required")

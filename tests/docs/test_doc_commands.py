@@ -126,9 +126,9 @@ def _script(prog: str) -> list[str]:
     modules = {
         "train": "runtime.cli",
         "soak": "harness.soak.cli",
-        "probe": "harness.probe",
+        "probe": "harness.probe.cli",
         "matrix": "matrix.cli",
-        "cumps": "harness.cumps",
+        "cumps": "harness.cumps.cli",
         "extract-metrics": "harness.metrics",
     }
     return [

@@ -176,10 +176,10 @@ def soak_artifact(
     run_summary, so that ``matrix ingest`` re-derives the same verdicts."""
     import hashlib
 
-    from harness.soak.artifact import MonitorRecord, build_artifact
-    from harness.soak.evaluation import MonitorObservation, evaluate
-    from harness.soak.observation import observe_classes
-    from harness.soak.trends import leak_verdicts
+    from harness.soak.evidence.artifact import MonitorRecord, build_artifact
+    from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+    from harness.soak.verdicts.observation import observe_classes
+    from harness.soak.verdicts.trends import leak_verdicts
 
     text = SOAK_SAMPLES.read_text()
     samples = [json.loads(line) for line in text.splitlines()]

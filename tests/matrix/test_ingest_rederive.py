@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.soak.report import locate_samples
+from harness.soak.evidence.report import locate_samples
 from tests.matrix._fixtures import SOAK_SAMPLES_NAME, git, junit_xml, soak_artifact, write_json
 from tests.matrix.conftest import Invoke
 from tests.matrix.test_cli import SAC_WALK, snapshot

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.portable import PortableSampler
-from harness.soak.sampling import LINUX_CAPABILITIES
+from harness.soak.host.portable import PortableSampler
+from harness.soak.host.sampling import LINUX_CAPABILITIES
 from matrix.grading import grade_cell
 from matrix.model import CellKey, SoakBudget
 from matrix.soak_sampler import platform_note, sampler_of, sampler_problem, unchecked_of

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.soak.leftovers import RECORD_SCHEMA, proven_processes, proven_segments, records_dir
-from harness.soak.procs import ProcReader, StatFields
+from harness.soak.host.procs import ProcReader, StatFields
+from harness.soak.loop.leftovers import RECORD_SCHEMA, proven_processes, proven_segments, records_dir
 from tests.harness.soak._soakrun import REPO, alive, monitor_args
 from tests.harness.soak.test_driver_real import _soak_run_argv
 

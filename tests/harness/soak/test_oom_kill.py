@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.pressure import CGROUP_ROOT, counter_file, memory_cgroup
+from harness.soak.host.pressure import CGROUP_ROOT, counter_file, memory_cgroup
 from tests.harness.soak._soakrun import REPO, SoakOutcome, assert_nothing_left, soak_monitor
 
 pytestmark = pytest.mark.soak

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from foundation.roles import ROLES, role_from_title, role_title
-from harness.soak.procs import ProcReader, assign_roles, parse_smaps_rollup, role_of, totals_of
-from harness.soak.rollup import RollupSchedule
+from harness.soak.host.procs import ProcReader, assign_roles, parse_smaps_rollup, role_of, totals_of
+from harness.soak.host.rollup import RollupSchedule
 
 MIB = 1 << 20
 
@@ -148,7 +148,7 @@ def test_a_sample_stops_reading_at_its_budget_but_nobody_goes_staler_than_max_pe
 
 def test_artifact_schema_enums_match_the_code() -> None:
     from foundation.schema import load_schema
-    from harness.soak.per_process import PROCESS_CLASSES
+    from harness.soak.verdicts.per_process import PROCESS_CLASSES
 
     schema = load_schema("soak-artifact-0.3.0.schema.json")
     per_process = schema["properties"]["resource_summary"]["properties"]["per_process"]

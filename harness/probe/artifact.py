@@ -1,0 +1,80 @@
+"""The probe artifact as a file: its schema, validation before an atomic write, and the strict read a
+comparison or an ingest starts from (schema first, then every stated figure against the raw samples)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from foundation.atomic import write_atomic
+from foundation.schema import sorted_errors
+from harness.probe.samples import raw_disagreements
+
+SCHEMA_VERSION = "0.4.0"
+SCHEMA_NAME = f"probe-{SCHEMA_VERSION}.schema.json"
+EXCLUSIONS: tuple[dict[str, str], ...] = (
+    {
+        "name": "policy_inference",
+        "reason": "actions are seeded uniform noise sampled before the clock starts",
+    },
+    {"name": "inference_ipc", "reason": "no collector/learner processes: no weight publication or ring IPC"},
+    {"name": "replay_ingestion", "reason": "transitions are not written to the shared-memory replay ingress"},
+    {"name": "learner_updates", "reason": "no gradient updates run"},
+    {"name": "manager_dispatch", "reason": "the env is stepped directly, not through the training manager"},
+)
+
+
+class ArtifactError(ValueError):
+    """An artifact that cannot be trusted; ``field`` names where (``$`` for the whole file)."""
+
+    def __init__(self, source: str, field: str, message: str) -> None:
+        super().__init__(f"{source}: {field}: {message}")
+        self.field = field
+
+
+def validate_artifact(artifact: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first schema violation (Draft 2020-12)."""
+    errors = sorted_errors(artifact, SCHEMA_NAME)
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "<root>"
+        raise ValueError(f"probe artifact violates {SCHEMA_NAME} at {where}: {first.message}")
+
+
+def write_artifact(path: Path, artifact: Mapping[str, Any]) -> None:
+    """Validate, then write it with ``foundation.atomic.write_atomic``."""
+    validate_artifact(artifact)
+    write_atomic(path, json.dumps(artifact, indent=2, allow_nan=False) + "\n")
+
+
+def load_artifact(path: Path) -> dict[str, Any]:
+    """Read a probe artifact this version can compare: JSON, schema ``probe-0.4.0``, and every stated
+    summary reproduced by its raw samples. Raises :class:`ArtifactError` naming the field."""
+    source = str(path)
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise ArtifactError(source, "$", f"cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(source, "$", f"not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ArtifactError(source, "$", "a probe artifact is a JSON object")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ArtifactError(
+            source, "schema_version", f"is {version!r}; only {SCHEMA_VERSION} artifacts carry raw samples"
+        )
+    errors = sorted_errors(doc, SCHEMA_NAME)
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "$"
+        raise ArtifactError(source, where, f"violates {SCHEMA_NAME}: {errors[0].message}")
+    try:
+        problems = raw_disagreements(doc)
+    except ValueError as exc:  # e.g. a round of zero measured time: no rate can be recomputed
+        raise ArtifactError(source, "backends", f"raw samples unusable: {exc}") from None
+    if problems:
+        field, message = problems[0]
+        raise ArtifactError(source, field, f"{message} (tampered or corrupt)")
+    return doc

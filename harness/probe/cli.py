@@ -1,0 +1,499 @@
+"""``probe``: phase-local backend probe. Each backend is measured in its own process; one JSON artifact.
+
+    probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 [--processes 3] [--acceptance]
+          [--mjwarp-device cpu] [--task g1_motion_tracking] --output /abs/probe.json
+    probe compare BASE.json NEW.json [--threshold 0.05] [--fail-on-regression] [--json OUT]
+
+Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed, the artifact could not
+be written (schema violation, I/O error), or acceptance evidence failed (an acceptance artifact is still
+written, with ``acceptance.passed=false``); 2 bad input or an
+unmet precondition, nothing written. See docs/probe.md for phases, schema fields and acceptance rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+
+from foundation.nvml import NvmlReader
+from harness.context import REPO_ROOT, collect_context
+from harness.probe.artifact import EXCLUSIONS, SCHEMA_VERSION, write_artifact
+from harness.probe.host import contention_block, sample_host
+from harness.probe.samples import backend_entry
+from harness.probe.spec import WorkerSpec
+from harness.probe.stats import (
+    PROFILER_ENV_EXACT,
+    PROFILER_ENV_PREFIXES,
+    idle_verdict,
+    profiler_env_violations,
+)
+from harness.probe.tables import print_summary
+
+if TYPE_CHECKING:
+    from runtime.config import ComposedConfig
+
+ALGO = "flashsac"
+# The trainer's collector steps the env with torch single-threaded (runtime/manager/trainer.py,
+# TrainerHooks.collector_torch_threads): intra-op workers fight the physics threads for the cores
+# (one tracking step at 64 envs: 41 ms with 2 torch threads vs 1.4 ms with 1 on 2 cores). The probe
+# measures what the trainer runs, so it uses the same setting unless told otherwise.
+COLLECTOR_TORCH_THREADS = 1
+# Interleaved (physics-limit block, env block) rounds of the throughput loop; min(rounds, iters) run.
+DEFAULT_ROUNDS = 5
+# Independent worker processes per backend, interleaved across backends: process-level effects (memory
+# layout, CPU placement, a load spike) show up as spread between processes instead of hiding in one.
+DEFAULT_PROCESSES = 3
+console = Console(stderr=True)
+
+
+class ProbeInputError(Exception):
+    """Bad arguments or an unmet precondition: exit 2, nothing written."""
+
+
+class ProbeFailure(Exception):
+    """A worker failed: exit 1, nothing written."""
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Validated probe request (see ``validate_settings``)."""
+
+    backends: tuple[str, ...]
+    task: str
+    num_envs: int
+    warmup: int
+    iters: int
+    seed: int
+    mjwarp_device: str
+    physics_threads: int | None
+    torch_threads: int
+    rounds: int
+    processes: int
+    test_step_sleep_ms: float
+    acceptance: bool
+    idle_memory_threshold_bytes: int
+    idle_wait_s: float
+    worker_timeout_s: float
+    output: Path
+
+
+# Probe flags that are config settings: their bounds are the config's own (runtime.config.sections).
+CONFIG_FLAGS: dict[str, str] = {
+    "algo.num_envs": "--num-envs",
+    "seed": "--seed",
+    "training.mjwarp_device": "--mjwarp-device",
+    "training.physics_threads": "--physics-threads",
+}
+
+
+def validate_settings(  # noqa: PLR0913 — one parameter per probe flag; the CLI and the tests pass them by name
+    backends: str,
+    task: str,
+    num_envs: int,
+    warmup: int,
+    iters: int,
+    seed: int,
+    mjwarp_device: str | None,
+    physics_threads: int | None,
+    acceptance: bool,
+    idle_memory_threshold_mib: int,
+    idle_wait_s: float,
+    worker_timeout_s: float,
+    output: str,
+    torch_threads: int = COLLECTOR_TORCH_THREADS,
+    rounds: int = DEFAULT_ROUNDS,
+    processes: int = DEFAULT_PROCESSES,
+    test_step_sleep_ms: float = 0.0,
+) -> ProbeSettings:
+    """Check every argument (and the output location) before anything runs; raise ProbeInputError."""
+    from runtime.tasks import TASKS
+
+    names = _backend_names(backends)
+    if task not in TASKS:
+        raise ProbeInputError(f"--task {task!r} is not registered; allowed: {sorted(TASKS)}")
+    if mjwarp_device is not None and "mjwarp" not in names:
+        raise ProbeInputError("--mjwarp-device is only meaningful when --backends includes mjwarp")
+    for flag, value, least in (
+        ("--warmup", warmup, 0),
+        ("--iters", iters, 1),
+        ("--rounds", rounds, 1),
+        ("--processes", processes, 1),
+    ):
+        if value < least:
+            raise ProbeInputError(f"{flag} must be >= {least}, got {value}")
+    if torch_threads < 1:
+        raise ProbeInputError(f"--torch-threads must be >= 1, got {torch_threads}")
+    if not 0 <= test_step_sleep_ms < float("inf"):
+        raise ProbeInputError(f"--test-step-sleep-ms must be a finite number >= 0, got {test_step_sleep_ms}")
+    if idle_memory_threshold_mib < 0 or idle_wait_s < 0 or worker_timeout_s <= 0:
+        raise ProbeInputError(
+            "--idle-memory-threshold-mib and --idle-wait-s must be >= 0, --worker-timeout-s > 0"
+        )
+    settings = ProbeSettings(
+        backends=names,
+        task=task,
+        num_envs=num_envs,
+        warmup=warmup,
+        iters=iters,
+        seed=seed,
+        mjwarp_device=mjwarp_device or "cuda",
+        physics_threads=physics_threads,
+        torch_threads=torch_threads,
+        rounds=rounds,
+        processes=processes,
+        test_step_sleep_ms=test_step_sleep_ms,
+        acceptance=acceptance,
+        idle_memory_threshold_bytes=idle_memory_threshold_mib << 20,
+        idle_wait_s=idle_wait_s,
+        worker_timeout_s=worker_timeout_s,
+        output=_output_path(output),
+    )
+    for backend in names:
+        compose_for(settings, backend)  # the flags that are settings are checked by the config
+    return settings
+
+
+def _backend_names(backends: str) -> tuple[str, ...]:
+    from runtime.backends import BACKENDS
+
+    names = tuple(b.strip() for b in backends.split(",") if b.strip())
+    if not names:
+        raise ProbeInputError(f"--backends is empty; allowed: comma-separated from {sorted(BACKENDS)}")
+    unknown = [b for b in names if b not in BACKENDS]
+    if unknown:
+        raise ProbeInputError(f"--backends: unknown {unknown}; allowed: {sorted(BACKENDS)}")
+    if len(set(names)) != len(names):
+        raise ProbeInputError(f"--backends lists a backend twice: {list(names)}")
+    return names
+
+
+def _output_path(output: str) -> Path:
+    out = Path(output)
+    if not out.is_absolute():
+        raise ProbeInputError(f"--output must be an absolute path, got {output!r}")
+    if out.suffix != ".json":
+        raise ProbeInputError(f"--output must name a .json file, got {output!r}")
+    if out.is_dir():
+        raise ProbeInputError(f"--output {output} is a directory; name a .json file")
+    if not out.parent.is_dir():
+        raise ProbeInputError(f"--output parent directory {out.parent} does not exist")
+    if not os.access(out.parent, os.W_OK):
+        raise ProbeInputError(f"--output parent directory {out.parent} is not writable")
+    return out
+
+
+def compose_for(settings: ProbeSettings, backend: str) -> ComposedConfig:
+    """The owner config ``backend``'s worker will compose; ProbeInputError names the probe flag (or the
+    backend) behind a ConfigError."""
+    from runtime.config import ConfigError, compose
+
+    try:
+        return compose(ALGO, settings.task, backend, config_overrides(settings, backend))
+    except ConfigError as exc:
+        flag = CONFIG_FLAGS.get(exc.key or "")
+        raise ProbeInputError(f"{flag}: {exc}" if flag else f"{backend}: {exc}") from exc
+
+
+def check_preconditions(
+    settings: ProbeSettings,
+    environ: Mapping[str, str],
+    nvml_snapshot: Callable[[], dict[str, Any]],
+    platform_facts: Callable[[], Any],
+) -> None:
+    """Host prerequisites, acceptance rules first; raise ProbeInputError naming the first unmet one."""
+    from runtime.config import platform_blockers
+
+    if settings.acceptance:
+        hits = profiler_env_violations(environ)
+        if hits:
+            raise ProbeInputError(
+                f"--acceptance refuses profiler/debug environment variables: {hits}; unset them "
+                "(they change what is measured)"
+            )
+        if settings.mjwarp_device == "cpu" and "mjwarp" in settings.backends:
+            raise ProbeInputError(
+                "--acceptance measures the production CUDA lane; --mjwarp-device cpu is a diagnostic lane"
+            )
+        snap = nvml_snapshot()
+        if not snap["available"]:
+            raise ProbeInputError(
+                f"--acceptance needs NVML evidence of an idle GPU and this host has none: {snap['reason']}"
+            )
+    facts = platform_facts()
+    for backend in settings.backends:
+        if backend == "mjwarp" and settings.mjwarp_device == "cuda" and not facts.cuda_available:
+            raise ProbeInputError(
+                "--backends mjwarp needs a CUDA device and none is available; to measure MJWarp on Warp's "
+                "CPU device (diagnostic lane, never production evidence) pass --mjwarp-device cpu"
+            )
+        problems = platform_blockers(compose_for(settings, backend), facts)
+        if problems:
+            raise ProbeInputError(f"{backend}: {problems[0]}")
+
+
+def config_overrides(settings: ProbeSettings, backend: str) -> list[str]:
+    """Dotted overrides of the owner config for ``backend`` (checked here, composed again by the worker)."""
+    items = [f"algo.num_envs={settings.num_envs}", f"seed={settings.seed}"]
+    if backend == "mjwarp":
+        items.append(f"training.mjwarp_device={settings.mjwarp_device}")
+    if settings.physics_threads is not None:
+        items.append(f"training.physics_threads={settings.physics_threads}")
+    return items
+
+
+def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> dict[str, Any]:
+    """Run one backend in a fresh ``python -m harness.probe.worker`` process; return its result block
+    with the PID observed here (``launcher_observed_pid``). Raises ProbeFailure/ProbeInputError."""
+    spec = WorkerSpec(
+        backend=backend,
+        algo=ALGO,
+        task=settings.task,
+        overrides=tuple(config_overrides(settings, backend)),
+        warmup=settings.warmup,
+        iters=settings.iters,
+        seed=settings.seed,
+        torch_threads=settings.torch_threads,
+        rounds=settings.rounds,
+        step_sleep_ms=settings.test_step_sleep_ms,
+    )
+    spec_path, out_path, log_path = (
+        workdir / f"{backend}.{kind}" for kind in ("spec.json", "out.json", "log")
+    )
+    spec_path.write_text(json.dumps(spec.to_json()))
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.probe.worker", str(spec_path), str(out_path)],
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            returncode = proc.wait(timeout=settings.worker_timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ProbeFailure(
+                f"{backend} worker (pid {proc.pid}) exceeded --worker-timeout-s {settings.worker_timeout_s}"
+            ) from None
+    tail = log_path.read_text(errors="replace")[-4000:]
+    if not out_path.exists():
+        raise ProbeFailure(f"{backend} worker (pid {proc.pid}) exited {returncode} without a result:\n{tail}")
+    payload = json.loads(out_path.read_text())
+    if not payload["ok"]:
+        error = payload["error"]
+        message = f"{backend} worker (pid {proc.pid}) failed: {error['type']}: {error['message']}"
+        if error.get("config_error"):
+            raise ProbeInputError(message)
+        raise ProbeFailure(f"{message}\n{error['traceback']}\n--- worker output tail ---\n{tail}")
+    if returncode != 0:
+        raise ProbeFailure(f"{backend} worker (pid {proc.pid}) exited {returncode} after a result:\n{tail}")
+    result: dict[str, Any] = payload["result"]
+    result["launcher_observed_pid"] = proc.pid
+    return result
+
+
+def wait_for_idle(reader: NvmlReader, threshold_bytes: int, wait_s: float) -> dict[str, Any]:
+    """Poll NVML until every device is idle or ``wait_s`` passes (memory release after a process exit
+    lags by up to a second or two). Returns the last verdict plus ``waited_s`` and ``time``."""
+    start = time.monotonic()
+    while True:
+        verdict = idle_verdict(reader.snapshot(), threshold_bytes)
+        waited = time.monotonic() - start
+        if verdict["idle"] or waited >= wait_s:
+            return {**verdict, "waited_s": waited, "time": time.time()}
+        time.sleep(0.5)
+
+
+def run_probe(
+    settings: ProbeSettings, argv: list[str], nvml: Any | None = None
+) -> tuple[dict[str, Any], int]:
+    """Measure every backend in ``settings.processes`` processes each, interleaved across backends
+    (acceptance checks around each process); return (artifact, exit code)."""
+    started, host_start = time.time(), sample_host()
+    results: dict[str, list[dict[str, Any]]] = {backend: [] for backend in settings.backends}
+    checks: list[dict[str, Any]] = []
+    with NvmlReader(nvml) as reader, tempfile.TemporaryDirectory(prefix="soakbench-probe-") as tmp:
+        accepted = _measure_all(settings, reader, Path(tmp), results, checks)
+        gpu = reader.snapshot()
+    contention = contention_block(host_start, sample_host(), os.cpu_count(), gpu)
+    entries = {backend: backend_entry(blocks) for backend, blocks in results.items() if blocks}
+    verdict = AcceptanceOutcome(checks=checks, accepted=accepted)
+    artifact = build_artifact(settings, argv, entries, verdict, (started, time.time()))
+    artifact["contention"] = contention
+    return artifact, 0 if accepted else 1
+
+
+def _measure_all(
+    settings: ProbeSettings,
+    reader: NvmlReader,
+    tmp: Path,
+    results: dict[str, list[dict[str, Any]]],
+    checks: list[dict[str, Any]],
+) -> bool:
+    """Run every (process, backend) pair in interleaved order into ``results``; False once an
+    acceptance check fails (nothing more runs)."""
+    for index in range(settings.processes):
+        for backend in settings.backends:
+            if settings.acceptance and not _idle_check(settings, reader, checks, backend, "before"):
+                return False
+            console.print(
+                f"probe: measuring {backend} ({settings.num_envs} envs), process "
+                f"{index + 1}/{settings.processes} ..."
+            )
+            workdir = tmp / f"process-{index}"
+            workdir.mkdir(exist_ok=True)
+            results[backend].append(run_worker_process(settings, backend, workdir))
+            if settings.acceptance and not _idle_check(settings, reader, checks, backend, "after"):
+                return False
+    return True
+
+
+def _idle_check(
+    settings: ProbeSettings, reader: NvmlReader, checks: list[dict[str, Any]], backend: str, when: str
+) -> bool:
+    check = wait_for_idle(reader, settings.idle_memory_threshold_bytes, settings.idle_wait_s)
+    checks.append({"backend": backend, "when": when, **check})
+    if not check["idle"]:
+        console.print(f"[red]acceptance: GPU not idle {when} {backend}: {check['reasons']}")
+    return bool(check["idle"])
+
+
+@dataclass(frozen=True)
+class AcceptanceOutcome:
+    """The acceptance checks that ran and whether they all held."""
+
+    checks: list[dict[str, Any]]
+    accepted: bool
+
+
+def build_artifact(
+    settings: ProbeSettings,
+    argv: list[str],
+    results: dict[str, dict[str, Any]],
+    acceptance: AcceptanceOutcome,
+    span: tuple[float, float],
+) -> dict[str, Any]:
+    """Assemble the probe artifact (schema ``probe-0.4.0``, ``contention`` added by the caller);
+    ``span`` is (started, finished) in Unix s."""
+    started, finished = span
+    checks, accepted = acceptance.checks, acceptance.accepted
+    settings_block = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()}
+    settings_block["backends"] = list(settings.backends)
+    settings_block["algo"] = ALGO
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "soakbench.probe",
+        "created_unix_s": finished,
+        "duration_s": finished - started,
+        "command": argv,
+        "probe_pid": os.getpid(),
+        "settings": settings_block,
+        "exclusions": [dict(e) for e in EXCLUSIONS],
+        "comparison_note": (
+            "compare backends by throughput_env_control_steps_per_s and phases.iteration_ms; phase "
+            "boundaries are device-synchronized but families differ in what each phase contains"
+        ),
+        "context": collect_context(),
+        "backends": results,
+        "acceptance": {
+            "requested": settings.acceptance,
+            "passed": accepted if settings.acceptance else None,
+            "idle_memory_threshold_bytes": settings.idle_memory_threshold_bytes,
+            "profiler_env_rejected": {
+                "exact": list(PROFILER_ENV_EXACT),
+                "prefixes": list(PROFILER_ENV_PREFIXES),
+            },
+            "checks": checks,
+        },
+    }
+
+
+app = typer.Typer(add_completion=False, help="Phase-local backend probe (one process per backend).")
+
+
+@app.command()
+def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI option
+    output: str = typer.Option(..., "--output", help="absolute path of the JSON artifact to write"),
+    backends: str = typer.Option("mjwarp,mujoco", "--backends", help="comma-separated backends"),
+    num_envs: int = typer.Option(2048, "--num-envs"),
+    warmup: int = typer.Option(20, "--warmup", help="untimed iterations before measuring"),
+    iters: int = typer.Option(100, "--iters", help="measured iterations per loop (phased and throughput)"),
+    task: str = typer.Option("g1_motion_tracking", "--task"),
+    seed: int = typer.Option(0, "--seed"),
+    mjwarp_device: str | None = typer.Option(
+        None, "--mjwarp-device", help="cuda (default) or cpu: Warp's CPU device, a diagnostic lane"
+    ),
+    physics_threads: int | None = typer.Option(None, "--physics-threads", help="MuJoCo CPU threads"),
+    rounds: int = typer.Option(
+        DEFAULT_ROUNDS, "--rounds", help="interleaved limit/env rounds of the throughput loop (<= iters)"
+    ),
+    processes: int = typer.Option(
+        DEFAULT_PROCESSES, "--processes", help="independent worker processes per backend, interleaved"
+    ),
+    test_step_sleep_ms: float = typer.Option(
+        0.0, "--test-step-sleep-ms", hidden=True, help="test only: sleep inside every timed env step"
+    ),
+    torch_threads: int = typer.Option(
+        COLLECTOR_TORCH_THREADS,
+        "--torch-threads",
+        help="torch intra-op threads in each worker (as the collector)",
+    ),
+    acceptance: bool = typer.Option(False, "--acceptance", help="require NVML idle-GPU evidence"),
+    idle_memory_threshold_mib: int = typer.Option(1024, "--idle-memory-threshold-mib"),
+    idle_wait_s: float = typer.Option(15.0, "--idle-wait-s"),
+    worker_timeout_s: float = typer.Option(1800.0, "--worker-timeout-s"),
+) -> None:
+    """Measure each backend in isolation and write a schema-valid artifact."""
+    try:
+        settings = validate_settings(
+            backends, task, num_envs, warmup, iters, seed, mjwarp_device, physics_threads, acceptance,
+            idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output, torch_threads, rounds,
+            processes, test_step_sleep_ms,
+        )  # fmt: skip
+        from runtime.config import PlatformFacts
+
+        with NvmlReader() as reader:
+            check_preconditions(settings, os.environ, reader.snapshot, PlatformFacts.detect)
+        artifact, code = run_probe(settings, ["probe", *sys.argv[1:]])
+    except ProbeInputError as exc:
+        console.print(f"[red]probe: {exc}")
+        raise typer.Exit(2) from None
+    except ProbeFailure as exc:
+        console.print(f"[red]probe: {exc}")
+        raise typer.Exit(1) from None
+    try:
+        write_artifact(settings.output, artifact)
+    except (ValueError, OSError) as exc:  # a schema violation is our bug; say so, write nothing
+        console.print(f"[red]probe: artifact not written: {exc}")
+        raise typer.Exit(1) from None
+    print_summary(artifact, console)
+    console.print(f"probe: wrote {settings.output}")
+    if code:
+        console.print("[red]probe: acceptance FAILED (see acceptance.checks in the artifact)")
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Console-script entry point: ``probe compare|history ...`` run those commands, anything else probes."""
+    if sys.argv[1:2] in (["compare"], ["history"]):
+        from harness.probe.compare import compare_app
+        from harness.probe.history_io import history_app
+
+        (compare_app if sys.argv[1] == "compare" else history_app)(sys.argv[2:], f"probe {sys.argv[1]}")
+        return
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""What the soak monitor shows while it runs: a rich live panel on a TTY, one plain line per sample off it.
+
+``summarize`` is pure (sample + state -> display fields); the views only print.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Protocol, TextIO
+
+MIB = 1 << 20
+LiveMode = Literal["auto", "rich", "plain", "off"]
+
+
+def _fmt_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def summarize(
+    sample: Mapping[str, Any],
+    *,
+    phase: str,
+    max_iterations: int | None,
+    min_duration_s: float,
+    iterations_per_s: float | None = None,
+) -> dict[str, str]:
+    """Display fields of one sample (strings, ready to print).
+
+    ETA: with a known iteration budget and a positive recent iteration rate (``iterations_per_s``, from
+    the last samples: prefill is much faster than training, so a whole-run average would mislead), the
+    remaining iterations at that rate; otherwise the time left to the minimum duration.
+    """
+    totals = sample["totals"]
+    progress = sample.get("progress") or {}
+    iteration = progress.get("iteration")
+    steps_per_s = progress.get("env_steps_per_s")
+    eta: float | None = None
+    if max_iterations and isinstance(iteration, int) and iterations_per_s and iterations_per_s > 0:
+        eta = max(0, max_iterations - iteration) / iterations_per_s
+    elif min_duration_s > sample["t"]:
+        eta = min_duration_s - sample["t"]
+    gpu = totals.get("gpu_memory_bytes")
+    return {
+        "t": f"{sample['t']:.0f}s",
+        "phase": phase,
+        "iteration": "-"
+        if iteration is None
+        else f"{iteration}" + (f"/{max_iterations}" if max_iterations else ""),
+        "steps_per_s": "-" if steps_per_s is None else f"{float(steps_per_s):.0f}",
+        "processes": str(totals["process_count"]),
+        "rss_mib": _na(totals["rss_bytes"], MIB),
+        "gpu_mib": _na(gpu, MIB),
+        "eventfd": _na(totals["eventfd"]),  # null: the sampler cannot observe it (harness.soak.host.sampling)
+        "shm_fd": _na(totals["shared_memory_fd"]),
+        "fds": _na(totals["fd_total"]),
+        "eta": _fmt_eta(eta),
+    }
+
+
+def _na(value: float | None, scale: float = 1.0) -> str:
+    return "n/a" if value is None else f"{value / scale:.0f}"
+
+
+class LiveView(Protocol):
+    """Receives every sample; ``close`` ends the display."""
+
+    def update(self, fields: Mapping[str, str]) -> None: ...
+
+    def note(self, message: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PlainView:
+    """One line per sample (for logs and CI)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+
+    def update(self, fields: Mapping[str, str]) -> None:
+        line = " ".join(f"{k}={v}" for k, v in fields.items())
+        print(f"[soak] {line}", file=self.stream, flush=True)
+
+    def note(self, message: str) -> None:
+        print(f"[soak] {message}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        return None
+
+
+class SilentView:
+    """No output (``--live off``)."""
+
+    def update(self, fields: Mapping[str, str]) -> None:
+        return None
+
+    def note(self, message: str) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class RichView:
+    """A rich Live table refreshed per sample."""
+
+    _LABELS: ClassVar[dict[str, str]] = {
+        "t": "elapsed",
+        "phase": "phase",
+        "iteration": "iteration",
+        "steps_per_s": "env steps/s",
+        "processes": "processes",
+        "rss_mib": "RSS MiB",
+        "gpu_mib": "GPU MiB",
+        "eventfd": "eventfds",
+        "shm_fd": "shm FDs",
+        "fds": "FDs total",
+        "eta": "ETA",
+    }
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._console = Console(stderr=True)
+        self._live = Live(console=self._console, refresh_per_second=2, transient=False)
+        self._live.start()
+
+    def update(self, fields: Mapping[str, str]) -> None:
+        from rich.table import Table
+
+        table = Table(title="soak monitor", show_header=True)
+        for key in fields:
+            table.add_column(self._LABELS.get(key, key), justify="right")
+        table.add_row(*fields.values())
+        self._live.update(table)
+
+    def note(self, message: str) -> None:
+        self._console.print(f"[soak] {message}")
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def make_view(mode: LiveMode) -> LiveView:
+    """``auto``: rich on a TTY (stderr), plain lines otherwise."""
+    if mode == "off":
+        return SilentView()
+    if mode == "rich" or (mode == "auto" and sys.stderr.isatty()):
+        return RichView()
+    return PlainView()

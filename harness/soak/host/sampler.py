@@ -1,0 +1,179 @@
+"""One soak sample: the run's process tree (a harness.soak.host.sampling sampler), GPU memory via NVML,
+run-dir liveness, progress.
+
+Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md)::
+
+    {"t": s since monitor start, "wall": unix s, "sample_ms": time to take this sample (ms),
+     "processes": [{pid, start_ticks, ppid, name, role, cmdline, rss_bytes, pss_bytes, uss_bytes,
+                    swap_bytes, rollup_age_samples, threads, cpu_s,
+                    fds: {pipe, socket, eventfd, eventpoll, memfd, shared_memory, nvidia, other, total},
+                    gpu_memory_bytes: int | null}],
+     "totals": {process_count, rss_bytes, pss_bytes, uss_bytes, swap_bytes, threads, eventfd,
+                shared_memory_fd, fd_total, gpu_memory_bytes: int | null},
+     "gpu": {available, reason, devices: [{index, uuid, used_bytes}], process_memory_reason: str | null},
+     "host": memory pressure and OOM-kill counters (harness.soak.host.pressure),
+     "liveness": {latest_mtime_ns, file_count, total_bytes, changed},
+     "progress": last progress.jsonl record or null}
+
+The portable sampler writes the same shape with null where psutil cannot see a figure (fd classes,
+``eventfd`` and ``shared_memory_fd`` totals; see harness.soak.host.portable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from foundation.nvml import NvmlReader, memory_by_pid
+from harness.soak.host.pressure import HostReader
+from harness.soak.host.procs import TreeTracker, assign_roles
+from harness.soak.host.sampling import ProcessSampler
+
+
+@dataclass
+class LivenessState:
+    """Run-dir liveness: any file under the log dir created, removed, resized or touched counts as change.
+
+    ``last_change`` is the monotonic time of the last sample that saw a change (None before any).
+    """
+
+    log_dir: Path
+    fingerprint: tuple[int, int, int] = (0, 0, 0)  # (latest mtime ns, file count, total bytes)
+    last_change: float | None = None
+
+    @property
+    def ever_changed(self) -> bool:
+        return self.last_change is not None
+
+    def last_change_mono(self, default: float) -> float:
+        return default if self.last_change is None else self.last_change
+
+    def scan(self, now: float) -> dict[str, Any]:
+        latest, count, total = 0, 0, 0
+        for dirpath, _dirs, files in os.walk(self.log_dir):
+            for name in files:
+                try:
+                    st = os.stat(os.path.join(dirpath, name), follow_symlinks=False)
+                except OSError:
+                    continue  # removed during the walk (atomic rename temp files)
+                latest = max(latest, st.st_mtime_ns)
+                count += 1
+                total += st.st_size
+        fingerprint = (latest, count, total)
+        changed = fingerprint != self.fingerprint
+        if changed:
+            self.fingerprint = fingerprint
+            self.last_change = now
+        return {"latest_mtime_ns": latest, "file_count": count, "total_bytes": total, "changed": changed}
+
+
+@dataclass
+class ProgressTail:
+    """Incremental reader of ``progress.jsonl``: only complete lines are parsed; the last good record is
+    kept. A complete line that is not a JSON object is counted in ``parse_errors`` (reported, not fatal:
+    the trainer's own schema check owns that file)."""
+
+    path: Path
+    offset: int = 0
+    pending: bytes = b""
+    last: dict[str, Any] | None = None
+    records: int = 0
+    parse_errors: int = 0
+
+    def poll(self) -> dict[str, Any] | None:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return self.last
+        self.offset += len(chunk)
+        data = self.pending + chunk
+        *lines, self.pending = data.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                self.parse_errors += 1
+                continue
+            if isinstance(record, dict):
+                self.last = record
+                self.records += 1
+            else:
+                self.parse_errors += 1
+        return self.last
+
+
+@dataclass
+class Sampler:
+    """Takes samples of one run. ``t`` is measured from ``t0`` (monotonic, the spawn time)."""
+
+    reader: ProcessSampler
+    tracker: TreeTracker
+    log_dir: Path
+    t0: float
+    nvml: NvmlReader = field(default_factory=NvmlReader)
+    host: HostReader = field(default_factory=HostReader)
+    shm_seen: set[str] = field(default_factory=set)
+    liveness: LivenessState = field(init=False)
+    progress: ProgressTail = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.liveness = LivenessState(self.log_dir)
+        self.progress = ProgressTail(self.log_dir / "progress.jsonl")
+
+    def _gpu(self) -> tuple[dict[str, Any], dict[int, int | None] | None]:
+        snap = self.nvml.snapshot()
+        block: dict[str, Any] = {
+            "available": snap["available"],
+            "reason": snap["reason"],
+            "devices": [
+                {"index": d["index"], "uuid": d["uuid"], "used_bytes": d["used_bytes"]}
+                for d in snap["devices"]
+            ],
+            "process_memory_reason": None,
+        }
+        if not snap["available"]:
+            block["process_memory_reason"] = "NVML unavailable"
+            return block, None
+        by_pid = memory_by_pid(snap)
+        # NVML reports host-namespace PIDs. If it lists processes and none of them exists in our /proc,
+        # we are in another PID namespace and cannot attribute GPU memory to our tree: say so, never 0.
+        if by_pid and not any(os.path.exists(f"/proc/{pid}") for pid in by_pid):
+            block["process_memory_reason"] = (
+                "NVML process PIDs are not visible in this PID namespace; per-process GPU memory unknown"
+            )
+            return block, None
+        return block, by_pid
+
+    def sample(self, *, wall: float, now: float) -> dict[str, Any]:
+        """One sample record (schema in the module docstring)."""
+        started = time.perf_counter()
+        members = self.tracker.members(self.reader.all_stats())
+        gpu_block, gpu_by_pid = self._gpu()
+        processes = []
+        for st in members:
+            record, shm = self.reader.sample_process(st, gpu_by_pid)
+            processes.append(record)
+            self.shm_seen |= shm
+        host = self.host.read(st.pid for st in members)
+        assign_roles(processes, self.tracker.root_pid)
+        liveness = self.liveness.scan(now)
+        progress = self.progress.poll()
+        return {
+            "t": round(now - self.t0, 3),
+            "wall": wall,
+            "sample_ms": round((time.perf_counter() - started) * 1000.0, 3),  # whole sample incl. NVML
+            "processes": processes,
+            "totals": self.reader.totals(processes, gpu_by_pid is not None),
+            "gpu": gpu_block,
+            "host": host,
+            "liveness": liveness,
+            "progress": progress,
+        }

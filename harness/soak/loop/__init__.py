@@ -1,0 +1,1 @@
+"""The soak monitor loop and its hold on the watched tree: settings, spawn, supervision, ownership record and watchdog. May import: foundation, harness.soak.verdicts, harness.soak.host, harness.soak.evidence, harness.soak.loop."""

@@ -1,0 +1,440 @@
+"""The soak pass table (docs/soak-artifact.md, docs/soak.md) as pure logic: observation in, verdict out.
+
+Every row is a ``Criterion`` ``{name, expected, value, result}`` with result ``pass | fail |
+not_applicable``; the run passes iff no row fails. Rows, in order of precedence:
+
+==================================  ====================================================  ===============
+name                                passes when                                           group
+==================================  ====================================================  ===============
+monitor_status                      the monitor saw the command through (no start-up      monitor
+                                    timeout, stale progress, shutdown hang, cancellation
+                                    or monitor error)
+trainer_returncode                  the command exited 0                                  trainer
+shutdown_contract                   the shutdown block keeps the shutdown contract        shutdown
+                                    (harness.soak.verdicts.contract)
+run_summary_schema                  run_summary and its manifest validate, both schema    schema
+                                    versions the integer 1
+run_status                          run_summary.status == "completed"                     run_contract
+run_failure                         run_summary.failure_reason and the shutdown           run_contract
+                                    exception are both null
+inference_drained                   final inference queue depth and publication lag 0     run_contract
+replay_final_occupancy              replay final occupancy 0                              run_contract
+replay_no_drops                     replay dropped batches and early returns both 0       run_contract
+replay_release_sequence             release sequence == published sequence                run_contract
+replay_published_sequence           published sequence == total_env_steps / slot_rows     run_contract
+replay_invariants                   every replay ingress cross-invariant holds            run_contract
+inference_invariants                every inference ring cross-invariant holds            run_contract
+shutdown_classification             shutdown classification "normal_completion"           run_contract
+shutdown_cleanup_errors             shutdown cleanup errors == []                         run_contract
+post_shutdown_residual_processes    no tree process alive after the grace period          resource_leak
+orphaned_shm_segments               no /dev/shm segment of the run left behind            resource_leak
+                                    (``not_applicable`` where the sampler cannot list
+                                    segments)
+leak_verdicts                       no judged resource class ``growing``, in the tree or  resource_leak
+                                    in a long-lived process (harness.soak.verdicts.per_process)
+min_duration                        the run lasted at least the minimum duration          too_short
+trend_observation                   every observable resource class has a verdict on at   observation
+                                    least ``min_trend_samples`` post-start-up samples
+                                    (harness.soak.verdicts.observation)
+throughput_drift                    the trainer's env steps/s is not ``declining`` over   throughput_drift
+                                    the trend window (harness.soak.verdicts.drift);
+                                    ``not_applicable`` unless --fail-on-throughput-drift
+oom_kills                           no tree process OOM-killed (harness.soak.verdicts.oom)         oom
+==================================  ====================================================  ===============
+
+In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_contract rows are
+``not_applicable`` (they need a run_summary).
+
+``failure_classification`` is one of the closed vocabulary ``foundation.vocab.SOAK_FAILURE_CLASSIFICATIONS``; the first failed
+row decides it (rows are ordered by precedence):
+
+- ``monitor_status`` fails -> the monitor failure itself: ``timeout/startup``, ``timeout/stale_tick``,
+  ``shutdown_hang``, ``external_cancellation`` or ``monitor_error`` (the reason adds ``monitor_detail``);
+- ``trainer_returncode`` fails -> the run_summary's shutdown classification when it names a failure
+  (``learner_failure``, ``collector_failure``, ``backend_worker_failure``, ``timeout/stale_tick``,
+  ``external_cancellation``, ``unknown_failure``), else ``trainer_failure``; when the shutdown contract
+  row failed too (a non-zero exit claiming ``normal_completion``), ``shutdown_contract_violation``;
+- with no readable run_summary, any row that needs one -> ``run_summary_missing``;
+- ``shutdown_contract`` fails -> ``shutdown_contract_violation`` (it precedes the schema row, so a
+  shutdown block outside the vocabulary is named as such); ``run_summary_schema`` fails ->
+  ``schema_violation``; a ``run_contract`` row fails -> ``run_contract_violation``;
+- a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``;
+  ``trend_observation`` fails -> ``insufficient_observation``; ``throughput_drift`` fails ->
+  ``throughput_drift``;
+- ``oom_kills`` fails -> ``oom_killed``, whichever row failed first (the kill explains an exit or a stall).
+
+``failure_reason`` is one sentence naming the row that decided the class (the first failed row, or the
+shutdown contract row for a ``shutdown_contract_violation``), then the names of any other failed rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
+from harness.soak.verdicts.contract import (
+    Violation,
+    inference_violations,
+    replay_violations,
+    schema_violations,
+    shutdown_violations,
+)
+from harness.soak.verdicts.criterion import Criterion
+from harness.soak.verdicts.per_process import leak_row
+from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
+
+CRITERIA: tuple[str, ...] = (
+    "monitor_status",
+    "trainer_returncode",
+    "shutdown_contract",
+    "run_summary_schema",
+    "run_status",
+    "run_failure",
+    "inference_drained",
+    "replay_final_occupancy",
+    "replay_no_drops",
+    "replay_release_sequence",
+    "replay_published_sequence",
+    "replay_invariants",
+    "inference_invariants",
+    "shutdown_classification",
+    "shutdown_cleanup_errors",
+    "post_shutdown_residual_processes",
+    "orphaned_shm_segments",
+    "leak_verdicts",
+    "min_duration",
+    "trend_observation",
+    "throughput_drift",
+    "oom_kills",
+)
+NEEDS_SUMMARY: frozenset[str] = frozenset(CRITERIA[2:15])
+RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[4:15])
+RESOURCE_LEAK: frozenset[str] = frozenset(CRITERIA[15:18])
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class MonitorObservation:
+    """What the monitor saw, already reduced to data.
+
+    ``leak_verdicts`` is the result of ``harness.soak.verdicts.trends.leak_verdicts`` (``{"leak_verdicts": {...},
+    "trends": {...}}``); a bare ``{class: verdict}`` mapping is accepted too. Durations in seconds.
+    """
+
+    mode: Literal["run", "monitor"]
+    monitor_failure: str | None
+    trainer_returncode: int | None
+    run_summary: Mapping[str, Any] | None
+    residual_processes: Sequence[Mapping[str, Any]]
+    orphaned_shm_segments: Sequence[Mapping[str, Any]]
+    leak_verdicts: Mapping[str, Any]
+    duration_s: float
+    min_duration_s: float
+    run_summary_error: str | None = None  # why a run_summary could not be read, when it could not
+    run_contract: bool = False  # `soak monitor --run-contract`: judge the run_summary as `soak run` does
+    observation: Mapping[str, Any] | None = None  # harness.soak.verdicts.observation.observe_classes(...)
+    throughput_drift: Mapping[str, Any] | None = None  # harness.soak.verdicts.drift.throughput_drift(...)
+    fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
+    oom_kills: Sequence[
+        str
+    ] = ()  # harness.soak.verdicts.oom.assess(...): one line per OOM-killed tree process
+    monitor_detail: str | None = (
+        None  # harness.soak.verdicts.hang.failure_detail(...): only with a monitor failure
+    )
+    shm_unobservable: str | None = None  # why the sampler could not list /dev/shm segments, if it could not
+    per_process: Mapping[str, Any] | None = (
+        None  # harness.soak.verdicts.per_process.per_process_verdicts(...)
+    )
+
+    @property
+    def judges_summary(self) -> bool:
+        return self.mode == "run" or self.run_contract
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Verdict of one soak: ``status`` passed iff no criterion failed."""
+
+    status: Literal["passed", "failed"]
+    failure_reason: str | None
+    failure_classification: str | None
+    criteria: list[Criterion] = field(default_factory=list)
+
+    def criteria_dicts(self) -> list[dict[str, Any]]:
+        return [c.as_dict() for c in self.criteria]
+
+
+def lookup(data: Mapping[str, Any] | None, dotted: str) -> Any:
+    """``data["a"]["b"]`` for ``"a.b"``; the module's ``_MISSING`` sentinel when any level is absent."""
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def lookup_or_none(data: Mapping[str, Any] | None, dotted: str) -> Any:
+    """Like ``lookup`` but None when any level is absent."""
+    found = lookup(data, dotted)
+    return None if found is _MISSING else found
+
+
+def verdict_map(leak: Mapping[str, Any]) -> dict[str, str]:
+    """``{class: verdict}`` from either the full trends result or a bare verdict mapping."""
+    inner = leak.get("leak_verdicts", leak)
+    if not isinstance(inner, Mapping) or not all(isinstance(v, str) for v in inner.values()):
+        raise ValueError("leak_verdicts: expected {class: 'bounded'|'growing'|'insufficient_data'}")
+    return dict(inner)
+
+
+def _row(name: str, expected: str, value: Any, ok: bool) -> Criterion:
+    return Criterion(name, expected, value, "pass" if ok else "fail")
+
+
+def _contract_row(name: str, expected: str, violations: list[Violation]) -> Criterion:
+    return _row(name, expected, [v.as_dict() for v in violations], not violations)
+
+
+def _contract_rows(summary: Mapping[str, Any], returncode: int | None) -> dict[str, Criterion]:
+    """The rows of harness.soak.verdicts.contract, by name."""
+    return {
+        "run_summary_schema": _contract_row(
+            "run_summary_schema",
+            "valid run-summary-1 and runtime-manifest-1, schema versions the integer 1",
+            schema_violations(summary),
+        ),
+        "shutdown_contract": _contract_row(
+            "shutdown_contract",
+            "classification in the vocabulary, owner and phase set, exception null or {type, message}, "
+            "cleanup.errors a list, no normal_completion on a non-zero exit",
+            shutdown_violations(summary, returncode),
+        ),
+        "replay_invariants": _contract_row(
+            "replay_invariants", "every replay ingress cross-invariant holds", replay_violations(summary)
+        ),
+        "inference_invariants": _contract_row(
+            "inference_invariants",
+            "every inference ring cross-invariant holds",
+            inference_violations(summary),
+        ),
+    }
+
+
+def _summary_rows(summary: Mapping[str, Any] | None) -> list[Criterion]:
+    """The run_contract rows; a field missing from the summary shows as value "missing: <path>" and fails."""
+
+    def get(path: str) -> Any:
+        found = lookup(summary, path)
+        return f"missing: {path}" if found is _MISSING else found
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    inflight = "runtime_manifest.inference_flight"
+    ingress = "runtime_manifest.replay_ingress"
+    shutdown = "runtime_manifest.shutdown"
+    depth, lag = get(f"{inflight}.final_queue_depth"), get(f"{inflight}.final_publication_lag")
+    occupancy = get(f"{ingress}.final_occupancy")
+    dropped, early = get(f"{ingress}.dropped_batches"), get(f"{ingress}.early_returns")
+    published, released = get(f"{ingress}.published_sequence"), get(f"{ingress}.release_sequence")
+    slot_rows, steps = get(f"{ingress}.slot_rows"), get("total_env_steps")
+    reason, exception = get("failure_reason"), get(f"{shutdown}.exception")
+    classification, cleanup = get(f"{shutdown}.classification"), get(f"{shutdown}.cleanup.errors")
+    expected_published: Any = None
+    if is_int(slot_rows) and is_int(steps) and slot_rows > 0:
+        expected_published = steps // slot_rows if steps % slot_rows == 0 else steps / slot_rows
+    return [
+        _row("run_status", "completed", get("status"), get("status") == "completed"),
+        _row(
+            "run_failure",
+            "failure_reason null and shutdown exception null",
+            {"failure_reason": reason, "exception": exception},
+            reason is None and exception is None,
+        ),
+        _row(
+            "inference_drained",
+            "final_queue_depth 0 and final_publication_lag 0",
+            {"final_queue_depth": depth, "final_publication_lag": lag},
+            is_int(depth) and is_int(lag) and depth == 0 and lag == 0,
+        ),
+        _row("replay_final_occupancy", "0", occupancy, is_int(occupancy) and occupancy == 0),
+        _row(
+            "replay_no_drops",
+            "dropped_batches 0 and early_returns 0",
+            {"dropped_batches": dropped, "early_returns": early},
+            is_int(dropped) and is_int(early) and dropped == 0 and early == 0,
+        ),
+        _row(
+            "replay_release_sequence",
+            "release_sequence == published_sequence",
+            {"release_sequence": released, "published_sequence": published},
+            is_int(released) and is_int(published) and released == published,
+        ),
+        _row(
+            "replay_published_sequence",
+            "published_sequence == total_env_steps / ingress_slot_rows (an integer)",
+            {
+                "published_sequence": published,
+                "total_env_steps": steps,
+                "ingress_slot_rows": slot_rows,
+                "expected": expected_published,
+            },
+            is_int(published) and is_int(expected_published) and published == expected_published,
+        ),
+        _row(
+            "shutdown_classification",
+            "normal_completion",
+            classification,
+            classification == "normal_completion",
+        ),
+        _row("shutdown_cleanup_errors", "[]", cleanup, cleanup == []),
+    ]
+
+
+_ROW_CLASS = {
+    "run_summary_schema": "schema_violation",
+    "shutdown_contract": "shutdown_contract_violation",
+    "min_duration": "too_short",
+    "trend_observation": "insufficient_observation",
+    "throughput_drift": "throughput_drift",
+    "oom_kills": "oom_killed",
+}
+
+
+def _classify(obs: MonitorObservation, first: Criterion, failed: Sequence[Criterion]) -> str:
+    if first.name == "monitor_status":
+        return str(obs.monitor_failure)  # evaluate() checked it is in MONITOR_FAILURES
+    if first.name == "trainer_returncode":
+        if any(c.name == "shutdown_contract" for c in failed) and obs.run_summary is not None:
+            return "shutdown_contract_violation"  # e.g. exit 1 while the summary claims normal_completion
+        shutdown = lookup(obs.run_summary, "runtime_manifest.shutdown.classification")
+        return str(shutdown) if shutdown in SHUTDOWN_FAILURES else "trainer_failure"
+    if first.name in NEEDS_SUMMARY and obs.run_summary is None:
+        return "run_summary_missing"
+    if first.name in RUN_CONTRACT:
+        return "run_contract_violation"
+    if first.name in RESOURCE_LEAK:
+        return "resource_leak"
+    return _ROW_CLASS[first.name]
+
+
+_OOM_EXPECTED = "no tree process killed by the kernel OOM killer"
+
+
+def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
+    """Every row that needs a run_summary, in CRITERIA order; each fails when none could be read."""
+    by_name = {c.name: c for c in _summary_rows(obs.run_summary)}
+    by_name.update(_contract_rows(obs.run_summary or {}, obs.trainer_returncode))
+    rows = [by_name[name] for name in CRITERIA if name in NEEDS_SUMMARY]
+    if not obs.judges_summary:
+        return [Criterion(c.name, c.expected, None, "not_applicable") for c in rows]
+    if obs.run_summary is None:
+        why = obs.run_summary_error or "no run_summary.json was found in the log dir"
+        return [Criterion(c.name, c.expected, f"{UNAVAILABLE}{why}", "fail") for c in rows]
+    return rows
+
+
+def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
+    classes = observation.get("classes") if isinstance(observation, Mapping) else None
+    if not isinstance(classes, Mapping):
+        return _row("trend_observation", "an observation record", "no observation record", False)
+    threshold = observation.get("min_trend_samples") if observation else None
+    value = {
+        name: f"{entry.get('status')} ({entry.get('samples')} samples)"
+        if entry.get("status") != "not_observable"
+        else f"not_observable ({entry.get('reason')})"
+        for name, entry in classes.items()
+        if isinstance(entry, Mapping)
+    }
+    short = [
+        n for n, e in classes.items() if not isinstance(e, Mapping) or e.get("status") == "insufficient_data"
+    ]
+    return _row(
+        "trend_observation",
+        f"every observable resource class has a verdict on >= {threshold} post-start-up samples",
+        value,
+        not short and bool(classes),
+    )
+
+
+def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list[Criterion]:
+    leak_value, leak_ok = leak_row(verdicts, obs.per_process)
+    return [
+        _row(
+            "post_shutdown_residual_processes",
+            "[]",
+            [dict(p) for p in obs.residual_processes],
+            not obs.residual_processes,
+        ),
+        _shm_row(obs),
+        _row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
+        _row(
+            "min_duration",
+            f">= {obs.min_duration_s:g} s",
+            round(float(obs.duration_s), 3),
+            obs.duration_s >= obs.min_duration_s,
+        ),
+        _observation_row(obs.observation),
+    ]
+
+
+def _shm_row(obs: MonitorObservation) -> Criterion:
+    if obs.shm_unobservable is not None:
+        why = f"not observable: {obs.shm_unobservable}"
+        return Criterion("orphaned_shm_segments", "[]", why, "not_applicable")
+    segments = [dict(s) for s in obs.orphaned_shm_segments]
+    return _row("orphaned_shm_segments", "[]", segments, not segments)
+
+
+def _drift_row(obs: MonitorObservation) -> Criterion:
+    """Fails on ``declining`` and, when asked for, on no verdict at all (a gate that cannot judge)."""
+    drift = obs.throughput_drift
+    expected = "stable env steps/s over the trend window (harness.soak.drift)"
+    if not isinstance(drift, Mapping):
+        value: Any = None if not obs.fail_on_throughput_drift else "no throughput_drift record"
+        ok = False
+    else:
+        keys = ("verdict", "relative_change_pct", "p_value", "slope_per_hour", "reason")
+        value = {k: drift.get(k) for k in keys}
+        ok = drift.get("verdict") == "stable"
+    if not obs.fail_on_throughput_drift:
+        return Criterion("throughput_drift", expected, value, "not_applicable")
+    return _row("throughput_drift", expected, value, ok)
+
+
+def evaluate(obs: MonitorObservation) -> Evaluation:
+    """Apply the pass table to one observation (pure; raises ValueError on an out-of-vocabulary input)."""
+    if obs.mode not in ("run", "monitor"):
+        raise ValueError(f"mode: must be 'run' or 'monitor', got {obs.mode!r}")
+    if obs.monitor_failure is not None and obs.monitor_failure not in MONITOR_FAILURES:
+        raise ValueError(
+            f"monitor_failure: must be null or one of {list(MONITOR_FAILURES)}, got {obs.monitor_failure!r}"
+        )
+    verdicts = verdict_map(obs.leak_verdicts)
+    rows = [
+        _row(
+            "monitor_status",
+            "completed (no start-up timeout, stale progress, shutdown hang, cancellation or monitor error)",
+            obs.monitor_failure or "completed",
+            obs.monitor_failure is None,
+        ),
+        _row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
+        *_judged_summary_rows(obs),
+        *_resource_rows(obs, verdicts),
+        _drift_row(obs),
+        _row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
+    ]
+    failed = [c for c in rows if c.result == "fail"]
+    if not failed:
+        return Evaluation("passed", None, None, rows)
+    classification = _classify(obs, failed[0], failed)
+    lead = failed[0]
+    if classification == "shutdown_contract_violation":  # the reason names the contract rule broken
+        lead = next(c for c in failed if c.name == "shutdown_contract")
+    if obs.oom_kills:
+        classification, lead = "oom_killed", next(c for c in failed if c.name == "oom_kills")
+    return Evaluation("failed", failure_reason(lead, failed, obs.monitor_detail), classification, rows)

@@ -2,13 +2,14 @@
 # Build the wheel bundle for an air-gapped GPU host (run here, on a host that reaches the package index).
 #
 #   scripts/gpu/bundle.sh [--out DIR] [--python-version 3.12] [--platform manylinux_2_28_x86_64]
-#                         [--transfer-mib 60 | --part-mib N] [--lock uv.lock] [--have NAME ...] [--force]
+#                         [--transfer-mib 60 | --part-mib N] [--have NAME ...] [--force]
 #
-# Downloads, with `pip download --no-deps --only-binary=:all:` and the lock's hashes (--require-hashes),
-# the wheels of exactly the packages the GPU host lacks, at the versions uv.lock pins: everything the
-# project, its `mjwarp` extra and the pytest plugins its configuration loads need, less what the host
-# has (--have; default: the GPU host's preinstalled set, and whatever those pull in). Each file is then
-# checked against the lock's sha256 for that very file, and the set is cut into transfer folders
+# Plans from uv's export of uv.lock (`uv export --format requirements-txt`, with every file's sha256)
+# exactly the packages the GPU host lacks: everything the project, its `mjwarp` extra and the pytest
+# plugins its configuration loads need, with what the host has pruned (--have; default: the GPU host's
+# preinstalled set) and its markers evaluated for the target interpreter. Downloads their wheels with
+# one `pip download --no-deps --only-binary=:all: --require-hashes -r` and checks each file against the
+# export's sha256s for that package. The set is then cut into transfer folders
 # OUT/transfer-NN/, each holding at most the part size of wheel pieces plus a copy of MANIFEST.json
 # (sha256 of every part and every whole wheel). Bring the folders over one per transfer and run
 # scripts/gpu/device_install.sh there; docs/gpu-acceptance.md has the whole procedure.
@@ -28,6 +29,7 @@ PLATFORM="manylinux_2_28_x86_64"
 TRANSFER_MIB="60"
 PART_MIB=""
 LOCK="$REPO/uv.lock"
+UV="${BUNDLE_UV:-}"
 OUT=""
 FORCE=0
 HAVE=()
@@ -47,7 +49,6 @@ while (($#)); do
     --platform) PLATFORM="${2:?--platform needs a tag}"; shift 2 ;;
     --transfer-mib) TRANSFER_MIB="${2:?--transfer-mib needs a number}"; shift 2 ;;
     --part-mib) PART_MIB="${2:?--part-mib needs a number}"; shift 2 ;;
-    --lock) LOCK="${2:?--lock needs a file}"; shift 2 ;;
     --have) HAVE+=("${2:?--have needs a package name}"); shift 2 ;;
     --force) FORCE=1; shift ;;
     -h | --help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -75,7 +76,7 @@ for ((m = GLIBC_MINOR; m >= 5; m--)); do
 done
 [[ "$TRANSFER_MIB" =~ ^[1-9][0-9]*$ ]] || die "--transfer-mib must be a positive integer, got '$TRANSFER_MIB'"
 [[ -z "$PART_MIB" || "$PART_MIB" =~ ^[1-9][0-9]*$ ]] || die "--part-mib must be a positive integer, got '$PART_MIB'"
-[[ -f "$LOCK" ]] || die "--lock $LOCK: no such file"
+[[ -f "$LOCK" ]] || die "$LOCK: no such file (the bundle is planned from the checkout's lock)"
 ((${#HAVE[@]})) || HAVE=("${DEFAULT_HAVE[@]}")
 OUT="${OUT:-$REPO/runs/gpu-bundle/$CP}"
 case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
@@ -83,7 +84,11 @@ if [[ -e "$OUT" && "$FORCE" != 1 ]]; then
   die "$OUT exists; pass --force to replace it or choose another --out"
 fi
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null ||
-  die "$PY must be Python >= 3.11 (the lock is read with tomllib); set BUNDLE_PYTHON"
+  die "$PY must be Python >= 3.11 (pyproject.toml is read with tomllib); set BUNDLE_PYTHON"
+if [[ -z "$UV" ]]; then
+  UV=$(command -v uv || "$PY" -c 'import uv; print(uv.find_uv_bin())' 2>/dev/null || true)
+fi
+[[ -n "$UV" && -x "$UV" ]] || die "uv not found: install it (python3 -m pip install uv) or set BUNDLE_UV"
 
 # ---- part size ----------------------------------------------------------------------------------
 MIB=$((1024 * 1024))
@@ -106,47 +111,32 @@ fi
 WORK="$OUT.partial-$$"
 cleanup() { rm -rf "$WORK"; }
 trap cleanup EXIT
-mkdir -p "$WORK/download" "$WORK/wheels"
+mkdir -p "$WORK/wheels"
 T0=$(date +%s)
 
 # ---- plan ---------------------------------------------------------------------------------------
-TARGET_ARGS=(--lock "$LOCK" --python-version "$PYVER" --machine "$MACHINE" --max-glibc "$GLIBC")
-PLAN_ARGS=("${TARGET_ARGS[@]}")
+export PYTHONPATH="$HERE:$REPO${PYTHONPATH:+:$PYTHONPATH}"  # the bundle package and the checkout's foundation
+TARGET_ARGS=(--python-version "$PYVER" --machine "$MACHINE" --max-glibc "$GLIBC")
+PLAN_ARGS=("${TARGET_ARGS[@]}" --uv "$UV" --project "$REPO" --requirements "$WORK/requirements.txt")
 for x in "${EXTRAS[@]}"; do PLAN_ARGS+=(--extra "$x"); done
 for x in "${DEV[@]}"; do PLAN_ARGS+=(--dev "$x"); done
 for x in "${HAVE[@]}"; do PLAN_ARGS+=(--have "$x"); done
-"$PY" "$HERE/bundle_lock.py" plan "${PLAN_ARGS[@]}" >"$WORK/plan.tsv" || die "could not plan the bundle (above)"
+"$PY" -m bundle.plan plan "${PLAN_ARGS[@]}" >"$WORK/plan.tsv" || die "could not plan the bundle (above)"
 COUNT=$(wc -l <"$WORK/plan.tsv")
 ((COUNT > 0)) || die "the plan is empty: the host would lack nothing"
 echo "bundle: $COUNT packages for $CP $PLATFORM (host has: ${HAVE[*]})"
+cut -f1,2 "$WORK/plan.tsv" | sed 's/\t/ /; s/^/  /'
 
 # ---- download -----------------------------------------------------------------------------------
-while IFS=$'\t' read -r name version hashes needed_by; do
-  req="$WORK/download/$name.txt"
-  {
-    printf '%s==%s' "$name" "$version"
-    IFS=, read -r -a hash_list <<<"$hashes"
-    for h in "${hash_list[@]}"; do printf ' --hash=sha256:%s' "$h"; done
-    printf '\n'
-  } >"$req"
-  dest="$WORK/download/$name"
-  t=$(date +%s)
-  if ! "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-    --require-hashes --python-version "$PYVER" --implementation cp --abi "$CP" "${PLATFORM_ARGS[@]}" \
-    --dest "$dest" -r "$req" </dev/null; then
-    die "pip download of $name==$version ($CP $PLATFORM, needed by $needed_by) failed (above)"
-  fi
-  shopt -s nullglob
-  got=("$dest"/*.whl)
-  shopt -u nullglob
-  ((${#got[@]} == 1)) || die "pip download of $name==$version left ${#got[@]} wheels in $dest"
-  mv "${got[0]}" "$WORK/wheels/"
-  echo "  $name $version ($needed_by): $(basename "${got[0]}") in $(($(date +%s) - t))s"
-done <"$WORK/plan.tsv"
+if ! "$PY" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+  --require-hashes --python-version "$PYVER" --implementation cp --abi "$CP" "${PLATFORM_ARGS[@]}" \
+  --dest "$WORK/wheels" -r "$WORK/requirements.txt" </dev/null; then
+  die "pip download of the planned wheels ($CP $PLATFORM) failed (above)"
+fi
 T_DOWNLOAD=$(($(date +%s) - T0))
 T1=$(date +%s)
 
-"$PY" "$HERE/bundle_lock.py" check "${TARGET_ARGS[@]}" --plan "$WORK/plan.tsv" --wheels "$WORK/wheels" \
+"$PY" -m bundle.plan check "${TARGET_ARGS[@]}" --plan "$WORK/plan.tsv" --wheels "$WORK/wheels" \
   --output "$WORK/wheels.json" || die "the downloaded wheels do not match the lock (above)"
 
 # ---- split --------------------------------------------------------------------------------------
@@ -157,15 +147,14 @@ keys = ("python_version", "cp_tag", "platform", "machine", "max_glibc")
 print(json.dumps({"target": dict(zip(keys, sys.argv[1:6])), "lock_sha256": sys.argv[6], "commit": sys.argv[7],
                   "created_utc": sys.argv[8], "host_has": sys.argv[9:]}))' \
   "$PYVER" "$CP" "$PLATFORM" "$MACHINE" "$GLIBC" "$LOCK_SHA" "$COMMIT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${HAVE[@]}")
-"$PY" "$HERE/bundle_parts.py" split --wheels "$WORK/wheels" --wheels-json "$WORK/wheels.json" \
+"$PY" -m bundle.parts split --wheels "$WORK/wheels" --wheels-json "$WORK/wheels.json" \
   --out "$WORK/bundle" --part-bytes "$PART_BYTES" --meta-json "$META" >"$WORK/split.txt" ||
   die "could not split the bundle (above)"
 T_SPLIT=$(($(date +%s) - T1))
 mv "$WORK/bundle"/* "$WORK/"
 rmdir "$WORK/bundle"
 mkdir -p "$WORK/meta"
-mv "$WORK/plan.tsv" "$WORK/wheels.json" "$WORK/split.txt" "$WORK/meta/"
-rm -rf "$WORK/download"
+mv "$WORK/plan.tsv" "$WORK/requirements.txt" "$WORK/wheels.json" "$WORK/split.txt" "$WORK/meta/"
 MANIFEST_SHA=$(sha256sum "$WORK/MANIFEST.json" | cut -d' ' -f1)
 TRANSFERS=$(find "$WORK" -maxdepth 1 -name 'transfer-*' -type d | wc -l)
 {

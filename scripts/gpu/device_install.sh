@@ -68,7 +68,8 @@ done
 
 T0=$(date +%s)
 rc=0
-"$PY" "$HERE/bundle_parts.py" assemble --stage "$STAGE" --lock "$REPO/uv.lock" "${MANIFEST_SHA[@]}" \
+BUNDLE_PATH="$HERE:$REPO"  # the bundle package and the checkout's foundation (standard library only)
+PYTHONPATH="$BUNDLE_PATH" "$PY" -m bundle.parts assemble --stage "$STAGE" --lock "$REPO/uv.lock" "${MANIFEST_SHA[@]}" \
   "${FOLDERS[@]}" || rc=$?
 if ((rc == 3)); then
   if ((PARTIAL)); then
@@ -82,7 +83,7 @@ T1=$(date +%s)
 if ((PARTIAL)); then
   echo "device_install: every part is staged and every wheel verified in $STAGE/wheels ($((T1 - T0))s)"
 fi
-"$PY" "$HERE/bundle_parts.py" install --stage "$STAGE" --target "$TARGET" --lock "$REPO/uv.lock" ||
+PYTHONPATH="$BUNDLE_PATH" "$PY" -m bundle.parts install --stage "$STAGE" --target "$TARGET" --lock "$REPO/uv.lock" ||
   die "install into $TARGET failed (above)"
 T2=$(date +%s)
 echo "device_install: done (verify and join $((T1 - T0))s, install and checks $((T2 - T1))s). In this shell:"

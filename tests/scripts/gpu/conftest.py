@@ -1,4 +1,4 @@
-"""The bundle tools are scripts, not a package: their folder goes on sys.path for these tests."""
+"""The bundle package lives in scripts/gpu, not on the project path: that folder goes on sys.path for these tests."""
 
 from __future__ import annotations
 

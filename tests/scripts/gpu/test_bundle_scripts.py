@@ -18,7 +18,6 @@ GPU = ROOT / "scripts" / "gpu"
     [
         (["--python-version", "3"], "--python-version must look like 3.12"),
         (["--platform", "linux_x86_64"], "--platform must look like manylinux_2_28_x86_64"),
-        (["--lock", "/nonexistent/uv.lock"], "no such file"),
         (["--transfer-mib", "3"], "leaves no room"),
         (["--bogus"], "unknown argument '--bogus'"),
     ],
@@ -29,6 +28,19 @@ def test_bundle_sh_refuses_bad_arguments(tmp_path: Path, args: list[str], messag
         ["bash", str(GPU / "bundle.sh"), "--out", str(out), *args], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and message in done.stderr
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_bundle_sh_refuses_a_uv_it_cannot_run(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    done = subprocess.run(
+        ["bash", str(GPU / "bundle.sh"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "BUNDLE_UV": "/nonexistent/uv"},
+    )
+    assert done.returncode == 2 and "uv not found" in done.stderr
     assert not out.exists() and not list(tmp_path.iterdir())
 
 

@@ -1,4 +1,4 @@
-"""scripts/gpu/bundle_parts.py and its modules: split into transfers, assemble (join and verify) and
+"""scripts/gpu/bundle/parts.py and its modules: split into transfers, assemble (join and verify) and
 install offline. Synthetic wheels only: nothing here reaches a package index."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import sys
 import zipfile
 from pathlib import Path
 
-import bundle_parts
 import pytest
-from bundle_assemble import assemble
-from bundle_files import BundleError, parse_wheel_name, sha256_file
-from bundle_install import install
-from bundle_split import split
+from bundle import parts as bundle_parts
+from bundle.assemble import assemble
+from bundle.files import BundleError, parse_wheel_name, sha256_file
+from bundle.install import install
+from bundle.split import split
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 GPU = ROOT / "scripts" / "gpu"
 
 LOCK_SHA = hashlib.sha256((ROOT / "uv.lock").read_bytes()).hexdigest()
@@ -186,8 +186,8 @@ def test_install_fails_closed_on_unmet_requirements_and_foreign_targets(tmp_path
     out = make_bundle(tmp_path, _version_of(python), requires=("no-such-dist-zz>=1",))
     stage = tmp_path / "stage"
     assert bundle_parts._print_assemble(assemble(stage, sorted(out.glob("transfer-*"))), stage) == 0
-    code = "import sys; sys.path.insert(0, sys.argv[1]); import bundle_parts; sys.exit(bundle_parts.main(sys.argv[2:]))"
-    cmd = [python, "-c", code, str(GPU), "install", "--stage", str(stage), "--target"]
+    code = "import sys; sys.path[:0] = sys.argv[1:3]; from bundle import parts; sys.exit(parts.main(sys.argv[3:]))"
+    cmd = [python, "-c", code, str(GPU), str(ROOT), "install", "--stage", str(stage), "--target"]
     failed = subprocess.run([*cmd, str(tmp_path / "site")], capture_output=True, text=True)
     assert failed.returncode == 2 and "fakesmall 1.0 requires no-such-dist-zz" in failed.stderr
     (tmp_path / "other").mkdir()

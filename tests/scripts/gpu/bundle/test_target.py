@@ -1,11 +1,11 @@
-"""scripts/gpu/bundle_target.py: markers evaluated for the target interpreter, and which wheels
+"""scripts/gpu/bundle/target.py: markers evaluated for the target interpreter, and which wheels
 install on it. Synthetic inputs only."""
 
 from __future__ import annotations
 
-import bundle_target
 import pytest
-from bundle_files import BundleError, parse_wheel_name
+from bundle import target as bundle_target
+from bundle.files import BundleError, parse_wheel_name
 
 
 @pytest.mark.parametrize(

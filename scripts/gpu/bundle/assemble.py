@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle_files import BundleError, copy_verified, sha256_bytes, sha256_file
-from bundle_manifest import MANIFEST, PART_RE, Manifest, Part, Wheel, check_lock, load_manifests
-
+from bundle.files import BundleError, copy_verified, sha256_bytes, sha256_file
+from bundle.manifest import MANIFEST, PART_RE, Manifest, Part, Wheel, check_lock, load_manifests
 from foundation.atomic import write_atomic
 
 

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bundle_files import BundleError, normalize, sha256_file
-from bundle_manifest import Manifest, check_lock, load_manifests
+from bundle.files import BundleError, normalize, sha256_file
+from bundle.manifest import Manifest, check_lock, load_manifests
 
 STAMP = ".soakbench-bundle.json"
 

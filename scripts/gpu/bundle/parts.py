@@ -25,14 +25,10 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-# the sibling modules below (a script's folder is on sys.path only when it is run, not imported) and the
-# checkout's foundation package (its one atomic writer; standard library only, so the GPU host has it)
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
-from bundle_assemble import AssembleReport, assemble
-from bundle_files import BundleError
-from bundle_install import install
-from bundle_split import split
+from bundle.assemble import AssembleReport, assemble
+from bundle.files import BundleError
+from bundle.install import install
+from bundle.split import split
 
 EXIT_MISSING = 3
 
@@ -70,7 +66,7 @@ def _paths(values: Iterable[str]) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bundle_parts.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bundle.parts", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("split")
     p.add_argument("--wheels", type=Path, required=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundle_files import BundleError, parse_wheel_name, sha256_bytes, sha256_file
+from bundle.files import BundleError, parse_wheel_name, sha256_bytes, sha256_file
 
 FORMAT = "soakbench-gpu-bundle/1"
 MANIFEST = "MANIFEST.json"

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from bundle_files import BundleError, WheelName, normalize, platform_glibc
+from bundle.files import BundleError, WheelName, normalize, platform_glibc
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bundle_files import BundleError, sha256_bytes, sha256_file, wheel_glibc
-from bundle_manifest import FORMAT, MANIFEST
-
+from bundle.files import BundleError, sha256_bytes, sha256_file, wheel_glibc
+from bundle.manifest import FORMAT, MANIFEST
 from foundation.atomic import write_atomic
 
 

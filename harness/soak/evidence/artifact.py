@@ -173,7 +173,7 @@ class MonitorRecord:
     samples_sha256: str | None = None
     oom: Mapping[str, Any] | None = None  # harness.soak.verdicts.oom.assess(...) section
     forensics: Mapping[str, Any] | None = None
-    sampler: Mapping[str, Any] | None = None  # harness.soak.host.sampling.Capabilities.describe
+    sampler: Mapping[str, Any] | None = None  # harness.soak.host.interface.Capabilities.describe
 
 
 def build_artifact(

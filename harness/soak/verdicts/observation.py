@@ -4,7 +4,7 @@ Pure logic over the monitor's samples and the ``trends.leak_verdicts`` result. E
 
 - ``not_observable``: ``gpu_memory`` where NVML saw no GPU, or could not attribute GPU memory to the
   run's processes, in every sample (the reason is the sampler's own); any class the process sampler
-  declares it cannot measure (harness.soak.host.sampling.Capabilities, e.g. ``eventfd`` under psutil);
+  declares it cannot measure (harness.soak.host.interface.Capabilities, e.g. ``eventfd`` under psutil);
 - ``insufficient_data``: its leak verdict is ``insufficient_data``, or the verdict rests on fewer than
   ``min_trend_samples`` samples in the post-start-up trend window;
 - ``observed``: a ``bounded`` or ``growing`` verdict resting on at least ``min_trend_samples`` samples.

@@ -37,7 +37,8 @@ from harness.soak.host.sampling import (
     resolve_choice,
     sampler_problem,
 )
-from harness.soak.loop.leftovers import RECORD_SCHEMA, RUN_TOKEN_ENV, clean, find_leftovers
+from harness.soak.host.token import RUN_TOKEN_ENV
+from harness.soak.loop.leftovers import RECORD_SCHEMA, clean, find_leftovers
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
 from harness.soak.verdicts.observation import observe_classes

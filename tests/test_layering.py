@@ -130,17 +130,24 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
     assert find_cycle(import_graph(module_files(tmp_path, "harness"))) == []
 
 
+def package_docs(root: Path, package: str) -> dict[str, str]:
+    """Every package under ``package`` (itself included) by dotted name -> its docstring ('' if none)."""
+    return {
+        ".".join(init.relative_to(root).parent.parts): ast.get_docstring(
+            ast.parse(init.read_text(encoding="utf-8"))
+        )
+        or ""
+        for init in sorted((root / package).rglob("__init__.py"))
+    }
+
+
 def declared_groups(root: Path, package: str) -> dict[str, tuple[str, ...]]:
     """Each package under ``package`` whose docstring says ``May import: a, b.`` -> those prefixes."""
-    groups: dict[str, tuple[str, ...]] = {}
-    for init in sorted((root / package).rglob("__init__.py")):
-        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
-        if "May import:" in doc:
-            allowed = doc.split("May import:", 1)[1].strip().rstrip(".")
-            groups[".".join(init.relative_to(root).parent.parts)] = tuple(
-                a.strip() for a in allowed.split(",")
-            )
-    return groups
+    return {
+        name: tuple(a.strip() for a in doc.split("May import:", 1)[1].strip().rstrip(".").split(","))
+        for name, doc in package_docs(root, package).items()
+        if "May import:" in doc
+    }
 
 
 def owning_group(module: str, groups: dict[str, tuple[str, ...]]) -> str:
@@ -164,18 +171,10 @@ def group_violations(root: Path, package: str) -> list[str]:
 
 
 def test_every_harness_package_declares_what_it_may_import() -> None:
-    groups = declared_groups(REPO, "harness")
-    undeclared = [
-        str(init.relative_to(REPO))
-        for init in sorted((REPO / "harness").rglob("__init__.py"))
-        if ".".join(init.relative_to(REPO).parent.parts) not in groups
-    ]
-    assert undeclared == []
-    docs = [
-        ast.get_docstring(ast.parse((REPO / "harness" / "soak" / g / "__init__.py").read_text())) or ""
-        for g in ("verdicts", "host", "loop", "evidence")
-    ]
-    assert all("\n" not in doc for doc in docs)
+    docs = package_docs(REPO, "harness")
+    assert [name for name, doc in docs.items() if "May import:" not in doc] == []
+    groups = ("verdicts", "host", "loop", "evidence")
+    assert all("\n" not in docs[f"harness.soak.{g}"] for g in groups)
 
 
 def test_role_groups_import_only_what_their_docstring_allows() -> None:
@@ -184,12 +183,7 @@ def test_role_groups_import_only_what_their_docstring_allows() -> None:
 
 def test_pure_groups_import_nothing_that_does_io() -> None:
     groups = declared_groups(REPO, "harness")
-    pure = {
-        g
-        for g in groups
-        if "no I/O"
-        in (ast.get_docstring(ast.parse((REPO / Path(*g.split(".")) / "__init__.py").read_text())) or "")
-    }
+    pure = {name for name, doc in package_docs(REPO, "harness").items() if "no I/O" in doc}
     assert {"harness.soak.verdicts", "harness.compare"} <= pure
     violations = [
         f"{path.relative_to(REPO)}:{line} imports {module}"

@@ -88,7 +88,10 @@ def parse_export(text: str) -> list[Pin]:
 
 def dev_members(pyproject: Path, group: str = "dev") -> list[str]:
     """The names the project's dependency group lists directly (pyproject.toml, PEP 735)."""
-    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BundleError(f"{pyproject}: cannot read it ({exc})") from None
     entries = data.get("dependency-groups", {}).get(group)
     if not isinstance(entries, list):
         raise BundleError(f"{pyproject}: no [dependency-groups] {group} list")

@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         wheels = check_wheels(read_plan(args.plan), args.wheels, target)
         write_atomic(args.output, json.dumps(wheels, indent=1) + "\n")
         return 0
-    except BundleError as exc:
+    except (BundleError, OSError) as exc:  # OSError: a --plan or --output path that cannot be used
         print(f"bundle: {exc}", file=sys.stderr)
         return 2
 

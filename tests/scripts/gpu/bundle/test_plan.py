@@ -211,3 +211,24 @@ def test_check_wheels_wants_the_pinned_version_and_an_exported_hash(tmp_path: Pa
         bundle_plan.check_wheels([entry], wheels, Target("3.12"))
     with pytest.raises(BundleError, match=r"version 3\.1, the lock pins 3\.2"):
         bundle_plan.check_wheels([PlanEntry("alpha", "3.2", (digest,))], wheels, Target("3.12"))
+
+
+def test_unreadable_inputs_exit_2_naming_the_file(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "pyproject.toml").write_text("[project\n")
+    code, _, err = _run_plan(project, tmp_path, capsys, "--python-version", "3.12")
+    assert code == 2 and f"{project / 'pyproject.toml'}: cannot read it" in err
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    argv = [
+        "check",
+        "--python-version",
+        "3.12",
+        "--plan",
+        str(tmp_path / "missing.tsv"),
+        "--wheels",
+        str(wheels),
+    ]
+    assert bundle_plan.main([*argv, "--output", str(tmp_path / "w.json")]) == 2
+    assert "missing.tsv" in capsys.readouterr().err

@@ -295,7 +295,7 @@ def extract(
         typer.echo(f"extract-metrics: error: {exc}", err=True)
         raise typer.Exit(2) from exc
     if as_json:
-        typer.echo(json.dumps(result, indent=2, sort_keys=True))
+        typer.echo(json.dumps(result, indent=2, sort_keys=True, allow_nan=False))
         return
     from rich.console import Console
 

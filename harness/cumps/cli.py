@@ -55,7 +55,11 @@ def _say(message: str) -> None:
 
 
 def _emit_json(document: dict[str, Any]) -> None:
-    print(json.dumps({"schema_version": JSON_SCHEMA_VERSION, **document}, indent=2, sort_keys=True))
+    print(
+        json.dumps(
+            {"schema_version": JSON_SCHEMA_VERSION, **document}, indent=2, sort_keys=True, allow_nan=False
+        )
+    )
 
 
 def _pick_record(name: str | None) -> tuple[Path, mps.DaemonRecord]:

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,3 +153,40 @@ def test_mixed_stamped_and_unstamped_files_in_one_run_are_refused(tmp_path: Path
 
 def test_every_schema_tag_has_a_unit() -> None:
     assert set(UNITS) == set(TAGS) - {SCHEMA_TAG}
+
+
+def _strict_json(text: str) -> object:
+    """The whole of ``text`` as one strict JSON document (NaN/Infinity are not JSON)."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(f"non-JSON constant {constant} on stdout")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _real_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """``extract-metrics`` as a user runs it, with every Python warning shown (they belong on stderr)."""
+    env = {**os.environ, "PYTHONWARNINGS": "always", "COLUMNS": "80"}
+    command = [sys.executable, "-m", "harness.metrics", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+
+
+def test_json_stdout_of_the_real_command_is_one_document_whatever_else_is_said(tmp_path: Path) -> None:
+    with MetricsWriter(tmp_path / "run_a") as writer:
+        writer.write(64, {"loss/critic": float("nan"), "q/max": float("inf"), "episode/count": 2.0})
+    events = next((tmp_path / "run_a").glob("events.out.tfevents.*"))
+    events.write_bytes(events.read_bytes() + b"\x17torn tail of a record")  # a torn final record
+    _raw_events(tmp_path / "legacy", {"Episode/rew": 3.0})
+    for args in (
+        [str(tmp_path / "run_a"), "--json"],
+        [str(tmp_path / "legacy"), "--json", "--legacy-unversioned"],
+        [str(tmp_path), "--json", "--all-runs", "--legacy-unversioned", "--last", "1"],
+    ):
+        result = _real_command(*args)
+        assert result.returncode == 0, result.stderr
+        assert isinstance(_strict_json(result.stdout), dict), args
+    data = _strict_json(_real_command(str(tmp_path / "run_a"), "--json").stdout)
+    assert isinstance(data, dict) and data["windows"][0]["metrics"]["q/max"] is None
+    refused = _real_command(str(tmp_path), "--json")  # two runs, no --all-runs: said on stderr only
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "extract-metrics: error:" in refused.stderr and "2 runs" in refused.stderr

@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from foundation import mps
 from harness.cumps import cli as cumps
-from tests.harness.cumps._host import UUID_A, invoke, invoke_json, runner, stale_record
+from tests.harness.cumps._host import FAKE_BIN, UUID_A, invoke, invoke_json, runner, stale_record
 from tests.harness.fake_nvml import FakeNvml
 
 # CUDA MPS control and its liveness checks are Linux-only (/proc).
@@ -78,3 +82,39 @@ def test_json_keeps_the_exit_codes(host: Path, monkeypatch: pytest.MonkeyPatch) 
     code, status = invoke_json("status", "--json")
     assert code == 1 and status["gpu"]["available"] is False
     assert "Shared Library Not Found" in str(status["gpu"]["reason"])
+
+
+def _real_cumps(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    """``cumps`` as a user runs it: the host's own NVML (or its absence), the fake control binary on
+    PATH, every Python warning shown (they belong on stderr)."""
+    env = {
+        **os.environ,
+        "PATH": f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}",
+        "XDG_CACHE_HOME": str(cache),
+        "PYTHONWARNINGS": "always",
+        "COLUMNS": "60",
+    }
+    env.pop("CUDA_MPS_PIPE_DIRECTORY", None)
+    command = [sys.executable, "-m", "harness.cumps.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+
+
+def test_json_stdout_of_the_real_command_is_one_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    stale_record("elsewhere", host_name="another-host")  # a stale record: a note in text mode
+    records = mps.records_dir()
+    assert records == tmp_path / "soakbench" / "cumps" and (records / "elsewhere.json").is_file()
+    for args in (["status", "--json"], ["status", "--gpus", "all", "--json"], ["doctor", "--json"]):
+        result = _real_cumps(*args, cache=tmp_path)
+        assert result.returncode in (0, 1), result.stderr  # 1: this host lacks a GPU or the MPS setup
+        document = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+        assert isinstance(document, dict) and document["schema_version"] == 1, args
+    status = json.loads(_real_cumps("status", "--json", cache=tmp_path).stdout)
+    assert [(d["name"], d["state"]) for d in status["daemons"]] == [("elsewhere", "stale")]
+    refused = _real_cumps("env", "--json", cache=tmp_path)  # a refusal: text on stderr, stdout empty
+    assert refused.returncode == 2 and refused.stdout == "" and "refused" in refused.stderr
+    (records / "broken.json").write_text("{not json")
+    refused = _real_cumps("status", "--json", cache=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == "" and "broken.json" in refused.stderr

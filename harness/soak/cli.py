@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,8 +16,34 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.soak.host.forensics import ForensicsSettings
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
+from harness.soak.options import (
+    DriftGate,
+    Grace,
+    Interval,
+    JunitXml,
+    Live,
+    LiveOpt,
+    LogDir,
+    MinDuration,
+    NoStacks,
+    Output,
+    ProgressEvery,
+    PySpy,
+    QuietProgress,
+    SamplerKind,
+    SamplerOpt,
+    ShmAttribution,
+    ShmOpt,
+    ShutdownTimeout,
+    Stale,
+    Startup,
+    SummaryMd,
+    TermGrace,
+    TrendSamples,
+)
 from harness.soak.outcome import run_monitor
 from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
 from runtime.choices import Algo, Sim, Task
@@ -37,24 +62,6 @@ OWNED_KEYS: dict[str, str] = {
     "algo.num_envs": "--num-envs",
     "algo.max_iterations": "--iterations",
 }
-
-
-class Live(StrEnum):
-    auto = "auto"
-    rich = "rich"
-    plain = "plain"
-    off = "off"
-
-
-class ShmAttribution(StrEnum):
-    host = "host"
-    evidence = "evidence"
-
-
-class SamplerKind(StrEnum):
-    auto = "auto"
-    linux = "linux"
-    portable = "portable"
 
 
 def check_extra_overrides(overrides: list[str]) -> None:
@@ -172,73 +179,20 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_BAD_INPUT)
 
 
-def _execute(settings: MonitorSettings) -> None:
+def ci_outputs(junit_xml: Path | None, summary_md: Path | None) -> CiOutputs:
+    """The checked CI destinations (exit 2 naming the option when one cannot be written)."""
     try:
-        code = run_monitor(settings)
+        return CiOutputs.resolve(junit_xml, summary_md)
+    except CiOutputError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _execute(settings: MonitorSettings, ci: CiOutputs | None = None) -> None:
+    try:
+        code = run_monitor(settings, ci)
     except SettingsError as exc:
         raise _fail(str(exc)) from None
     raise typer.Exit(code)
-
-
-MinDuration = Annotated[float, typer.Option("--min-duration-seconds", help="the run must last at least this")]
-Interval = Annotated[float, typer.Option("--sample-interval-seconds", help="seconds between samples")]
-Startup = Annotated[
-    float, typer.Option("--startup-timeout-seconds", help="no progress within this -> timeout/startup")
-]
-Stale = Annotated[
-    float, typer.Option("--stale-progress-seconds", help="no run-dir change for this -> timeout/stale_tick")
-]
-Grace = Annotated[
-    float, typer.Option("--post-shutdown-grace-seconds", help="wait after exit before residual checks")
-]
-TermGrace = Annotated[
-    float,
-    typer.Option("--termination-grace-seconds", help="SIGTERM -> SIGKILL delay when the monitor stops a run"),
-]
-TrendSamples = Annotated[
-    int,
-    typer.Option(
-        "--min-trend-samples",
-        help="post-start-up samples every observable resource class's verdict must rest on",
-    ),
-]
-LogDir = Annotated[Path, typer.Option("--log-dir", help="absolute, new or empty run directory")]
-Output = Annotated[Path, typer.Option("--output", help="absolute path of the soak artifact (.json)")]
-LiveOpt = Annotated[Live, typer.Option("--live", help="auto: rich on a TTY, plain lines otherwise")]
-ShmOpt = Annotated[
-    ShmAttribution,
-    typer.Option(
-        "--shm-attribution", help="host: also count new same-uid /dev/shm entries (see docs/soak.md)"
-    ),
-]
-
-ShutdownTimeout = Annotated[
-    float,
-    typer.Option(
-        "--shutdown-timeout-seconds",
-        help="after the final progress record the tree must be gone within the post-shutdown grace plus "
-        "this, else shutdown_hang",
-    ),
-]
-NoStacks = Annotated[
-    bool, typer.Option("--no-stacks", help="take no stacks before a kill (the artifact records it)")
-]
-PySpy = Annotated[
-    Path | None,
-    typer.Option("--py-spy", help="py-spy executable (default: beside the interpreter, else on PATH)"),
-]
-
-SamplerOpt = Annotated[
-    SamplerKind,
-    typer.Option("--sampler", help="auto: linux where /proc exists, else portable (psutil; docs/soak.md)"),
-]
-DriftGate = Annotated[
-    bool,
-    typer.Option(
-        "--fail-on-throughput-drift",
-        help="a declining env steps/s over the trend window fails the run (reported either way)",
-    ),
-]
 
 
 def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monitor` share, one each
@@ -255,9 +209,11 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     fail_on_throughput_drift: bool,
     forensics: ForensicsSettings,
     sampler: SamplerKind = SamplerKind.auto,
+    progress_every_s: float | None = None,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
+        "progress_every_s": progress_every_s,
         "forensics": forensics,
         "min_trend_samples": min_trend_samples,
         "fail_on_throughput_drift": fail_on_throughput_drift,
@@ -303,6 +259,10 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     no_stacks: NoStacks = False,
     py_spy: PySpy = None,
     sampler: SamplerOpt = SamplerKind.auto,
+    junit_xml: JunitXml = None,
+    summary_md: SummaryMd = None,
+    quiet_progress: QuietProgress = False,
+    progress_every: ProgressEvery = 60.0,
 ) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
@@ -327,16 +287,18 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 fail_on_throughput_drift,
                 _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
                 sampler,
+                progress_every if quiet_progress else None,
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
     except SettingsError as exc:
         raise _fail(str(exc)) from None
+    ci = ci_outputs(junit_xml, summary_md)
     if sim is Sim.mjwarp:
         blocker = cuda_blocker(extra)
         if blocker is not None:
             raise _fail(blocker)
-    _execute(settings)
+    _execute(settings, ci)
 
 
 def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
@@ -364,6 +326,10 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             help="judge <log-dir>/run_summary.json against the trainer's contract, as `soak run` does",
         ),
     ] = False,
+    junit_xml: JunitXml = None,
+    summary_md: SummaryMd = None,
+    quiet_progress: QuietProgress = False,
+    progress_every: ProgressEvery = 60.0,
 ) -> None:
     """Watch any COMMAND that writes its progress under --log-dir (criteria needing a run_summary are
     not_applicable unless --run-contract)."""
@@ -386,9 +352,10 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             fail_on_throughput_drift,
             _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
             sampler,
+            progress_every if quiet_progress else None,
         ),
     )
-    _execute(settings)
+    _execute(settings, ci_outputs(junit_xml, summary_md))
 
 
 #: `soak demo` budget (measured sizing in docs/soak.md, "The demo budget"). The trainer stops at an

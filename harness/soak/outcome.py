@@ -8,13 +8,13 @@ the outputs.
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from harness.ci.outputs import CiOutputs
 from harness.soak.evidence.live import make_view
 from harness.soak.loop.driver import MonitorResult, overhead, read_run_summary, watch
 from harness.soak.loop.settings import MonitorSettings, validate_settings
@@ -32,32 +32,6 @@ def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str,
         "known_processes": result.known_processes,
         "killed_by_monitor": result.killed_by_monitor,
     }
-
-
-def print_verdict(artifact: Mapping[str, Any], stream: TextIO | None = None) -> None:
-    """The verdict table on the console (rich; plain text when not a TTY)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=stream or sys.stdout)
-    table = Table(title=f"soak {artifact['mode']}: {artifact['status'].upper()}")
-    for column in ("criterion", "expected", "value", "result"):
-        table.add_column(column)
-    colour = {"pass": "green", "fail": "bold red", "not_applicable": "dim"}
-    for row in artifact.get("criteria", []):
-        value = row["value"]
-        shown = value if isinstance(value, str) else _short_json(value)
-        table.add_row(
-            row["name"], str(row["expected"]), shown, f"[{colour[row['result']]}]{row['result']}[/]"
-        )
-    console.print(table)
-    if artifact["status"] != "passed":
-        console.print(f"[bold red]{artifact['failure_classification']}[/]: {artifact['failure_reason']}")
-
-
-def _short_json(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value, separators=(",", ":"), default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def samples_digest(path: Path) -> str:
@@ -149,12 +123,34 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     return artifact
 
 
-def run_monitor(settings: MonitorSettings) -> int:
-    """Validate, watch, judge, write. Returns 0 passed, 1 failed; SettingsError (-> 2) before any spawn."""
+def report_path(settings: MonitorSettings) -> Path:
+    """Where ``conclude`` renders the HTML report."""
+    return settings.output.with_name(settings.output.stem + ".html")
+
+
+def announce(settings: MonitorSettings, artifact: Mapping[str, Any], ci_written: list[Path]) -> None:
+    """The verdict, then where everything was written, on stdout."""
+    from rich.console import Console
+
+    from harness.soak.evidence.verdict_table import print_verdict
+
+    console = Console(file=sys.stdout)
+    print_verdict(artifact, console)
+    for label, path in (("artifact", settings.output), ("report", report_path(settings))):
+        print(f"{label}: {path}")
+    for path in ci_written:
+        print(f"ci: {path}")
+
+
+def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
+    """Validate, watch, judge, write (the CI outputs too, when asked). Returns 0 passed, 1 failed;
+    SettingsError (-> 2) before any spawn."""
+    from harness.ci.soak import soak_suite
+
     validate_settings(settings)
-    result = watch(settings, make_view(settings.live))
+    result = watch(settings, make_view(settings.live, settings.progress_every_s))
     artifact = conclude(settings, result)
+    written = [] if ci is None else ci.emit([soak_suite(artifact, settings.output, report_path(settings))])
     if settings.live != "off":
-        print_verdict(artifact)
-        print(f"artifact: {settings.output}", file=sys.stdout)
+        announce(settings, artifact, written)
     return 0 if artifact["status"] == "passed" else 1

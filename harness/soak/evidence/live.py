@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, Protocol, TextIO
 
 MIB = 1 << 20
@@ -78,12 +79,25 @@ class LiveView(Protocol):
 
 
 class PlainView:
-    """One line per sample (for logs and CI)."""
+    """One line per sample (for logs and CI), or with ``every_s`` one line at most every ``every_s``
+    seconds (``--quiet-progress``); notes are always printed."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        every_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream or sys.stderr
+        self.every_s = every_s
+        self._clock = clock
+        self._last: float | None = None
 
     def update(self, fields: Mapping[str, str]) -> None:
+        now = self._clock()
+        if self.every_s is not None and self._last is not None and now - self._last < self.every_s:
+            return
+        self._last = now
         line = " ".join(f"{k}={v}" for k, v in fields.items())
         print(f"[soak] {line}", file=self.stream, flush=True)
 
@@ -148,10 +162,11 @@ class RichView:
         self._live.stop()
 
 
-def make_view(mode: LiveMode) -> LiveView:
-    """``auto``: rich on a TTY (stderr), plain lines otherwise."""
+def make_view(mode: LiveMode, progress_every_s: float | None = None) -> LiveView:
+    """``auto``: rich on a TTY (stderr), plain lines otherwise; ``progress_every_s`` thins the plain
+    lines to one per that many seconds."""
     if mode == "off":
         return SilentView()
     if mode == "rich" or (mode == "auto" and sys.stderr.isatty()):
         return RichView()
-    return PlainView()
+    return PlainView(every_s=progress_every_s)

@@ -47,6 +47,7 @@ class MonitorSettings:
     )
     forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
     sampler: SamplerChoice = "auto"  # harness.soak.host.sampling
+    progress_every_s: float | None = None  # plain progress: a line per sample, or one per this many s
 
     @property
     def judges_summary(self) -> bool:
@@ -133,6 +134,9 @@ def _timing_problem(s: MonitorSettings) -> str | None:
     for name, value in non_negative.items():
         if not value >= 0:
             return f"{name}: must be >= 0, got {value}"
+    every = s.progress_every_s
+    if every is not None and not 0 < every < float("inf"):
+        return f"--progress-every: must be a number of seconds > 0, got {every}"
     samples = s.min_trend_samples
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         return f"--min-trend-samples: must be an integer >= 1, got {samples!r}"

@@ -34,7 +34,8 @@ def _violations_text(violations: Sequence[Mapping[str, Any]]) -> str:
     return text + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
 
 
-def _what_failed(first: Criterion) -> str:
+def row_reason(first: Criterion) -> str:
+    """What a failed row saw, in one clause (the failure reason of that row alone)."""
     value = first.value
     if first.name in _CONTRACT_ROWS and isinstance(value, list) and value:
         return _violations_text(value)
@@ -61,7 +62,7 @@ def _what_failed(first: Criterion) -> str:
 
 def failure_reason(first: Criterion, failed: Sequence[Criterion], detail: str | None = None) -> str:
     """The artifact's failure reason: what the first failed row saw, any monitor detail, the other rows."""
-    sentence = f"criterion {first.name} failed: {_what_failed(first)}" + (f"; {detail}" if detail else "")
+    sentence = f"criterion {first.name} failed: {row_reason(first)}" + (f"; {detail}" if detail else "")
     others = [c.name for c in failed if c is not first]
     if others:
         sentence += f" (also failed: {', '.join(others)})"

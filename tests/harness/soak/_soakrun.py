@@ -50,6 +50,7 @@ def monitor_args(
     trend_samples: int = 8,
     run_contract: bool = False,
     sampler: str = "auto",
+    extra: tuple[str, ...] = (),
 ) -> tuple[list[str], Path]:
     """argv of `soak monitor` over ``faults/<program>`` (log dir and artifact under ``tmp``). The fault
     programs run seconds, not minutes: ``trend_samples`` (``--min-trend-samples``) is sized for them."""
@@ -61,7 +62,7 @@ def monitor_args(
         "--stale-progress-seconds", str(stale), "--post-shutdown-grace-seconds", str(grace),
         "--termination-grace-seconds", "3", "--min-duration-seconds", str(min_duration),
         "--shm-attribution", attribution, "--live", "plain", "--min-trend-samples", str(trend_samples),
-        *(["--run-contract"] if run_contract else []), "--sampler", sampler,
+        *(["--run-contract"] if run_contract else []), "--sampler", sampler, *extra,
         "--", sys.executable, str(FAULTS / program), str(log_dir), *program_args,
     ]  # fmt: skip
     return argv, output

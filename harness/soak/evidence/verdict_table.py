@@ -1,0 +1,93 @@
+"""The verdict on the console: the failure reason first, then one line per criterion with a short name
+and a shortened value; the detail is in the HTML report. Fits 80 columns: no criterion wraps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+#: the pass-table rows under names a person scans at a glance (each at most 18 characters)
+SHORT_NAMES: dict[str, str] = {
+    "monitor_status": "monitor",
+    "trainer_returncode": "exit code",
+    "shutdown_contract": "shutdown contract",
+    "run_summary_schema": "summary schema",
+    "run_status": "run status",
+    "run_failure": "run failure",
+    "inference_drained": "inference drained",
+    "replay_final_occupancy": "replay occupancy",
+    "replay_no_drops": "replay drops",
+    "replay_release_sequence": "replay released",
+    "replay_published_sequence": "replay published",
+    "replay_invariants": "replay invariants",
+    "inference_invariants": "inference invars",
+    "shutdown_classification": "shutdown class",
+    "shutdown_cleanup_errors": "cleanup errors",
+    "post_shutdown_residual_processes": "residual procs",
+    "orphaned_shm_segments": "orphaned shm",
+    "leak_verdicts": "leaks",
+    "min_duration": "min duration",
+    "trend_observation": "trend samples",
+    "throughput_drift": "throughput drift",
+    "oom_kills": "OOM kills",
+}
+_RESULT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "not_applicable": ("n/a", "dim")}
+
+
+def short_value(name: str, value: Any) -> str:
+    """A row's value in a few words (the whole value is in the artifact and the report)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return "none" if not value else f"{len(value)}: " + _compact(value[0])
+    if name == "leak_verdicts" and isinstance(value, Mapping):
+        growing = value.get("growing") or []
+        return "growing: " + ", ".join(growing) if growing else "none growing"
+    if name == "trend_observation" and isinstance(value, Mapping):
+        observed = sum(str(v).startswith("observed") for v in value.values())
+        return f"{observed} of {len(value)} classes observed"
+    if name == "throughput_drift" and isinstance(value, Mapping):
+        change = value.get("relative_change_pct")
+        return f"{value.get('verdict')}" + ("" if change is None else f" ({change:+.1f} %)")
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={_compact(v)}" for k, v in value.items())
+    return _compact(value)
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+
+
+def verdict_table(artifact: Mapping[str, Any], width: int = 80) -> Table:
+    """One line per criterion: result, short name, short value (cut with an ellipsis to fit ``width``
+    columns, never wrapped)."""
+    name_width = max(len(n) for n in SHORT_NAMES.values())
+    table = Table(box=None, padding=(0, 1), show_edge=False, expand=False)
+    table.add_column("result", no_wrap=True, width=6)
+    table.add_column("criterion", no_wrap=True, width=name_width)
+    # what is left of the width after the two columns and one space of padding each side of each column
+    table.add_column("value", no_wrap=True, overflow="ellipsis", max_width=max(10, width - name_width - 12))
+    for row in artifact.get("criteria", []):
+        word, style = _RESULT[row["result"]]
+        name = SHORT_NAMES.get(row["name"], row["name"])
+        table.add_row(f"[{style}]{word}[/]", name, escape(short_value(row["name"], row["value"])))
+    return table
+
+
+def print_verdict(artifact: Mapping[str, Any], console: Console) -> None:
+    """The headline, the failure reason (wrapped, above the table), then the table."""
+    status = artifact["status"].upper()
+    head = f"soak {artifact['mode']}: [{'green' if status == 'PASSED' else 'bold red'}]{status}[/]"
+    if artifact["status"] != "passed":
+        head += f" ({escape(str(artifact['failure_classification']))})"
+    console.print(head)
+    if artifact["status"] != "passed":
+        console.print(f"[bold]why:[/] {escape(str(artifact['failure_reason']))}")
+    console.print(verdict_table(artifact, console.width))

@@ -1,0 +1,110 @@
+"""The options `soak run` and `soak monitor` share, declared once as typed annotations."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class Live(StrEnum):
+    auto = "auto"
+    rich = "rich"
+    plain = "plain"
+    off = "off"
+
+
+class ShmAttribution(StrEnum):
+    host = "host"
+    evidence = "evidence"
+
+
+class SamplerKind(StrEnum):
+    auto = "auto"
+    linux = "linux"
+    portable = "portable"
+
+
+MinDuration = Annotated[float, typer.Option("--min-duration-seconds", help="the run must last at least this")]
+Interval = Annotated[float, typer.Option("--sample-interval-seconds", help="seconds between samples")]
+Startup = Annotated[
+    float, typer.Option("--startup-timeout-seconds", help="no progress within this -> timeout/startup")
+]
+Stale = Annotated[
+    float, typer.Option("--stale-progress-seconds", help="no run-dir change for this -> timeout/stale_tick")
+]
+Grace = Annotated[
+    float, typer.Option("--post-shutdown-grace-seconds", help="wait after exit before residual checks")
+]
+TermGrace = Annotated[
+    float,
+    typer.Option("--termination-grace-seconds", help="SIGTERM -> SIGKILL delay when the monitor stops a run"),
+]
+TrendSamples = Annotated[
+    int,
+    typer.Option(
+        "--min-trend-samples",
+        help="post-start-up samples every observable resource class's verdict must rest on",
+    ),
+]
+LogDir = Annotated[Path, typer.Option("--log-dir", help="absolute, new or empty run directory")]
+Output = Annotated[Path, typer.Option("--output", help="absolute path of the soak artifact (.json)")]
+LiveOpt = Annotated[Live, typer.Option("--live", help="auto: rich on a TTY, plain lines otherwise")]
+ShmOpt = Annotated[
+    ShmAttribution,
+    typer.Option(
+        "--shm-attribution", help="host: also count new same-uid /dev/shm entries (see docs/soak.md)"
+    ),
+]
+
+ShutdownTimeout = Annotated[
+    float,
+    typer.Option(
+        "--shutdown-timeout-seconds",
+        help="after the final progress record the tree must be gone within the post-shutdown grace plus "
+        "this, else shutdown_hang",
+    ),
+]
+NoStacks = Annotated[
+    bool, typer.Option("--no-stacks", help="take no stacks before a kill (the artifact records it)")
+]
+PySpy = Annotated[
+    Path | None,
+    typer.Option("--py-spy", help="py-spy executable (default: beside the interpreter, else on PATH)"),
+]
+
+SamplerOpt = Annotated[
+    SamplerKind,
+    typer.Option("--sampler", help="auto: linux where /proc exists, else portable (psutil; docs/soak.md)"),
+]
+DriftGate = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-throughput-drift",
+        help="a declining env steps/s over the trend window fails the run (reported either way)",
+    ),
+]
+
+
+JunitXml = Annotated[
+    Path | None,
+    typer.Option("--junit-xml", help="write the verdict as JUnit XML: a case per criterion and leak class"),
+]
+SummaryMd = Annotated[
+    Path | None,
+    typer.Option(
+        "--summary-md",
+        help="write a Markdown verdict summary (default: appended to $GITHUB_STEP_SUMMARY when it is set)",
+    ),
+]
+QuietProgress = Annotated[
+    bool,
+    typer.Option(
+        "--quiet-progress", help="off a TTY, print a progress line only every --progress-every seconds"
+    ),
+]
+ProgressEvery = Annotated[
+    float, typer.Option("--progress-every", help="seconds between progress lines with --quiet-progress")
+]

@@ -2,7 +2,7 @@
 
 Normalization is pure: it takes the parsed document and the schema text and returns facts, with every
 reason the evidence can never count listed in ``problems`` (schema-invalid, failing, platform
-contradictions). Freshness (git) is added by the caller.
+contradictions, a test-only hook). Freshness (git) is added by the caller.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
+from matrix.hooks import hooks_in
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
 from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors
@@ -317,6 +318,7 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
     task = facts["task"] if isinstance(facts["task"], str) else None
     if not problems:
         problems += own
+        problems += [f"made with a test-only hook: {hook}" for hook in hooks_in(kind, doc)]
         problems += platform_problems(
             entry["platform"],
             None,

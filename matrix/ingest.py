@@ -2,10 +2,11 @@
 
 Accepted: a soak artifact (JSON, with the samples file it names beside it), a probe artifact (JSON), or a
 pytest JUnit XML (converted to a JUnit summary). Invalid, failing, dirty or platform-contradicting input,
-and a soak artifact whose verdicts its own evidence does not bear out (matrix.rederive), is rejected
-with a MatrixInputError (exit 2) before anything is written. A soak artifact's samples file is filed beside it under the name the artifact records
-(its sha256 is checked first), so `soak report` and `soak compare` work on filed evidence; a different
-file already filed under that name is refused.
+a soak artifact whose verdicts its own evidence does not bear out (matrix.rederive), and evidence made
+with a test-only hook (matrix.hooks: ``probe --test-step-sleep-ms``, ``training.test_*``) are rejected
+with a MatrixInputError (exit 2) before anything is written. A soak artifact's samples file is filed
+beside it under the name the artifact records (its sha256 is checked first), so `soak report` and
+`soak compare` work on filed evidence; a different file already filed under that name is refused.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from matrix.evidence import (
 )
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import head_commit, runtime_fingerprint
+from matrix.hooks import hooks_in
 from matrix.junit import summarize_junit
 from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError
 from matrix.rederive import check_soak_evidence, samples_file
@@ -139,6 +141,13 @@ def ingest(
     kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
     schema_name = JUNIT_SCHEMA if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc[VERSION_FIELD[kind]]]
     validate_or_raise(doc, schema_name, display)
+    if hooks := hooks_in(kind, doc):
+        raise MatrixInputError(
+            display,
+            hooks[0].partition(":")[0],
+            f"made with a test-only hook ({'; '.join(hooks)}); evidence must come from a run without "
+            "test hooks: rerun without them, then ingest",
+        )
     if kind == "soak":  # trust no self-declared verdict: re-derive it from the artifact's own evidence
         check_soak_evidence(source, display, doc)
     if kind == "probe" and (disagreement := first_raw_disagreement(doc)):

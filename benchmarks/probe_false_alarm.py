@@ -43,10 +43,10 @@ def probe(out: Path, args: argparse.Namespace, sleep_ms: float = 0.0) -> None:
 def compare(base: Path, new: Path, report: Path, threshold: float) -> dict[str, object]:
     command = [
         sys.executable, "-m", "harness.probe", "compare", str(base), str(new),
-        "--threshold", str(threshold), "--json", str(report),
+        "--threshold", str(threshold), "--json", "--json-file", str(report),
     ]  # fmt: skip
-    subprocess.run(command, cwd=REPO, check=True, capture_output=True)
-    result: dict[str, object] = json.loads(report.read_text())
+    done = subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True)
+    result: dict[str, object] = json.loads(done.stdout)
     return result
 
 

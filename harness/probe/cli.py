@@ -2,7 +2,7 @@
 
     probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 [--processes 3] [--acceptance]
           [--mjwarp-device cpu] [--task g1_motion_tracking] --output /abs/probe.json
-    probe compare BASE.json NEW.json [--threshold 0.05] [--fail-on-regression] [--json OUT]
+    probe compare BASE.json NEW.json [--threshold 0.05] [--fail-on-regression] [--json] [--json-file OUT]
 
 Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed, the artifact could not
 be written (schema violation, I/O error), or acceptance evidence failed (an acceptance artifact is still

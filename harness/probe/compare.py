@@ -1,7 +1,7 @@
 """``probe compare BASE NEW``: a noise-aware verdict per measure between two probe artifacts.
 
     probe compare BASE.json NEW.json [--threshold 0.05] [--allow-cross-host] [--fail-on-regression]
-                  [--json /abs/report.json]
+                  [--json] [--json-file /abs/report.json]
 
 The same workload or nothing: a different task, backend set or num_envs is refused (exit 2, naming the
 field); other setting differences are listed; a different host (CPU model, cores, GPU UUIDs) is refused
@@ -9,7 +9,9 @@ unless ``--allow-cross-host``. Per backend and measure the verdict is faster | s
 inconclusive from the ratio of medians NEW/BASE and its two-level bootstrap interval over the raw
 samples (harness.compare.stats); a per-phase timing gets a Bonferroni interval over the phases and
 needs enough processes and iterations to be called, and nothing is called when the host's load
-differed too much between the runs. Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
+differed too much between the runs. ``--json`` prints the report (one JSON document) on stdout and
+nothing else there (the table goes to stderr); ``--json-file`` writes the same report to a file.
+Exit codes: 0 compared; 1 ``--fail-on-regression`` and some measure is
 ``slower``, or the report could not be written (nothing written); 2 bad input (unreadable, schema-invalid or tampered artifact, different workload or host,
 bad flag), nothing written. See docs/probe.md.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -251,25 +254,27 @@ def validate_report(report: Mapping[str, Any]) -> None:
         raise ValueError(f"compare report violates {REPORT_SCHEMA} at {where}: {errors[0].message}")
 
 
-def _json_output(value: str | None) -> Path | None:
+def json_output(flag: str, value: str | None) -> Path | None:
+    """``value`` as the absolute ``.json`` path in an existing directory that ``flag`` must name (None:
+    not asked); CompareInputError naming ``flag`` otherwise."""
     if value is None:
         return None
     out = Path(value)
     if not out.is_absolute() or out.suffix != ".json" or not out.parent.is_dir():
         raise CompareInputError(
-            "--json", f"must be an absolute .json path in an existing directory, got {value!r}"
+            flag, f"must be an absolute .json path in an existing directory, got {value!r}"
         )
     return out
 
 
 def run_compare(
-    base_path: Path, new_path: Path, *, threshold: float, allow_cross_host: bool, json_out: str | None
+    base_path: Path, new_path: Path, *, threshold: float, allow_cross_host: bool, json_file: str | None
 ) -> dict[str, Any]:
-    """Load, check and compare; write the JSON report when asked. Raises CompareInputError/ArtifactError
-    before anything is written."""
+    """Load, check and compare; write the JSON report to ``json_file`` when asked. Raises
+    CompareInputError/ArtifactError before anything is written."""
     if not 0 < threshold < 1:
         raise CompareInputError("--threshold", f"must be a fraction in (0, 1), got {threshold}")
-    out = _json_output(json_out)
+    out = json_output("--json-file", json_file)
     report = compare_artifacts(
         load_artifact(base_path),
         load_artifact(new_path),
@@ -279,15 +284,20 @@ def run_compare(
     report["base"]["path"], report["new"]["path"] = str(base_path), str(new_path)
     validate_report(report)
     if out is not None:
-        write_atomic(out, json.dumps(report, indent=2, allow_nan=False) + "\n")
+        write_atomic(out, report_text(report))
     return report
+
+
+def report_text(report: Mapping[str, Any]) -> str:
+    """The report as one JSON document (strict JSON: no NaN or infinity), newline-terminated."""
+    return json.dumps(report, indent=2, allow_nan=False) + "\n"
 
 
 compare_typer = typer.Typer(add_completion=False, help="Compare two probe artifacts (noise-aware).")
 
 
 @compare_typer.command()
-def compare(
+def compare(  # noqa: PLR0913 — a typer command declares one parameter per CLI option
     base: Annotated[Path, typer.Argument(help="the baseline probe artifact")],
     new: Annotated[Path, typer.Argument(help="the probe artifact to judge against it")],
     threshold: float = typer.Option(
@@ -295,13 +305,15 @@ def compare(
     ),
     allow_cross_host: bool = typer.Option(False, "--allow-cross-host", help="compare across hosts"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="exit 1 if any is slower"),
-    json_out: str | None = typer.Option(None, "--json", help="absolute path of a JSON report to write"),
+    as_json: bool = typer.Option(False, "--json", help="print the JSON report on stdout (table: stderr)"),
+    json_file: str | None = typer.Option(None, "--json-file", help="absolute path of a JSON report to write"),
 ) -> None:
     """Verdict per measure: faster | slower | no_change | inconclusive."""
     try:
         report = run_compare(
-            base, new, threshold=threshold, allow_cross_host=allow_cross_host, json_out=json_out
+            base, new, threshold=threshold, allow_cross_host=allow_cross_host, json_file=json_file
         )
+        text = report_text(report)
     except (CompareInputError, ArtifactError) as exc:
         console.print(f"[red]probe compare: {exc}")
         raise typer.Exit(2) from None
@@ -309,6 +321,9 @@ def compare(
         console.print(f"[red]probe compare: report not written: {exc}")
         raise typer.Exit(1) from None
     print_comparison(report, console)
+    if as_json:
+        sys.stdout.write(text)
+        sys.stdout.flush()
     if fail_on_regression and report["regression"]:
         console.print("[red]probe compare: regression beyond the threshold")
         raise typer.Exit(1)

@@ -53,7 +53,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_an_a_a_pair_is_never_slower_and_exits_0(pair: tuple[Path, Path], tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     for base, new in (pair, pair[::-1]):
-        done = _compare(base, new, "--json", str(report_path))
+        done = _compare(base, new, "--json-file", str(report_path))
         assert done.returncode == 0, done.stderr
         report = json.loads(report_path.read_text())
         assert not sorted_errors(report, "probe-compare-1.schema.json")
@@ -69,10 +69,26 @@ def test_an_a_a_pair_is_never_slower_and_exits_0(pair: tuple[Path, Path], tmp_pa
         assert "verdict" in done.stderr and "env steps/s" in done.stderr  # the rich table
 
 
+def test_json_prints_one_document_on_stdout_and_nothing_else(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    report_path = tmp_path / "report.json"
+    done = _compare(*pair, "--json", "--json-file", str(report_path))
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)  # raises on anything besides one JSON document
+    assert printed == json.loads(report_path.read_text())
+    assert not sorted_errors(printed, "probe-compare-1.schema.json")
+    assert "probe compare: verdict" in done.stderr  # the table still goes to stderr
+    assert _compare(*pair).stdout == ""  # without --json nothing goes to stdout
+    done = _compare(*pair, "--json", "--threshold", "0")  # refused: no half document on stdout
+    assert done.returncode == 2 and done.stdout == "" and "--threshold" in done.stderr
+    legacy = tmp_path / "legacy.json"  # the old `--json PATH` form: a flag takes no value, exit 2
+    done = _compare(*pair, "--json", str(legacy))
+    assert done.returncode == 2 and done.stdout == "" and not legacy.exists()
+
+
 def test_a_different_workload_is_refused_naming_the_field(pair: tuple[Path, Path], tmp_path: Path) -> None:
     other = _probe(tmp_path / "eight.json", *TINY[:3], "8", *TINY[4:])
     report = tmp_path / "report.json"
-    done = _compare(pair[0], other, "--json", str(report))
+    done = _compare(pair[0], other, "--json-file", str(report))
     assert done.returncode == 2 and "settings.num_envs" in done.stderr
     assert not report.exists()
 
@@ -115,15 +131,15 @@ def test_tampered_or_invalid_artifacts_are_refused(
 ) -> None:
     bad = _edited(pair[1], tmp_path / "bad.json", edit)
     report = tmp_path / "report.json"
-    done = _compare(pair[0], bad, "--json", str(report))
+    done = _compare(pair[0], bad, "--json-file", str(report))
     assert done.returncode == 2 and field in done.stderr, done.stderr
     assert not report.exists()
 
 
 def test_bad_flags_exit_2(pair: tuple[Path, Path], tmp_path: Path) -> None:
     assert "--threshold" in _compare(*pair, "--threshold", "0").stderr
-    done = _compare(*pair, "--json", "relative.json")
-    assert done.returncode == 2 and "--json" in done.stderr
+    done = _compare(*pair, "--json-file", "relative.json")
+    assert done.returncode == 2 and "--json-file" in done.stderr
     legacy = _edited(pair[1], tmp_path / "old.json", lambda d: d.update(schema_version="0.3.0"))
     done = _compare(pair[0], legacy)
     assert done.returncode == 2 and "schema_version" in done.stderr
@@ -152,7 +168,7 @@ def test_a_small_injected_slowdown_is_detected_or_sized(tmp_path: Path) -> None:
     sleep_ms = 0.10 * base["backends"]["mujoco"]["summary"]["phases"]["iteration_ms"]["median"]
     slow = _probe(tmp_path / "slow.json", *CALLABLE, "--test-step-sleep-ms", f"{sleep_ms:.4f}")
     report_path = tmp_path / "report.json"
-    done = _compare(plain, slow, "--json", str(report_path))
+    done = _compare(plain, slow, "--json-file", str(report_path))
     assert done.returncode == 0, done.stderr
     report = json.loads(report_path.read_text())
     assert {"field": "settings.test_step_sleep_ms", "base": 0.0, "new": float(f"{sleep_ms:.4f}")} in report[
@@ -180,7 +196,7 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
     if other is not None and other > 0.65:
         pytest.skip(f"other processes used {other:.0%} of the CPUs during the 2-thread probe")
     report_path = tmp_path / "report.json"
-    done = _compare(two, one, "--fail-on-regression", "--json", str(report_path))
+    done = _compare(two, one, "--fail-on-regression", "--json-file", str(report_path))
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(report_path.read_text())
     assert {"field": "settings.physics_threads", "base": 2, "new": 1} in report["setting_differences"]

@@ -414,22 +414,24 @@ def report(artifact: Annotated[Path, typer.Argument(help="a soak artifact (.json
     raise typer.Exit(report_command(artifact))
 
 
-def compare(
+def compare(  # noqa: PLR0913 — typer declares one parameter per CLI option
     base: Annotated[Path, typer.Argument(help="the baseline soak artifact (.json)")],
     new: Annotated[Path, typer.Argument(help="the soak artifact to judge against it")],
     threshold: float = typer.Option(0.05, "--threshold", help="minimum effect size (0.05 = 5 %)"),
     allow_cross_host: bool = typer.Option(False, "--allow-cross-host", help="compare across hosts"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="exit 1 if any is worse"),
-    json_out: str | None = typer.Option(None, "--json", help="absolute path of a JSON report to write"),
+    as_json: bool = typer.Option(False, "--json", help="print the JSON report on stdout (table: stderr)"),
+    json_file: str | None = typer.Option(None, "--json-file", help="absolute path of a JSON report to write"),
+    junit_xml: JunitXml = None,
+    summary_md: SummaryMd = None,
 ) -> None:
     """Verdict per measure between two soaks of one workload: faster | slower | no_change | inconclusive."""
-    from harness.soak.compare_cli import compare_command
+    from harness.soak.compare_cli import CompareOptions, compare_command
 
-    code = compare_command(
-        (base, new), threshold=threshold, allow_cross_host=allow_cross_host,
-        fail_on_regression=fail_on_regression, json_out=json_out,
-    )  # fmt: skip
-    raise typer.Exit(code)
+    options = CompareOptions(
+        threshold, allow_cross_host, fail_on_regression, as_json, json_file, ci_outputs(junit_xml, summary_md)
+    )
+    raise typer.Exit(compare_command((base, new), options))
 
 
 def cleanup() -> None:

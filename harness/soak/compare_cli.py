@@ -2,7 +2,10 @@
 print the verdict table, write the JSON report when asked.
 
     soak compare BASE.json NEW.json [--threshold 0.05] [--allow-cross-host] [--fail-on-regression]
-                 [--json /abs/report.json]
+                 [--json] [--json-file /abs/report.json] [--junit-xml PATH] [--summary-md PATH]
+
+``--json`` prints the report (one JSON document) on stdout and nothing else there; the table and every
+message go to stderr. ``--json-file`` writes the same report to a file.
 
 Exit codes: 0 compared; 1 ``--fail-on-regression`` and a measure is ``slower`` (a resource or the
 duration worse), or the report failed its own schema (nothing written); 2 bad input (unreadable or
@@ -14,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,9 @@ from rich.table import Table
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
+from harness.ci.cases import CiSuite
+from harness.ci.compare import compare_suite
+from harness.ci.outputs import CiOutputs
 from harness.compare.fields import host_differences, host_identity, setting_differences
 from harness.soak.evidence.artifact import ArtifactError, load_artifact
 from harness.soak.evidence.report import locate_samples, read_samples
@@ -121,19 +129,24 @@ def _json_output(value: str | None) -> Path | None:
     out = Path(value)
     if not out.is_absolute() or out.suffix != ".json" or not out.parent.is_dir():
         raise SoakCompareError(
-            "--json", f"must be an absolute .json path in an existing directory, got {value!r}"
+            "--json-file", f"must be an absolute .json path in an existing directory, got {value!r}"
         )
     return out
 
 
+def report_text(report: Mapping[str, Any]) -> str:
+    """The report as one strict JSON document, newline-terminated."""
+    return json.dumps(report, indent=2, allow_nan=False) + "\n"
+
+
 def run_compare(
-    base_path: Path, new_path: Path, *, threshold: float, allow_cross_host: bool, json_out: str | None
+    base_path: Path, new_path: Path, *, threshold: float, allow_cross_host: bool, json_file: str | None
 ) -> dict[str, Any]:
     """Load, check and compare; write the JSON report when asked. Raises SoakCompareError/ArtifactError
     before anything is written, ValueError when the report violates its own schema."""
     if not 0 < threshold < 1:
         raise SoakCompareError("--threshold", f"must be a fraction in (0, 1), got {threshold}")
-    out = _json_output(json_out)
+    out = _json_output(json_file)
     (base, base_samples), (new, new_samples) = load_run(base_path), load_run(new_path)
     report = compare_soaks(
         (base, new), (base_samples, new_samples), threshold=threshold, allow_cross_host=allow_cross_host
@@ -144,7 +157,7 @@ def run_compare(
         where = "/".join(str(p) for p in errors[0].absolute_path) or "<root>"
         raise ValueError(f"compare report violates {REPORT_SCHEMA} at {where}: {errors[0].message}")
     if out is not None:
-        write_atomic(out, json.dumps(report, indent=2, allow_nan=False) + "\n")
+        write_atomic(out, report_text(report))
     return report
 
 
@@ -197,16 +210,32 @@ def print_comparison(report: Mapping[str, Any], console: Console) -> None:
     console.print(f"method: {report['method']}")
 
 
-def compare_command(
-    paths: tuple[Path, Path], *, threshold: float, allow_cross_host: bool, fail_on_regression: bool,
-    json_out: str | None,
-) -> int:  # fmt: skip
-    """The exit code of ``soak compare`` (messages and the table on stderr)."""
+@dataclass(frozen=True)
+class CompareOptions:
+    """What `soak compare` was asked for besides the two artifacts."""
+
+    threshold: float = 0.05
+    allow_cross_host: bool = False
+    fail_on_regression: bool = False
+    as_json: bool = False
+    json_file: str | None = None
+    ci: CiOutputs = field(default_factory=CiOutputs)
+
+
+def soak_compare_suite(report: Mapping[str, Any]) -> CiSuite:
+    """The CI suite of a soak comparison: every measure is gated, as ``--fail-on-regression`` gates."""
+    return compare_suite(report, tool="soak.compare", case_name=lambda row: str(row["measure"]))
+
+
+def compare_command(paths: tuple[Path, Path], options: CompareOptions) -> int:
+    """The exit code of ``soak compare`` (messages and the table on stderr, ``--json`` on stdout)."""
     console = Console(stderr=True)
     try:
         report = run_compare(
-            paths[0], paths[1], threshold=threshold, allow_cross_host=allow_cross_host, json_out=json_out
-        )
+            paths[0], paths[1], threshold=options.threshold, allow_cross_host=options.allow_cross_host,
+            json_file=options.json_file,
+        )  # fmt: skip
+        text = report_text(report)
     except (SoakCompareError, ArtifactError) as exc:
         console.print(f"[red]soak compare: {escape(str(exc))}")
         return 2
@@ -214,7 +243,12 @@ def compare_command(
         console.print(f"[red]soak compare: report not written: {escape(str(exc))}")
         return 1
     print_comparison(report, console)
-    if fail_on_regression and report["regression"]:
+    for path in options.ci.emit([soak_compare_suite(report)]):
+        console.print(f"ci: {path}", markup=False)
+    if options.as_json:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if options.fail_on_regression and report["regression"]:
         console.print("[red]soak compare: regression beyond the threshold")
         return 1
     return 0

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,11 @@ def _copy(tmp: Path, name: str, edit: Any = None) -> Path:
 def test_the_fixture_against_itself_is_no_regression(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     done = _compare(
-        FIXTURES / "artifact_clean.json", _copy(tmp_path, "b"), "--json", str(report), "--fail-on-regression"
+        FIXTURES / "artifact_clean.json",
+        _copy(tmp_path, "b"),
+        "--json-file",
+        str(report),
+        "--fail-on-regression",
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(report.read_text())
@@ -129,17 +134,25 @@ def _set(path: str, value: Any) -> Any:
 def test_a_different_workload_is_refused_naming_the_field(tmp_path: Path, field: str, value: Any) -> None:
     report = tmp_path / "report.json"
     done = _compare(
-        FIXTURES / "artifact_clean.json", _copy(tmp_path, "b", _set(field, value)), "--json", str(report)
+        FIXTURES / "artifact_clean.json", _copy(tmp_path, "b", _set(field, value)), "--json-file", str(report)
     )
     assert done.returncode == 2 and f"{field}:" in done.stderr and not report.exists()
+
+
+def test_json_prints_one_document_on_stdout_and_nothing_else(tmp_path: Path) -> None:
+    done = _compare(FIXTURES / "artifact_clean.json", _copy(tmp_path, "b"), "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["kind"] == "soakbench.soak-compare" and not sorted_errors(doc, SCHEMA)
+    assert "soak compare: verdict" in done.stderr
 
 
 def test_a_different_host_needs_the_flag_and_is_then_announced(tmp_path: Path) -> None:
     other = _copy(tmp_path, "b", _set("context.host.cpu_model", "Other CPU"))
     report = tmp_path / "report.json"
-    refused = _compare(FIXTURES / "artifact_clean.json", other, "--json", str(report))
+    refused = _compare(FIXTURES / "artifact_clean.json", other, "--json-file", str(report))
     assert refused.returncode == 2 and "context.host" in refused.stderr and not report.exists()
-    done = _compare(FIXTURES / "artifact_clean.json", other, "--allow-cross-host", "--json", str(report))
+    done = _compare(FIXTURES / "artifact_clean.json", other, "--allow-cross-host", "--json-file", str(report))
     assert done.returncode == 0 and "ACROSS HOSTS" in done.stderr
     assert json.loads(report.read_text())["cross_host"] is True
 
@@ -167,12 +180,12 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         (malformed, (), "cannot recompute"),
         (tmp_path / "absent.json", (), "cannot read"),
         (missing, ("--threshold", "1.5"), "--threshold"),
-        (missing, ("--json", "relative.json"), "--json"),
+        (missing, ("--json-file", "relative.json"), "--json-file"),
     ]
     for new, flags, named in cases:
         done = (
-            _compare(base, new, "--json", str(report), *flags)
-            if "--json" not in flags
+            _compare(base, new, "--json-file", str(report), *flags)
+            if "--json-file" not in flags
             else _compare(base, new, *flags)
         )
         assert done.returncode == 2 and named in done.stderr, (named, done.stderr)
@@ -192,15 +205,22 @@ def test_two_real_soaks_one_leaking_name_the_leaking_class(tmp_path: Path) -> No
     (tmp_path / "leaky").mkdir()
     plain, leaky = _soak(tmp_path / "plain", False), _soak(tmp_path / "leaky", True)
     report = tmp_path / "report.json"
-    done = _compare(plain, leaky, "--fail-on-regression", "--json", str(report))
+    junit = tmp_path / "compare.xml"
+    done = _compare(
+        plain, leaky, "--fail-on-regression", "--json-file", str(report), "--junit-xml", str(junit)
+    )
     assert done.returncode == 1, done.stderr
+    failed = {
+        c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None
+    }
+    assert {"slope.eventfd", "peak.eventfd"} <= failed
     doc = json.loads(report.read_text())
     assert not sorted_errors(doc, SCHEMA)
     rows = {r["measure"]: r for r in doc["measures"]}
     assert "eventfd" in doc["turned_rising"] and rows["slope.eventfd"]["verdict"] == "slower"
     assert rows["peak.eventfd"]["verdict"] == "slower"
     assert "turned from flat to rising: eventfd" in " ".join(done.stderr.split())
-    back = _compare(leaky, plain, "--json", str(report))
+    back = _compare(leaky, plain, "--json-file", str(report))
     assert back.returncode == 0
     assert {r["measure"]: r for r in json.loads(report.read_text())["measures"]}["slope.eventfd"][
         "verdict"

@@ -10,8 +10,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from harness.ci.outputs import CiOutputError, CiOutputs
 from matrix.audit import CellMarker, audit, bound_to, collect_markers
 from matrix.build import MatrixState, compute, grade_all
+from matrix.ci import check_suite
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import GitQueryError, repo_root
 from matrix.grading import CellResult
@@ -142,48 +144,61 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def drift(files: dict[str, str], root: Path, context_lines: int = 20) -> list[str]:
-    """Diff summary lines for every generated output that differs from the file on disk."""
-    lines: list[str] = []
-    for rel, text in files.items():
-        current = _read(root / rel)
-        if current == text:
-            continue
-        if current is None:
-            lines.append(f"{rel}: missing or unreadable (run: uv run matrix generate)")
-            continue
-        diff = list(
-            difflib.unified_diff(
-                current.splitlines(),
-                text.splitlines(),
-                f"{rel} (committed)",
-                f"{rel} (regenerated)",
-                lineterm="",
-                n=1,
-            )
+def file_drift(rel: str, current: str | None, text: str, context_lines: int = 20) -> list[str]:
+    """Diff summary lines of one generated output against the file on disk ([] when they agree)."""
+    if current == text:
+        return []
+    if current is None:
+        return [f"{rel}: missing or unreadable (run: uv run matrix generate)"]
+    diff = list(
+        difflib.unified_diff(
+            current.splitlines(),
+            text.splitlines(),
+            f"{rel} (committed)",
+            f"{rel} (regenerated)",
+            lineterm="",
+            n=1,
         )
-        changed = sum(1 for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---")))
-        lines.append(f"{rel}: differs ({changed} changed lines)")
-        lines.extend("    " + d for d in diff[:context_lines])
-        if len(diff) > context_lines:
-            lines.append(f"    ... {len(diff) - context_lines} more diff lines")
+    )
+    changed = sum(1 for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---")))
+    lines = [f"{rel}: differs ({changed} changed lines)", *("    " + d for d in diff[:context_lines])]
+    if len(diff) > context_lines:
+        lines.append(f"    ... {len(diff) - context_lines} more diff lines")
     return lines
 
 
+def drift_by_file(files: dict[str, str], root: Path) -> dict[str, list[str]]:
+    """Per generated output, its diff summary lines ([] when the committed file is current)."""
+    return {rel: file_drift(rel, _read(root / rel), text) for rel, text in files.items()}
+
+
 @app.command("check")
-def check_cmd(repo: RepoOption = None) -> None:
+def check_cmd(
+    repo: RepoOption = None,
+    junit_xml: Annotated[
+        Path | None, typer.Option("--junit-xml", help="write the check as JUnit XML: a case per output")
+    ] = None,
+    summary_md: Annotated[
+        Path | None,
+        typer.Option("--summary-md", help="write a Markdown summary (default: $GITHUB_STEP_SUMMARY if set)"),
+    ] = None,
+) -> None:
     """Regenerate in memory and audit the test bindings; exit 1 when the committed outputs differ or a
     cell marker and the inventory disagree."""
     try:
+        ci = CiOutputs.resolve(junit_xml, summary_md)
         root = _repo(repo)
         state = _state(root)
-        summary = drift(generated_files(root, state), root)
-    except (MatrixInputError, GitQueryError) as exc:
+        per_file = drift_by_file(generated_files(root, state), root)
+    except (MatrixInputError, GitQueryError, CiOutputError) as exc:
         raise _fail(str(exc)) from None
+    summary = [line for lines in per_file.values() for line in lines]
+    findings = audit(state.inventory, collect_markers(root))
+    for path in ci.emit([check_suite(per_file, findings)]):
+        err.print(f"ci: {path}", markup=False)
     warning = store_warning(state.evidence)
     if warning:
         err.print(f"warning: {warning}", markup=False)
-    findings = audit(state.inventory, collect_markers(root))
     if findings:
         err.print("test bindings and matrix/inventory.yaml disagree:")
         for line in findings:

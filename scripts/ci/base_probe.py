@@ -1,0 +1,93 @@
+"""The probe filed at a base commit, for a CI gate: ``probe compare BASE NEW --fail-on-regression``.
+
+    uv run --frozen python scripts/ci/base_probe.py --at BASE_SHA --platform linux-cuda \\
+        --task g1_walk_flat --backend mjwarp --num-envs 4096 --output /abs/base-probe.json
+
+Reads ``matrix/evidence/index.json`` as it was at ``--at`` (git, no checkout) and writes the newest filed
+probe of that workload there. Exit 2, naming what is filed, when there is none: a gate with nothing to
+compare against must not pass by default.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from foundation.atomic import write_atomic
+
+INDEX = "matrix/evidence/index.json"
+
+
+def matches(artifact: Mapping[str, Any], task: str, backend: str, num_envs: int) -> bool:
+    """Whether a probe artifact measured this workload."""
+    settings = artifact.get("settings") or {}
+    return bool(
+        settings.get("task") == task
+        and backend in (settings.get("backends") or [])
+        and settings.get("num_envs") == num_envs
+    )
+
+
+def newest(
+    candidates: Sequence[tuple[str, Mapping[str, Any]]], task: str, backend: str, num_envs: int
+) -> tuple[str, Mapping[str, Any]] | None:
+    """The newest (by ``created_unix_s``) of the candidates that measured the workload, or None."""
+    fitting = [c for c in candidates if matches(c[1], task, backend, num_envs)]
+    return max(fitting, key=lambda c: float(c[1].get("created_unix_s", 0.0)), default=None)
+
+
+def _show(repo: Path, rev: str, path: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise FileNotFoundError(f"{rev}:{path}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def filed_probes(repo: Path, rev: str, platform: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every probe filed for ``platform`` at ``rev``: (file, artifact)."""
+    index = json.loads(_show(repo, rev, INDEX))
+    files = [e["file"] for e in index["entries"] if e["kind"] == "probe" and e["platform"] == platform]
+    return [(f, json.loads(_show(repo, rev, f))) for f in files]
+
+
+def main(  # noqa: PLR0913 — typer declares one parameter per option
+    at: Annotated[str, typer.Option("--at", help="the base commit (any git revision)")],
+    platform: Annotated[str, typer.Option("--platform", help="e.g. linux-cuda, linux-cpu")],
+    task: Annotated[str, typer.Option("--task")],
+    backend: Annotated[str, typer.Option("--backend", help="mujoco or mjwarp")],
+    num_envs: Annotated[int, typer.Option("--num-envs", min=1)],
+    output: Annotated[Path, typer.Option("--output", help="where to write the base probe (.json)")],
+    repo: Annotated[Path, typer.Option("--repo", help="the git repository holding the evidence")] = Path("."),
+) -> None:
+    """Write the base commit's filed probe of the workload to --output (exit 2 when none is filed)."""
+    try:
+        candidates = filed_probes(repo, at, platform)
+    except (FileNotFoundError, json.JSONDecodeError, KeyError) as exc:
+        typer.echo(f"base_probe: --at {at}: cannot read the filed evidence: {exc}", err=True)
+        raise typer.Exit(2) from None
+    found = newest(candidates, task, backend, num_envs)
+    if found is None:
+        filed = [
+            f"{a['settings'].get('task')}/{','.join(a['settings'].get('backends') or [])}/"
+            f"{a['settings'].get('num_envs')} envs"
+            for _f, a in candidates
+        ]
+        typer.echo(
+            f"base_probe: no {platform} probe of {task}/{backend} at {num_envs} envs is filed at {at} "
+            f"(filed: {', '.join(filed) or 'none'}); file one with `matrix ingest` first",
+            err=True,
+        )
+        raise typer.Exit(2)
+    write_atomic(output, json.dumps(found[1], indent=2) + "\n")
+    typer.echo(f"base probe: {found[0]} -> {output}")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,16 +1,42 @@
-# Two entry points for a fresh Linux host with only python3 and pip: `make demo` and `make test`.
+# Two entry points for a fresh Linux host with only python3 and pip: `make demo` and `make test` (which
+# also installs the headless Chromium its page-rendering tests need, or stops naming it).
 UV := $(shell command -v uv 2>/dev/null)
 ifeq ($(UV),)
 UV := python3 -m uv
 endif
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
+# Headless Chromium renders the soak report, the probe history and the support matrix in the tests, which
+# fail without it. The names are the ones tests/conftest.py looks for, in its order.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome
 
-.PHONY: setup demo test lint matrix-check
+.PHONY: setup chromium demo test lint matrix-check
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen --extra mjwarp
+
+# Finds a Chromium that runs; installs one (apt-get, as root) where none is on PATH, else stops naming it.
+chromium:
+	@found=""; for name in $(CHROMIUM_NAMES); do \
+	  if command -v $$name >/dev/null 2>&1; then found=$$name; break; fi; \
+	done; \
+	if [ -z "$$found" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "chromium: not on PATH; installing it with apt-get (the page-rendering tests need it)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	    && found=chromium; \
+	fi; \
+	if [ -z "$$found" ]; then \
+	  echo "error: chromium is missing: none of $(CHROMIUM_NAMES) is on PATH, and the page-rendering" \
+	    "tests need one. Install it (Debian/Ubuntu: sudo apt-get install -y chromium, or" \
+	    "chromium-browser; macOS: brew install --cask chromium), then run make test again." >&2; \
+	  exit 1; \
+	fi; \
+	profile=$$(mktemp -d); \
+	said=$$($$found --headless --no-sandbox --user-data-dir=$$profile --version 2>&1); ran=$$?; \
+	rm -rf "$$profile"; \
+	[ $$ran = 0 ] || { echo "error: chromium ($$(command -v $$found)) does not run: $$said" >&2; exit 1; }; \
+	echo "chromium: $$(printf '%s\n' "$$said" | tail -n 1) ($$(command -v $$found))"
 
 demo: setup
 	$(RUN) soak demo
@@ -20,7 +46,7 @@ lint: setup
 	$(RUN) ruff format --check foundation runtime harness matrix tests scripts benchmarks
 	$(RUN) mypy
 
-test: setup
+test: setup chromium
 	$(RUN) pytest $(PYTEST_ARGS)
 
 matrix-check: setup

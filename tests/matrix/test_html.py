@@ -4,24 +4,16 @@ first screen that fits 1400 pixels without scrolling sideways."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import Chromium
 from tests.matrix.conftest import Invoke
 from tests.matrix.test_cli import full_evidence
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)  # fmt: skip
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)"
-)
 
 
 class Cells(HTMLParser):
@@ -51,22 +43,14 @@ class Cells(HTMLParser):
             self.current = None
 
 
-def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    return subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
-
-
-def test_html_renders_in_headless_chromium(repo: Path, run_matrix: Invoke, tmp_path: Path) -> None:
+def test_html_renders_in_headless_chromium(
+    repo: Path, run_matrix: Invoke, tmp_path: Path, chromium: Chromium
+) -> None:
     full_evidence(repo, run_matrix, tmp_path)
     assert run_matrix("generate").exit_code == 0
     page = repo / "reports" / "support-matrix.html"
-    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "profile-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
     parsed = Cells()
-    parsed.feed(dom.stdout)
+    parsed.feed(chromium.dump_dom(page.as_uri()))
     assert parsed.legend
     assert parsed.grades["sac/g1_walk_flat/mujoco@linux-cpu"] == "Benchmarked"
     assert parsed.grades["sac/g1_walk_flat/mjwarp@linux-cpu"] == "Unsupported"
@@ -75,11 +59,7 @@ def test_html_renders_in_headless_chromium(repo: Path, run_matrix: Invoke, tmp_p
     for href in links:  # evidence links resolve to the filed files
         assert (page.parent / href).resolve().is_file(), href
 
-    shot = tmp_path / "matrix.png"
-    done = chromium(
-        f"--screenshot={shot}", "--window-size=1400,2400", page.as_uri(), profile=tmp_path / "profile-png"
-    )
-    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    shot = chromium.screenshot(page.as_uri(), tmp_path / "matrix.png", "1400,2400")
     import matplotlib.image
 
     pixels = (matplotlib.image.imread(str(shot))[:, :, :3] * 255).round()
@@ -104,7 +84,7 @@ MEASURE = (
 
 
 def test_the_page_fits_1400_pixels_without_sideways_scrolling(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chromium: Chromium
 ) -> None:
     from tests.matrix.test_render_grid import real_shape_repo
 
@@ -112,11 +92,25 @@ def test_the_page_fits_1400_pixels_without_sideways_scrolling(
     page = (repo / "reports" / "support-matrix.html").read_text()
     measured = tmp_path / "measure.html"
     measured.write_text(page.replace("</body>", MEASURE + "</body>"))
-    dom = chromium("--window-size=1400,900", "--dump-dom", measured.as_uri(), profile=tmp_path / "profile")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    found = dict(re.findall(r'data-(scroll-width|client-width|grid-bottom)="(\d+)"', dom.stdout))
-    assert found.keys() == {"scroll-width", "client-width", "grid-bottom"}, dom.stdout[-2000:]
+    dom = chromium.dump_dom(measured.as_uri(), "--window-size=1400,900")
+    found = dict(re.findall(r'data-(scroll-width|client-width|grid-bottom)="(\d+)"', dom))
+    assert found.keys() == {"scroll-width", "client-width", "grid-bottom"}, dom[-2000:]
     assert int(found["scroll-width"]) <= 1400
     assert int(found["scroll-width"]) <= int(found["client-width"])  # nothing overflows sideways
     assert int(found["grid-bottom"]) <= 900  # the whole grid is on the first screen
     assert page.index('id="grid"') < page.index('id="capabilities"') < page.index('id="cells"')
+
+
+def test_a_missing_chromium_fails_the_page_tests_naming_it(tmp_path: Path) -> None:
+    """Without Chromium on PATH a page-rendering test fails (no skip, no silent pass) and says what to
+    install."""
+    root = Path(__file__).resolve().parents[2]
+    node = "tests/matrix/test_html.py::test_the_page_fits_1400_pixels_without_sideways_scrolling"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", node],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+        env={"PATH": str(tmp_path), "HOME": str(tmp_path), "COLUMNS": "400"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "1 error" in done.stdout and "skipped" not in done.stdout and "passed" not in done.stdout
+    assert "chromium is not installed" in done.stdout and "apt-get install -y chromium" in done.stdout

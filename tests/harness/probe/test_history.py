@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +15,11 @@ import pytest
 
 from harness.probe.history import HistoryInputError, Point, detect_steps, parse_probe, platform_of, series
 from harness.probe.history_io import history_command
+from tests.conftest import Chromium
 from tests.matrix._fixtures import commit_all, make_repo, probe_artifact
 
 REPO = Path(__file__).resolve().parents[3]
 TINY = ("--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "10", "--processes", "2")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NAME = "probe-linux-cpu-any_g1_motion_tracking_mujoco-{commit}-{digest}.json"
 
 
@@ -91,7 +90,9 @@ def _evidence(repo: Path, doc: dict[str, object], commit: str) -> Path:
     return path
 
 
-def test_history_reads_pruned_evidence_from_git_and_marks_a_real_step(tmp_path: Path) -> None:
+def test_history_reads_pruned_evidence_from_git_and_marks_a_real_step(
+    tmp_path: Path, chromium: Chromium
+) -> None:
     plain = _probe(tmp_path / "plain.json")
     slow = _probe(tmp_path / "slow.json", "--test-step-sleep-ms", "20")
     repo = make_repo(tmp_path)
@@ -141,14 +142,5 @@ def test_history_reads_pruned_evidence_from_git_and_marks_a_real_step(tmp_path: 
         cwd=repo, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert refused.returncode == 2 and "kind" in refused.stderr and not (tmp_path / "never.html").exists()
-    if CHROMIUM is not None:
-        shot = tmp_path / "history.png"
-        subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
-             f"--screenshot={shot}", "--window-size=1000,800", page.as_uri()],
-            capture_output=True, text=True, timeout=180, check=False,
-        )  # fmt: skip
-        assert shot.is_file() and shot.stat().st_size > 10_000
-        keep = os.environ.get("SOAKBENCH_KEEP_SCREENSHOT")
-        if keep:
-            shutil.copy(shot, keep)
+    shot = chromium.screenshot(page.as_uri(), tmp_path / "history.png", "1000,800")
+    assert shot.stat().st_size > 10_000  # the plot, not an empty page

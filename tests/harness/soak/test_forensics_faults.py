@@ -5,7 +5,6 @@ recorded with the kill still on time, and the HTML report shows the stacks (head
 from __future__ import annotations
 
 import re
-import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -13,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import Chromium
 from tests.harness.soak._soakrun import REPO, SoakOutcome, assert_nothing_left, monitor_args
 
 pytestmark = pytest.mark.soak
 
 FAKE_PY_SPY = Path(__file__).parent / "fake_tools" / "py-spy"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 def _monitor(
@@ -124,27 +123,10 @@ def test_a_passing_run_takes_no_stacks(tmp_path: Path) -> None:
     assert 'id="no-captures"' in outcome.output.with_suffix(".html").read_text()
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (CI installs it: apt-get install -y chromium)"
-)
-def test_report_stacks_render_in_headless_chromium(tmp_path: Path) -> None:
+def test_report_stacks_render_in_headless_chromium(tmp_path: Path, chromium: Chromium) -> None:
     outcome = _monitor(tmp_path, "hang_in_function.py", stale=1.5)
     url = outcome.output.with_suffix(".html").resolve().as_uri()
-    assert CHROMIUM is not None
-    base = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-    ]  # fmt: skip
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=180, check=True)
-    assert 'id="forensics"' in dom.stdout and 'data-trigger="timeout/stale_tick"' in dom.stdout
-    assert re.search(r'first-project"><code>wait_for_the_lock_forever</code>', dom.stdout)
-    shot = tmp_path / "report.png"
-    subprocess.run(
-        [*base, f"--screenshot={shot}", "--window-size=1400,2400", url],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-    )
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    dom = chromium.dump_dom(url)
+    assert 'id="forensics"' in dom and 'data-trigger="timeout/stale_tick"' in dom
+    assert re.search(r'first-project"><code>wait_for_the_lock_forever</code>', dom)
+    chromium.screenshot(url, tmp_path / "report.png", "1400,2400")

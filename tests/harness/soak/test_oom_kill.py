@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from harness.soak.host.pressure import CGROUP_ROOT, counter_file, memory_cgroup
+from tests.conftest import Chromium
 from tests.harness.soak._soakrun import REPO, SoakOutcome, assert_nothing_left, soak_monitor
 
 pytestmark = pytest.mark.soak
 LIMIT = 96 << 20
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 def _limit(cgroup: Path, version: int, limit: int) -> None:
@@ -117,23 +116,17 @@ def test_a_process_oom_killed_in_a_memory_cgroup_is_named(
     )
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (CI installs it: apt-get install -y chromium)"
-)
-def test_the_pressure_plot_renders_in_headless_chromium(tmp_path: Path, limited_cgroup: Path) -> None:
+def test_the_pressure_plot_renders_in_headless_chromium(
+    tmp_path: Path, chromium: Chromium, limited_cgroup: Path
+) -> None:
     outcome = soak_monitor(tmp_path, "oom_kill.py", str(limited_cgroup), "child")
     url = outcome.output.with_suffix(".html").resolve().as_uri()
-    assert CHROMIUM is not None
-    command = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", url,
-    ]  # fmt: skip
-    dom = subprocess.run(command, capture_output=True, text=True, timeout=180, check=True).stdout
+    dom = chromium.dump_dom(url)
     assert re.search(
         r'<img id="host-pressure" alt="host memory pressure over time" src="data:image/png;base64,', dom
     )
     assert 'class="reason oom-kill"' in dom
+    chromium.screenshot(url, tmp_path / "report.png", "1400,2400")
 
 
 def _collector_pid(samples: Path, deadline: float) -> int:

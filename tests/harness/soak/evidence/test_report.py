@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,9 @@ import pytest
 from harness.soak.evidence.artifact import ArtifactError
 from harness.soak.evidence.report import read_samples, render_report, report_command
 from harness.soak.verdicts.evaluation import CRITERIA
+from tests.conftest import Chromium
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 def _stage(tmp_path: Path, label: str) -> Path:
@@ -24,16 +23,6 @@ def _stage(tmp_path: Path, label: str) -> Path:
     target = tmp_path / f"artifact_{label}.json"
     shutil.copy(FIXTURES / f"artifact_{label}.json", target)
     return target
-
-
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    command = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}", *args,
-    ]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=180, check=True)
 
 
 def test_report_is_self_contained_and_names_every_criterion(tmp_path: Path) -> None:
@@ -50,13 +39,10 @@ def test_report_is_self_contained_and_names_every_criterion(tmp_path: Path) -> N
     assert f"{artifact['monitor']['root_pid']}</td>" in html
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (CI installs it: apt-get install -y chromium)"
-)
-def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+def test_report_renders_in_headless_chromium(tmp_path: Path, chromium: Chromium) -> None:
     html_path = render_report(_stage(tmp_path, "eventfd_leak"))
     url = html_path.resolve().as_uri()
-    dom = _chromium(tmp_path, "--dump-dom", url).stdout
+    dom = chromium.dump_dom(url)
     assert 'id="verdicts"' in dom
     rows = re.findall(r'<tr class="(pass|fail|not_applicable)" data-criterion="([a-z_]+)"', dom)
     assert len(rows) == len(CRITERIA)
@@ -66,9 +52,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     images = re.findall(r'<img alt="([^"]+)"[^>]*src="data:image/png;base64,', dom)
     assert len(images) == 10 and "fd_total over time" in images
     assert re.search(r'data-class="eventfd"><td><code>eventfd</code></td><td class="verdict growing"', dom)
-    shot = tmp_path / "report.png"
-    _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,2000", url)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    chromium.screenshot(url, tmp_path / "report.png", "1400,2000")
 
 
 def test_passing_report_and_missing_samples_notice(

@@ -206,6 +206,8 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
         pytest.skip("the host's load differed between the two probes by more than the compare allows")
     if floor >= 0.8:  # another job overlapped part of a run: its processes differ by more than the effect
         pytest.skip(f"this host could not resolve a 1.8x change in this run (noise floor {floor:.0%})")
-    assert done.returncode == 1, done.stderr
     assert "slower" in {rows["env_control_steps_per_s"]["verdict"], rows["iteration_ms"]["verdict"]}
     assert "faster" not in {rows["env_control_steps_per_s"]["verdict"], rows["iteration_ms"]["verdict"]}
+    # the gate reads the headline measures only (an iteration_ms call alone is reported, not gated)
+    gated = "slower" in {rows["env_control_steps_per_s"]["verdict"], rows["efficiency"]["verdict"]}
+    assert done.returncode == (1 if gated else 0) and report["regression"] is gated, done.stderr

@@ -147,19 +147,29 @@ class RichView:
         self._live.start()
 
     def update(self, fields: Mapping[str, str]) -> None:
-        from rich.table import Table
-
-        table = Table(title="soak monitor", show_header=True)
-        for key in fields:
-            table.add_column(self._LABELS.get(key, key), justify="right")
-        table.add_row(*fields.values())
-        self._live.update(table)
+        self._live.update(panel_table(fields, self._LABELS))
 
     def note(self, message: str) -> None:
         self._console.print(f"[soak] {message}")
 
     def close(self) -> None:
         self._live.stop()
+
+
+def panel_table(fields: Mapping[str, str], labels: Mapping[str, str], pairs: int = 3) -> Any:
+    """The live panel as label/value pairs, ``pairs`` to a row: eleven fields in four rows that read at
+    80 columns (one column per field would cut every label)."""
+    from rich.table import Table
+
+    table = Table(title="soak monitor", show_header=False, box=None, padding=(0, 1))
+    for _ in range(pairs):
+        table.add_column(style="dim", no_wrap=True)
+        table.add_column(justify="right", no_wrap=True, min_width=10)
+    cells = [(labels.get(k, k), v) for k, v in fields.items()]
+    for start in range(0, len(cells), pairs):
+        row = [text for pair in cells[start : start + pairs] for text in pair]
+        table.add_row(*row, *[""] * (2 * pairs - len(row)))
+    return table
 
 
 def make_view(mode: LiveMode, progress_every_s: float | None = None) -> LiveView:

@@ -35,3 +35,18 @@ def test_quiet_progress_prints_one_line_per_period_and_every_note() -> None:
     lines = stream.getvalue().splitlines()
     assert len(lines) == 31
     assert lines[0] == "[soak] t=0s" and lines[1] == "[soak] t=60s" and lines[-1] == "[soak] stopping"
+
+
+def test_the_rich_panel_shows_every_label_whole_at_80_columns() -> None:
+    from rich.console import Console
+
+    from harness.soak.evidence.live import RichView, panel_table
+
+    fields = {key: "12345/65000" for key in RichView._LABELS}
+    console = Console(width=80, file=io.StringIO(), color_system=None)
+    console.print(panel_table(fields, RichView._LABELS))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert max(len(line) for line in lines) <= 80 and len(lines) == 5  # title + four rows
+    for label in RichView._LABELS.values():
+        assert sum(f" {label} " in f" {line} " for line in lines) == 1, label
+    assert "…" not in "".join(lines)

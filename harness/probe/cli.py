@@ -1,13 +1,14 @@
 """``probe``: phase-local backend probe. Each backend is measured in its own process; one JSON artifact.
 
     probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 [--processes 3] [--acceptance]
-          [--mjwarp-device cpu] [--task g1_motion_tracking] --output /abs/probe.json
+          [--mjwarp-device cpu] [--task g1_motion_tracking] --output /abs/probe.json [--bmf /abs/bmf.json]
     probe compare BASE.json NEW.json [--threshold 0.05] [--fail-on-regression] [--json] [--json-file OUT]
+                  [--bmf OUT]
 
-Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed, the artifact could not
-be written (schema violation, I/O error), or acceptance evidence failed (an acceptance artifact is still
-written, with ``acceptance.passed=false``); 2 bad input or an
-unmet precondition, nothing written. See docs/probe.md for phases, schema fields and acceptance rules.
+Exit codes: 0 measured (and, with ``--acceptance``, accepted); 1 a worker failed, the artifact or the
+``--bmf`` document could not be written (schema violation, I/O error), or acceptance evidence failed (an
+acceptance artifact is still written, with ``acceptance.passed=false``, and no BMF); 2 bad input or an
+unmet precondition (a bad ``--output`` or ``--bmf`` path included), nothing written. See docs/probe.md for phases, schema fields and acceptance rules.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from rich.console import Console
 from foundation.nvml import NvmlReader
 from harness.context import REPO_ROOT, collect_context
 from harness.probe.artifact import EXCLUSIONS, SCHEMA_VERSION, write_artifact
-from harness.probe.host import contention_block, sample_host
+from harness.probe.bmf import BmfPathError, bmf_output, write_probe_bmf
+from harness.probe.host import contention_block, sample_host, wait_for_idle
 from harness.probe.samples import backend_entry
 from harness.probe.spec import WorkerSpec
 from harness.probe.stats import (
     PROFILER_ENV_EXACT,
     PROFILER_ENV_PREFIXES,
-    idle_verdict,
     profiler_env_violations,
 )
 from harness.probe.tables import print_summary
@@ -303,18 +304,6 @@ def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> 
     return result
 
 
-def wait_for_idle(reader: NvmlReader, threshold_bytes: int, wait_s: float) -> dict[str, Any]:
-    """Poll NVML until every device is idle or ``wait_s`` passes (memory release after a process exit
-    lags by up to a second or two). Returns the last verdict plus ``waited_s`` and ``time``."""
-    start = time.monotonic()
-    while True:
-        verdict = idle_verdict(reader.snapshot(), threshold_bytes)
-        waited = time.monotonic() - start
-        if verdict["idle"] or waited >= wait_s:
-            return {**verdict, "waited_s": waited, "time": time.time()}
-        time.sleep(0.5)
-
-
 def run_probe(
     settings: ProbeSettings, argv: list[str], nvml: Any | None = None
 ) -> tuple[dict[str, Any], int]:
@@ -453,9 +442,11 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
     idle_memory_threshold_mib: int = typer.Option(1024, "--idle-memory-threshold-mib"),
     idle_wait_s: float = typer.Option(15.0, "--idle-wait-s"),
     worker_timeout_s: float = typer.Option(1800.0, "--worker-timeout-s"),
+    bmf: str | None = typer.Option(None, "--bmf", help="Bencher Metric Format JSON to write"),
 ) -> None:
     """Measure each backend in isolation and write a schema-valid artifact."""
     try:
+        bmf_path = bmf_output(bmf)
         settings = validate_settings(
             backends, task, num_envs, warmup, iters, seed, mjwarp_device, physics_threads, acceptance,
             idle_memory_threshold_mib, idle_wait_s, worker_timeout_s, output, torch_threads, rounds,
@@ -466,7 +457,7 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
         with NvmlReader() as reader:
             check_preconditions(settings, os.environ, reader.snapshot, PlatformFacts.detect)
         artifact, code = run_probe(settings, ["probe", *sys.argv[1:]])
-    except ProbeInputError as exc:
+    except (ProbeInputError, BmfPathError) as exc:
         console.print(f"[red]probe: {exc}")
         raise typer.Exit(2) from None
     except ProbeFailure as exc:
@@ -481,6 +472,10 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
     console.print(f"probe: wrote {settings.output}")
     if code:
         console.print("[red]probe: acceptance FAILED (see acceptance.checks in the artifact)")
+    elif bmf_path is not None:
+        problem = write_probe_bmf(bmf_path, artifact)
+        console.print(f"[red]probe: {problem}" if problem else f"probe: wrote {bmf_path}")
+        code = 1 if problem else 0
     raise typer.Exit(code)
 
 

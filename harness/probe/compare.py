@@ -1,7 +1,7 @@
 """``probe compare BASE NEW``: a noise-aware verdict per measure between two probe artifacts.
 
     probe compare BASE.json NEW.json [--threshold 0.05] [--allow-cross-host] [--fail-on-regression]
-                  [--json] [--json-file /abs/report.json]
+                  [--json] [--json-file /abs/report.json] [--bmf /abs/bmf.json]
 
 The same workload or nothing: a different task, backend set or num_envs is refused (exit 2, naming the
 field); other setting differences are listed; a different host (CPU model, cores, GPU UUIDs) is refused
@@ -10,7 +10,8 @@ inconclusive from the ratio of medians NEW/BASE and its two-level bootstrap inte
 samples (harness.compare.stats); a per-phase timing gets a Bonferroni interval over the phases and
 needs enough processes and iterations to be called, and nothing is called when the host's load
 differed too much between the runs. ``--json`` prints the report (one JSON document) on stdout and
-nothing else there (the table goes to stderr); ``--json-file`` writes the same report to a file.
+nothing else there (the table goes to stderr); ``--json-file`` writes the same report to a file; ``--bmf`` writes the NEW probe's headline
+measures and their ratios NEW/BASE as Bencher Metric Format JSON (harness.probe.bmf).
 Exit codes: 0 compared; 1 ``--fail-on-regression`` and a headline measure (env control steps/s or
 efficiency, :data:`GATE_MEASURES`) is ``slower``, or the report could not be written (nothing written); 2 bad input (unreadable, schema-invalid or tampered artifact, different workload or host,
 bad flag), nothing written. See docs/probe.md.
@@ -41,6 +42,7 @@ from harness.compare.stats import (
     verdict,
 )
 from harness.probe.artifact import ArtifactError, load_artifact
+from harness.probe.bmf import BmfPathError, bmf_output, bmf_text, compare_bmf
 from harness.probe.samples import PHASE_SAMPLE_KEYS, measure_groups
 from harness.probe.tables import print_comparison
 
@@ -279,23 +281,31 @@ def json_output(flag: str, value: str | None) -> Path | None:
 
 
 def run_compare(
-    base_path: Path, new_path: Path, *, threshold: float, allow_cross_host: bool, json_file: str | None
+    base_path: Path,
+    new_path: Path,
+    *,
+    threshold: float,
+    allow_cross_host: bool,
+    json_file: str | None,
+    bmf: str | None = None,
 ) -> dict[str, Any]:
-    """Load, check and compare; write the JSON report to ``json_file`` when asked. Raises
-    CompareInputError/ArtifactError before anything is written."""
+    """Load, check and compare; write the JSON report to ``json_file`` and the BMF document to ``bmf``
+    when asked. Raises CompareInputError/ArtifactError/BmfPathError before anything is written, and
+    ValueError (nothing written) when a document violates its schema."""
     if not 0 < threshold < 1:
         raise CompareInputError("--threshold", f"must be a fraction in (0, 1), got {threshold}")
-    out = json_output("--json-file", json_file)
+    out, bmf_out = json_output("--json-file", json_file), bmf_output(bmf)
+    base_artifact, new_artifact = load_artifact(base_path), load_artifact(new_path)
     report = compare_artifacts(
-        load_artifact(base_path),
-        load_artifact(new_path),
-        threshold=threshold,
-        allow_cross_host=allow_cross_host,
+        base_artifact, new_artifact, threshold=threshold, allow_cross_host=allow_cross_host
     )
     report["base"]["path"], report["new"]["path"] = str(base_path), str(new_path)
     validate_report(report)
+    bmf_document = None if bmf_out is None else bmf_text(compare_bmf(report, new_artifact))
     if out is not None:
         write_atomic(out, report_text(report))
+    if bmf_out is not None and bmf_document is not None:
+        write_atomic(bmf_out, bmf_document)
     return report
 
 
@@ -320,14 +330,15 @@ def compare(  # noqa: PLR0913 — a typer command declares one parameter per CLI
     ),
     as_json: bool = typer.Option(False, "--json", help="print the JSON report on stdout (table: stderr)"),
     json_file: str | None = typer.Option(None, "--json-file", help="absolute path of a JSON report to write"),
+    bmf: str | None = typer.Option(None, "--bmf", help="absolute path of a Bencher Metric Format file"),
 ) -> None:
     """Verdict per measure: faster | slower | no_change | inconclusive."""
     try:
         report = run_compare(
-            base, new, threshold=threshold, allow_cross_host=allow_cross_host, json_file=json_file
+            base, new, threshold=threshold, allow_cross_host=allow_cross_host, json_file=json_file, bmf=bmf
         )
         text = report_text(report)
-    except (CompareInputError, ArtifactError) as exc:
+    except (CompareInputError, ArtifactError, BmfPathError) as exc:
         console.print(f"[red]probe compare: {exc}")
         raise typer.Exit(2) from None
     except (ValueError, OSError) as exc:  # a report violating its own schema is our bug; write nothing

@@ -1,6 +1,7 @@
 """The host's contention around a probe: load average, CPU time other processes used meanwhile, and the
 GPU snapshot where NVML has one. Recorded in every probe artifact (``contention``), because on a shared
 host the same code measures differently under different load and a comparison must be able to say so.
+Also the acceptance mode's wait for an idle GPU (:func:`wait_for_idle`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from foundation.nvml import NvmlReader
+from harness.probe.stats import idle_verdict
 
 PROC_STAT = Path("/proc/stat")
 # /proc/stat cpu columns that are work done on this host (idle, iowait and steal are not).
@@ -84,3 +88,15 @@ def contention_block(
         "cpu_reason": reason,
         "gpu": dict(gpu),
     }
+
+
+def wait_for_idle(reader: NvmlReader, threshold_bytes: int, wait_s: float) -> dict[str, Any]:
+    """Poll NVML until every device is idle or ``wait_s`` passes (memory release after a process exit
+    lags by up to a second or two). Returns the last verdict plus ``waited_s`` and ``time``."""
+    start = time.monotonic()
+    while True:
+        verdict = idle_verdict(reader.snapshot(), threshold_bytes)
+        waited = time.monotonic() - start
+        if verdict["idle"] or waited >= wait_s:
+            return {**verdict, "waited_s": waited, "time": time.time()}
+        time.sleep(0.5)

@@ -7,6 +7,7 @@ import pytest
 from foundation import schema
 
 EXPECTED = {
+    "bencher-metric-format.schema.json",
     "evidence-index.schema.json",
     "inventory.schema.json",
     "junit-summary-1.schema.json",

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from foundation.nvml import gpu_snapshot
+from foundation.schema import validation_errors
 from harness.probe.artifact import validate_artifact
+from harness.probe.bmf import BMF_SCHEMA
 from harness.probe.cli import ProbeInputError, check_preconditions, validate_settings
 from harness.probe.stats import PROBE_PHASES
 from runtime.config import PlatformFacts
@@ -37,15 +39,44 @@ def _probe(
 
 
 @pytest.fixture(scope="module")
-def mujoco_artifact(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("probe") / "mujoco.json"
+def mujoco_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of one real small probe: ``mujoco.json`` and its BMF document ``mujoco.bmf.json``."""
+    folder = tmp_path_factory.mktemp("probe")
     done = _probe(
         "--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "6", "--task", TASK,
-        "--processes", "2", "--output", str(out),
+        "--processes", "2", "--output", str(folder / "mujoco.json"), "--bmf", str(folder / "mujoco.bmf.json"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    artifact: dict[str, Any] = json.loads(out.read_text())
+    assert done.stdout == ""  # the tables and messages go to stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def mujoco_artifact(mujoco_run: Path) -> dict[str, Any]:
+    artifact: dict[str, Any] = json.loads((mujoco_run / "mujoco.json").read_text())
     return artifact
+
+
+def test_real_probe_bmf_validates_and_restates_the_artifact(
+    mujoco_run: Path, mujoco_artifact: dict[str, Any]
+) -> None:
+    document = json.loads((mujoco_run / "mujoco.bmf.json").read_text())
+    assert validation_errors(document, BMF_SCHEMA) == []
+    assert list(document) == [f"probe/{TASK}/mujoco/16envs"]
+    metrics = document[f"probe/{TASK}/mujoco/16envs"]
+    summary = mujoco_artifact["backends"]["mujoco"]["summary"]
+    assert metrics["env_steps_per_s"]["value"] == summary["env_control_steps_per_s"]["median"]
+    assert metrics["efficiency"]["value"] == summary["efficiency"]["median"]
+    for metric in metrics.values():
+        assert metric["lower_value"] <= metric["upper_value"]
+
+
+def test_cli_bad_bmf_exits_2_before_anything_runs(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    for bad in ("rel.json", str(tmp_path / "missing" / "b.json"), str(tmp_path / "b.txt")):
+        done = _probe("--backends", "mujoco", "--num-envs", "4", "--output", str(out), "--bmf", bad)
+        assert done.returncode == 2 and "--bmf" in done.stderr and "measuring" not in done.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def test_real_artifact_is_schema_valid(mujoco_artifact: dict[str, Any]) -> None:

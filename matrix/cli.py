@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
 from matrix.audit import CellMarker, audit, bound_to, collect_markers
 from matrix.build import MatrixState, compute, grade_all
@@ -175,13 +176,8 @@ def drift_by_file(files: dict[str, str], root: Path) -> dict[str, list[str]]:
 @app.command("check")
 def check_cmd(
     repo: RepoOption = None,
-    junit_xml: Annotated[
-        Path | None, typer.Option("--junit-xml", help="write the check as JUnit XML: a case per output")
-    ] = None,
-    summary_md: Annotated[
-        Path | None,
-        typer.Option("--summary-md", help="write a Markdown summary (default: $GITHUB_STEP_SUMMARY if set)"),
-    ] = None,
+    junit_xml: JunitXml = None,
+    summary_md: SummaryMd = None,
 ) -> None:
     """Regenerate in memory and audit the test bindings; exit 1 when the committed outputs differ or a
     cell marker and the inventory disagree."""

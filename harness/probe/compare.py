@@ -32,6 +32,10 @@ from rich.console import Console
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
+from harness.ci.cases import CiSuite
+from harness.ci.compare import compare_suite
+from harness.ci.options import JunitXml, SummaryMd
+from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.compare.fields import host_differences, host_identity, setting_differences
 from harness.compare.stats import (
     DEFAULT_CONFIDENCE,
@@ -231,6 +235,17 @@ def compare_artifacts(
     }
 
 
+def probe_compare_suite(report: Mapping[str, Any]) -> CiSuite:
+    """The CI suite of a probe comparison: a case per backend and measure; only a headline measure's
+    ``slower`` fails it, as only that fails ``--fail-on-regression``."""
+    return compare_suite(
+        report,
+        tool="probe.compare",
+        case_name=lambda row: f"{row['backend']}.{row['measure']}",
+        gated=lambda row: row["measure"] in GATE_MEASURES,
+    )
+
+
 def gating_regressions(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The rows that fail ``--fail-on-regression``: a headline measure (:data:`GATE_MEASURES`) called
     ``slower``. A phase timing's verdict never gates, whatever it says."""
@@ -331,20 +346,25 @@ def compare(  # noqa: PLR0913 — a typer command declares one parameter per CLI
     as_json: bool = typer.Option(False, "--json", help="print the JSON report on stdout (table: stderr)"),
     json_file: str | None = typer.Option(None, "--json-file", help="absolute path of a JSON report to write"),
     bmf: str | None = typer.Option(None, "--bmf", help="absolute path of a Bencher Metric Format file"),
+    junit_xml: JunitXml = None,
+    summary_md: SummaryMd = None,
 ) -> None:
     """Verdict per measure: faster | slower | no_change | inconclusive."""
     try:
+        ci = CiOutputs.resolve(junit_xml, summary_md)
         report = run_compare(
             base, new, threshold=threshold, allow_cross_host=allow_cross_host, json_file=json_file, bmf=bmf
         )
         text = report_text(report)
-    except (CompareInputError, ArtifactError, BmfPathError) as exc:
+    except (CompareInputError, ArtifactError, BmfPathError, CiOutputError) as exc:
         console.print(f"[red]probe compare: {exc}")
         raise typer.Exit(2) from None
     except (ValueError, OSError) as exc:  # a report violating its own schema is our bug; write nothing
         console.print(f"[red]probe compare: report not written: {exc}")
         raise typer.Exit(1) from None
     print_comparison(report, console)
+    for path in ci.emit([probe_compare_suite(report)]):
+        console.print(f"ci: {path}", markup=False)
     if as_json:
         sys.stdout.write(text)
         sys.stdout.flush()

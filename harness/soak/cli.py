@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.soak.host.forensics import ForensicsSettings
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
@@ -23,7 +24,6 @@ from harness.soak.options import (
     DriftGate,
     Grace,
     Interval,
-    JunitXml,
     Live,
     LiveOpt,
     LogDir,
@@ -40,7 +40,6 @@ from harness.soak.options import (
     ShutdownTimeout,
     Stale,
     Startup,
-    SummaryMd,
     TermGrace,
     TrendSamples,
 )

@@ -88,17 +88,6 @@ DriftGate = Annotated[
 ]
 
 
-JunitXml = Annotated[
-    Path | None,
-    typer.Option("--junit-xml", help="write the verdict as JUnit XML: a case per criterion and leak class"),
-]
-SummaryMd = Annotated[
-    Path | None,
-    typer.Option(
-        "--summary-md",
-        help="write a Markdown verdict summary (default: appended to $GITHUB_STEP_SUMMARY when it is set)",
-    ),
-]
 QuietProgress = Annotated[
     bool,
     typer.Option(

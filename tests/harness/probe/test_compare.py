@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,36 @@ def test_an_a_a_pair_is_never_slower_and_exits_0(pair: tuple[Path, Path], tmp_pa
         assert report["cross_host"] is False
         assert {r["measure"] for r in report["measures"]} >= {"env_control_steps_per_s", "efficiency"}
         assert "verdict" in done.stderr and "env steps/s" in done.stderr  # the rich table
+
+
+def test_junit_has_a_case_per_measure_and_inconclusive_is_skipped_with_why(
+    pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    junit, summary = tmp_path / "compare.xml", tmp_path / "compare.md"
+    done = _compare(
+        *pair,
+        "--junit-xml",
+        str(junit),
+        "--summary-md",
+        str(summary),
+        "--json-file",
+        str(tmp_path / "r.json"),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "r.json").read_text())["measures"]
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("name") == "probe.compare"
+    cases = {str(c.get("name")): c for c in suite.iter("testcase")}
+    assert set(cases) == {f"{r['backend']}.{r['measure']}" for r in rows}
+    skipped = cases["mujoco.env_control_steps_per_s"].find("skipped")
+    assert skipped is not None and "3 processes a side" in str(skipped.get("message"))
+    assert suite.get("failures") == "0"
+    assert summary.read_text().startswith("### ✅ probe compare at a 5% minimum effect: passed")
+
+
+def test_a_bad_junit_path_exits_2_before_comparing(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    done = _compare(*pair, "--junit-xml", str(tmp_path / "missing" / "c.xml"))
+    assert done.returncode == 2 and "--junit-xml: parent directory" in done.stderr
 
 
 def test_json_prints_one_document_on_stdout_and_nothing_else(pair: tuple[Path, Path], tmp_path: Path) -> None:

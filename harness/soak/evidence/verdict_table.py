@@ -45,6 +45,8 @@ def short_value(name: str, value: Any) -> str:
         return value
     if value is None:
         return "-"
+    if name == "min_duration" and isinstance(value, int | float):
+        return f"{value:.1f} s"
     if isinstance(value, list):
         return "none" if not value else f"{len(value)}: " + _compact(value[0])
     if name == "leak_verdicts" and isinstance(value, Mapping):

@@ -68,7 +68,8 @@ def test_a_passed_run_has_no_reason_line() -> None:
         ),
         ("throughput_drift", {"verdict": "declining", "relative_change_pct": -12.5}, "declining (-12.5 %)"),
         ("run_status", None, "-"),
-        ("min_duration", 612.5, "612.5"),
+        ("min_duration", 612.54, "612.5 s"),
+        ("exit code", 3, "3"),
     ],
 )
 def test_short_values(name: str, value: Any, shown: str) -> None:

@@ -63,6 +63,8 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             "insufficient_observation",
             "throughput_drift",
             "oom_killed",
+            "gpu_fault",
+            "gpu_throttle",
         )
     )
 )

@@ -68,3 +68,7 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
         )
     )
 )
+
+# GPU clock-event reasons (foundation.gpu_health's names) that count as throttling: heat, the power brake
+# and hardware slowdown. SwPowerCap is left out: a GPU at its power limit under full load works as designed.
+GPU_THROTTLE_REASONS: tuple[str, ...] = ("HwSlowdown", "SwThermal", "HwThermal", "HwPowerBrake")

@@ -47,6 +47,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.context import collect_context
     from harness.soak.evidence.artifact import MonitorRecord, build_artifact, write_artifact
     from harness.soak.evidence.report import render_report
+    from harness.soak.host.gpu_watch import at_start
     from harness.soak.host.sampling import declared_limits
     from harness.soak.verdicts.drift import throughput_drift
     from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
@@ -121,7 +122,10 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         sampler=result.sampler or None,
     )
     artifact = build_artifact(
-        obs=observation, evaluation=evaluation, record=record, context=collect_context()
+        obs=observation,
+        evaluation=evaluation,
+        record=record,
+        context=collect_context(health_at_start=at_start(result.gpu_health)),
     )
     write_artifact(settings.output, artifact)
     render_report(settings.output, artifact)  # validated by write_artifact just now

@@ -86,3 +86,12 @@ class GpuWatch:
 
     def close(self) -> None:
         self.reader.close()
+
+
+def at_start(section: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The run context's ``gpu.health_at_start`` from ``finish()``'s section (the reading taken when the
+    run started); None without a section."""
+    if section is None:
+        return None
+    devices = [{"index": d["index"], "uuid": d["uuid"], **d["at_start"]} for d in section["devices"]]
+    return {"available": section["available"], "reason": section["reason"], "devices": devices}

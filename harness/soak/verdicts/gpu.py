@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from foundation.vocab import GPU_THROTTLE_REASONS as THROTTLE_REASONS
 from harness.soak.verdicts.criterion import Criterion
 
-THROTTLE_REASONS: tuple[str, ...] = ("HwSlowdown", "SwThermal", "HwThermal", "HwPowerBrake")
 GPU_ROWS: tuple[str, ...] = ("gpu_xid_errors", "gpu_ecc_uncorrected", "gpu_throttle")
 MAX_EPISODES = 200
 _EXPECTED = {

@@ -281,7 +281,7 @@ def annotate_drift(drift: Mapping[str, Any], throttle: Mapping[str, Any] | None)
     reasons = ", ".join(sorted({r for e in overlap for r in e["reasons"]}))
     first = min(e["t_start"] for e in overlap)
     note = (
-        f"; GPU throttling coincides with the decline: {reasons} on GPU {gpus} from t={first:g} s, "
-        f"inside the trend window {t0:g}-{t1:g} s"
+        f"; GPU throttling coincides with the decline: {reasons} on GPU {gpus} from t={first:.1f} s, "
+        f"inside the trend window {t0:.1f}-{t1:.1f} s"
     )
     return {**drift, "reason": str(drift.get("reason")) + note}

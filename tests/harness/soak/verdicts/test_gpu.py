@@ -139,7 +139,7 @@ def test_drift_reason_names_throttling_that_coincides_with_the_decline() -> None
     noted = annotate_drift(_declining(), throttle_summary(samples))
     assert noted["reason"] == (
         "env steps/s -40.0 % over the window; GPU throttling coincides with the decline: HwThermal on GPU 0 "
-        "from t=15 s, inside the trend window 10-30 s"
+        "from t=15.0 s, inside the trend window 10.0-30.0 s"
     )
     early = [data.sample(float(t), data.reading(reasons=("HwThermal",) if t < 5 else ())) for t in range(31)]
     assert annotate_drift(_declining(), throttle_summary(early))["reason"] == _declining()["reason"]

@@ -50,6 +50,21 @@ def unavailable(reason: str) -> dict[str, Any]:
     return {"available": False, "reason": reason, "driver": None, "devices": []}
 
 
+def load_nvml(nvml: Any | None = None) -> tuple[Any | None, str | None]:
+    """Import ``pynvml`` (unless a module is given) and call ``nvmlInit``: ``(module, None)`` or
+    ``(None, reason)``. Each successful call must be paired with ``nvmlShutdown`` (NVML counts them)."""
+    if nvml is None:
+        try:
+            nvml = importlib.import_module("pynvml")
+        except ImportError as exc:
+            return None, f"pynvml (nvidia-ml-py) is not importable: {_error_text(exc)}"
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError subclasses, OSError from the loader
+        return None, f"NVML initialisation failed: {_error_text(exc)}"
+    return nvml, None
+
+
 class NvmlReader:
     """Holds one NVML initialisation across many snapshots (the soak monitor samples every few seconds).
 
@@ -67,18 +82,10 @@ class NvmlReader:
         """Initialise NVML once; return the failure reason or ``None``."""
         if self._initialised or self._init_failure is not None:
             return self._init_failure
-        if self._nvml is None:
-            try:
-                self._nvml = importlib.import_module("pynvml")
-            except ImportError as exc:
-                self._init_failure = f"pynvml (nvidia-ml-py) is not importable: {_error_text(exc)}"
-                return self._init_failure
-        try:
-            self._nvml.nvmlInit()
-        except Exception as exc:  # NVMLError subclasses, OSError from the loader
-            self._init_failure = f"NVML initialisation failed: {_error_text(exc)}"
+        nvml, self._init_failure = load_nvml(self._nvml)
+        if nvml is None:
             return self._init_failure
-        self._initialised = True
+        self._nvml, self._initialised = nvml, True
         return None
 
     def _processes(self, handle: Any) -> list[dict[str, Any]]:

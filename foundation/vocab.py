@@ -63,6 +63,12 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             "insufficient_observation",
             "throughput_drift",
             "oom_killed",
+            "gpu_fault",
+            "gpu_throttle",
         )
     )
 )
+
+# GPU clock-event reasons (foundation.gpu_health's names) that count as throttling: heat, the power brake
+# and hardware slowdown. SwPowerCap is left out: a GPU at its power limit under full load works as designed.
+GPU_THROTTLE_REASONS: tuple[str, ...] = ("HwSlowdown", "SwThermal", "HwThermal", "HwPowerBrake")

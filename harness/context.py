@@ -18,10 +18,12 @@ import os
 import platform
 import socket
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from foundation.gpu_health import health_at_start as read_health
 from foundation.nvml import device_summary, gpu_snapshot
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -126,16 +128,25 @@ def host_context() -> dict[str, Any]:
     }
 
 
-def collect_context(repo_root: Path | None = None, *, nvml: Any | None = None) -> dict[str, Any]:
+def collect_context(
+    repo_root: Path | None = None,
+    *,
+    nvml: Any | None = None,
+    health_at_start: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The context block: ``{source, gpu, software, environment, host}`` (plain JSON).
 
-    ``gpu`` is ``{available, reason, devices: [{index, uuid, name, driver}]}`` from NVML; ``nvml`` lets
-    tests inject a fake module.
+    ``gpu`` is ``{available, reason, devices: [{index, uuid, name, driver}], health_at_start}`` from NVML;
+    ``health_at_start`` (foundation.gpu_health.health_at_start: the clock-event reasons and temperature of
+    the GPUs ``CUDA_VISIBLE_DEVICES`` selects) is read now unless the caller took it when its run started.
+    ``nvml`` lets tests inject a fake module.
     """
     root = REPO_ROOT if repo_root is None else repo_root
+    if health_at_start is None:
+        health_at_start = read_health(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return {
         "source": source_context(root),
-        "gpu": device_summary(gpu_snapshot(nvml)),
+        "gpu": {**device_summary(gpu_snapshot(nvml)), "health_at_start": dict(health_at_start)},
         "software": software_context(),
         "environment": {name: os.environ.get(name) for name in ENVIRONMENT_VARIABLES},
         "host": host_context(),

@@ -21,6 +21,7 @@ from harness.soak.evidence.artifact import summary_sections
 from harness.soak.host.sampling import declared_limits
 from harness.soak.verdicts.drift import throughput_drift
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.gpu import GPU_ROWS, annotate_drift, assess_gpu
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.oom import describe
 from harness.soak.verdicts.per_process import per_process_verdicts
@@ -134,8 +135,10 @@ def _observation_of(
     leak: Mapping[str, Any],
     obs: Mapping[str, Any],
     drift: Mapping[str, Any] | None,
-    per_process: Mapping[str, Any] | None = None,
+    derived: Mapping[str, Any],
 ) -> MonitorObservation:
+    """The observation the artifact records, with what the samples re-derive (``derived``: per_process,
+    gpu_health) in place of the artifact's own."""
     timing = artifact.get("timing") or {}
     summary = artifact.get("run_summary")
     return MonitorObservation(
@@ -154,7 +157,9 @@ def _observation_of(
         fail_on_throughput_drift=dig(artifact, "throughput_drift.fails_run") is True,
         oom_kills=[describe(kill) for kill in dig(artifact, "oom.kills") or []],
         shm_unobservable=declared_limits(artifact.get("sampler"))[1],
-        per_process=per_process,
+        per_process=derived.get("per_process"),
+        gpu_health=derived.get("gpu_health"),
+        fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,
     )
 
 
@@ -168,6 +173,8 @@ def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObserv
             continue  # the artifact predates the drift verdict
         if said is None and row["name"] == "oom_kills" and "oom" not in artifact:
             continue  # the artifact predates the OOM-kill evidence
+        if said is None and row["name"] in GPU_ROWS and "gpu_health" not in artifact:
+            continue  # the artifact predates the GPU health evidence
         if said is None:
             out.append(f"row {row['name']}: missing from the recorded pass table")
         elif said.get("result") != row["result"]:
@@ -209,15 +216,33 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     out += published_disagreement(artifact)
     out += _leak_disagreements(artifact, leak)
     out += _observation_disagreements(artifact, observation)
+    gpu = assess_gpu(artifact.get("gpu_health"), samples)
+    out += _gpu_disagreements(artifact, gpu)
     drift = throughput_drift(samples, startup) if _has(artifact, "throughput_drift") else None
+    if drift is not None:
+        drift = annotate_drift(drift, gpu and gpu["throttle"])
     said = dig(artifact, "throughput_drift.verdict")
     if drift is not None and said != drift["verdict"]:
         out.append(f"throughput_drift.verdict: recorded {said!r}, the samples say {drift['verdict']!r}")
     per_process = (
         per_process_verdicts(samples, startup) if _has(artifact, "resource_summary.per_process") else None
     )
-    out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift, per_process))
+    derived = {"per_process": per_process, "gpu_health": gpu}
+    out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift, derived))
     return out
+
+
+def _gpu_disagreements(artifact: Mapping[str, Any], gpu: Mapping[str, Any] | None) -> list[str]:
+    """The GPU summaries the artifact records versus those its samples and counters give."""
+    if gpu is None:
+        return []
+    rows = {"throttle": "gpu_throttle", "ecc_uncorrected": "gpu_ecc_uncorrected"}
+    recorded = artifact["gpu_health"]
+    return [
+        f"gpu_health.{field} (row {row}): recorded {recorded.get(field)!r}, the samples say {gpu[field]!r}"
+        for field, row in rows.items()
+        if _plain(recorded.get(field)) != _plain(gpu[field])
+    ]
 
 
 def samples_file(source: Path, artifact: Mapping[str, Any]) -> Path:

@@ -47,7 +47,7 @@ def test_the_layering_check_sees_a_violation(tmp_path: Path) -> None:
 def test_foundation_imports_no_heavy_modules() -> None:
     code = (
         "import sys, foundation, foundation.atomic, foundation.schema, foundation.vocab, "
-        "foundation.nvml, foundation.mps; "
+        "foundation.nvml, foundation.mps, foundation.gpu_health; "
         "print(sorted(m for m in ('torch', 'jsonschema', 'numpy', 'mujoco') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -59,6 +59,7 @@ PROJECT = ("foundation", "runtime", "harness", "matrix")
 IO_MODULES = (
     "subprocess", "shutil", "socket", "tempfile", "glob", "ctypes", "threading", "multiprocessing",
     "concurrent", "psutil", "pynvml", "foundation.atomic", "foundation.nvml", "foundation.mps",
+    "foundation.gpu_health",
 )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.ci.cases import DETAIL_CHARS, MESSAGE_CHARS, CiCase, CiSuite, clip
 from harness.soak.verdicts.criterion import Criterion
+from harness.soak.verdicts.gpu import throttle_text
 from harness.soak.verdicts.reasons import row_reason
 
 _NEEDS_SUMMARY = "needs a run_summary, which `soak monitor` judges only with --run-contract"
@@ -43,6 +44,8 @@ def skip_reason(row: Mapping[str, Any], mode: str) -> str:
             f"reported, not gated (--fail-on-throughput-drift gates it): {value.get('verdict')}: "
             f"{value.get('reason')}"
         )
+    if row["name"] == "gpu_throttle" and isinstance(value, Mapping):
+        return f"reported, not gated (--fail-on-gpu-throttle gates it): {throttle_text(value)}"
     if isinstance(value, str) and value:
         return value
     if mode == "monitor" and value is None:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundation import mps
+from foundation.gpu_health import health_at_start
 from foundation.nvml import NvmlReader
+from foundation.vocab import GPU_THROTTLE_REASONS
 
 TORCH_CHECK = (
     '`uv run python -c "import torch; print(torch.version.cuda, torch.cuda.is_available())"` '
@@ -92,6 +94,40 @@ def learner_device_finding(selected: Sequence[mps.Gpu], query: Callable[[], list
         pin,
         f"torch's cuda:0 and NVML agree on {seen[0]}",
     )
+
+
+def _reasons_text(reasons: object) -> tuple[str, list[str]]:
+    """A reasons record as text, and the throttle reasons in it."""
+    if isinstance(reasons, dict) and "names" in reasons:
+        names = list(reasons["names"])
+        return ", ".join(names) or "none", [n for n in names if n in GPU_THROTTLE_REASONS]
+    why = reasons.get("not_observable") if isinstance(reasons, dict) else None
+    return f"not observable ({why})", []
+
+
+def clocks_finding(selected: Sequence[mps.Gpu], nvml: object | None = None) -> Finding:
+    """The selected GPUs' temperature and clock-event reasons now; held down by heat, the power brake or
+    a hardware slowdown is unmet (a soak on that GPU would measure the card, not the trainer)."""
+    check = "GPU clocks not held down by heat, power brake or hardware slowdown"
+    health = health_at_start(nvml, ",".join(g.uuid for g in selected))
+    if not health["available"]:
+        return Finding(check, True, f"not observable: {health['reason']}")
+    seen, throttled = [], []
+    for device in health["devices"]:
+        text, hits = _reasons_text(device["clock_event_reasons"])
+        temperature = device["temperature_c"]
+        degrees = (
+            f"{temperature} °C"
+            if isinstance(temperature, int)
+            else f"temperature {_reasons_text(temperature)[0]}"
+        )
+        seen.append(f"GPU {device['index']}: {degrees}, clock events: {text}")
+        throttled += hits
+    fix = (
+        "`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER` names the cause; cool the card or lift the power "
+        "limit before a soak"
+    )
+    return finding(check, not throttled, "; ".join(seen), fix, "; ".join(seen))
 
 
 def restart_command(record: mps.DaemonRecord) -> str:
@@ -211,5 +247,6 @@ def doctor_findings(gpus: str | None) -> list[Finding]:
     findings += _daemon_findings(selector, chosen, binary)
     # Without a selected GPU there is nothing to compare with; the selection finding says why.
     if chosen:
+        findings.append(clocks_finding(chosen))
         findings.append(learner_device_finding(chosen, torch_cuda_uuids))
     return findings

@@ -22,6 +22,7 @@ from harness.soak.host.forensics import ForensicsSettings
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.options import (
     DriftGate,
+    GpuThrottleGate,
     Grace,
     Interval,
     Live,
@@ -209,6 +210,7 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     forensics: ForensicsSettings,
     sampler: SamplerKind = SamplerKind.auto,
     progress_every_s: float | None = None,
+    fail_on_gpu_throttle: bool = False,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
@@ -216,6 +218,7 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
         "forensics": forensics,
         "min_trend_samples": min_trend_samples,
         "fail_on_throughput_drift": fail_on_throughput_drift,
+        "fail_on_gpu_throttle": fail_on_gpu_throttle,
         "output": output,
         "min_duration_s": min_duration_s,
         "sample_interval_s": sample_interval_s,
@@ -254,6 +257,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
     fail_on_throughput_drift: DriftGate = False,
+    fail_on_gpu_throttle: GpuThrottleGate = False,
     shutdown_timeout_seconds: ShutdownTimeout = 120.0,
     no_stacks: NoStacks = False,
     py_spy: PySpy = None,
@@ -287,6 +291,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
                 sampler,
                 progress_every if quiet_progress else None,
+                fail_on_gpu_throttle,
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -314,6 +319,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     shm_attribution: ShmOpt = ShmAttribution.host,
     min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
     fail_on_throughput_drift: DriftGate = False,
+    fail_on_gpu_throttle: GpuThrottleGate = False,
     shutdown_timeout_seconds: ShutdownTimeout = 120.0,
     no_stacks: NoStacks = False,
     py_spy: PySpy = None,
@@ -352,6 +358,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
             sampler,
             progress_every if quiet_progress else None,
+            fail_on_gpu_throttle,
         ),
     )
     _execute(settings, ci_outputs(junit_xml, summary_md))

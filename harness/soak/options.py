@@ -87,6 +87,15 @@ DriftGate = Annotated[
     ),
 ]
 
+GpuThrottleGate = Annotated[
+    bool,
+    typer.Option(
+        "--fail-on-gpu-throttle",
+        help="a sample with a thermal, power-brake or hardware-slowdown GPU clock event fails the run "
+        "(reported either way)",
+    ),
+]
+
 
 QuietProgress = Annotated[
     bool,

@@ -47,9 +47,11 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.context import collect_context
     from harness.soak.evidence.artifact import MonitorRecord, build_artifact, write_artifact
     from harness.soak.evidence.report import render_report
+    from harness.soak.host.gpu_watch import at_start
     from harness.soak.host.sampling import declared_limits
     from harness.soak.verdicts.drift import throughput_drift
     from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+    from harness.soak.verdicts.gpu import annotate_drift, assess_gpu
     from harness.soak.verdicts.observation import observe_classes
     from harness.soak.verdicts.oom import assess
     from harness.soak.verdicts.per_process import per_process_verdicts
@@ -68,6 +70,8 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     )
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
     unobservable, shm_reason = declared_limits(result.sampler)
+    gpu = assess_gpu(result.gpu_health, result.samples)
+    drift = annotate_drift(throughput_drift(result.samples, result.startup_end_t), gpu and gpu["throttle"])
     observation = MonitorObservation(
         mode=settings.mode,
         monitor_failure=result.monitor_failure,
@@ -81,12 +85,14 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         run_summary_error=summary_error,
         run_contract=settings.run_contract,
         observation=observe_classes(result.samples, verdicts, settings.min_trend_samples, unobservable),
-        throughput_drift=throughput_drift(result.samples, result.startup_end_t),
+        throughput_drift=drift,
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
         oom_kills=oom_lines,
         monitor_detail=result.monitor_detail,
         shm_unobservable=shm_reason,
         per_process=per_process_verdicts(result.samples, result.startup_end_t),
+        gpu_health=gpu,
+        fail_on_gpu_throttle=settings.fail_on_gpu_throttle,
     )
     evaluation = evaluate(observation)
     record = MonitorRecord(
@@ -116,7 +122,10 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         sampler=result.sampler or None,
     )
     artifact = build_artifact(
-        obs=observation, evaluation=evaluation, record=record, context=collect_context()
+        obs=observation,
+        evaluation=evaluation,
+        record=record,
+        context=collect_context(health_at_start=at_start(result.gpu_health)),
     )
     write_artifact(settings.output, artifact)
     render_report(settings.output, artifact)  # validated by write_artifact just now

@@ -91,6 +91,18 @@ def test_collect_context_shape_with_fake_gpu(repo: Path, monkeypatch: pytest.Mon
         "available": True,
         "reason": None,
         "devices": [{"index": 0, "uuid": "GPU-1", "name": "NVIDIA H200", "driver": "560.1"}],
+        "health_at_start": {
+            "available": True,
+            "reason": None,
+            "devices": [
+                {
+                    "index": 0,
+                    "uuid": "GPU-1",
+                    "clock_event_reasons": {"mask": 0, "names": []},
+                    "temperature_c": 45,
+                }
+            ],
+        },
     }
     assert ctx["environment"] == {"CUDA_VISIBLE_DEVICES": "0"}
     assert {"python", "torch", "mujoco", "warp-lang", "mujoco-warp", "soakbench"} <= set(ctx["software"])
@@ -102,6 +114,14 @@ def test_collect_context_shape_with_fake_gpu(repo: Path, monkeypatch: pytest.Mon
 def test_collect_context_without_gpu_is_explicit(repo: Path) -> None:
     ctx = collect_context(repo, nvml=fake.FakeNvml([], fail={"nvmlInit": fake.NVMLError("no driver")}))
     assert ctx["gpu"]["available"] is False and "no driver" in ctx["gpu"]["reason"]
+    health = ctx["gpu"]["health_at_start"]
+    assert health["available"] is False and "no driver" in health["reason"] and health["devices"] == []
+
+
+def test_a_run_passes_the_health_it_read_at_its_start(repo: Path) -> None:
+    taken = {"available": False, "reason": "NVML initialisation failed: at the start", "devices": []}
+    ctx = collect_context(repo, nvml=fake.FakeNvml([]), health_at_start=taken)
+    assert ctx["gpu"]["health_at_start"] == taken
 
 
 def test_importing_context_does_not_import_torch() -> None:

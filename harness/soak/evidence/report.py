@@ -19,6 +19,7 @@ from typing import Any
 
 from foundation.atomic import write_atomic
 from harness.soak.evidence.artifact import ArtifactError, load_artifact
+from harness.soak.evidence.report_gpu import gpu_view
 from harness.soak.evidence.report_plots import (
     MIB,
     fd_breakdown_plot,
@@ -276,6 +277,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         notes=notes,
         plots_missing=samples_file is None,
         forensics=capture_views(artifact.get("forensics")),
+        gpu=gpu_view(artifact, samples),
     )
 
 

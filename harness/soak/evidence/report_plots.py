@@ -24,7 +24,7 @@ _TITLES = {
 _FD_CLASSES = ("pipe", "socket", "eventfd", "eventpoll", "memfd", "shared_memory", "nvidia", "other")
 
 
-def _png(fig: Any) -> str:
+def png_data_uri(fig: Any) -> str:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -33,7 +33,7 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _new_figure(width: float = 6.4, height: float = 3.0) -> tuple[Any, Any]:
+def new_figure(width: float = 6.4, height: float = 3.0) -> tuple[Any, Any]:
     from matplotlib.figure import Figure  # Figure API: no pyplot global state, Agg canvas
 
     fig = Figure(figsize=(width, height), layout="constrained")
@@ -59,7 +59,7 @@ def resource_plot(
     points = [(float(s["t"]), s["totals"].get(key)) for s in samples]
     t = [p[0] for p in points if p[1] is not None]
     y = [float(p[1]) / scale for p in points if p[1] is not None]
-    fig, ax = _new_figure()
+    fig, ax = new_figure()
     verdict = str(trend.get("verdict", "?"))
     colour = {"growing": "#dc2626", "bounded": "#16a34a"}.get(verdict, "#6b7280")
     ax.set_title(f"{_TITLES[cls]} — {verdict}", fontsize=10, color=colour, loc="left")
@@ -92,7 +92,7 @@ def resource_plot(
         )
         ax.set_xticks([])
         ax.set_yticks([])
-        return _png(fig)
+        return png_data_uri(fig)
     if unit == "count":
         from matplotlib.ticker import MaxNLocator
 
@@ -104,7 +104,7 @@ def resource_plot(
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best", framealpha=0.8)
-    return _png(fig)
+    return png_data_uri(fig)
 
 
 def fd_breakdown_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float | None) -> str | None:
@@ -118,7 +118,7 @@ def fd_breakdown_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float
     stacks = {c: v for c, v in stacks.items() if any(v)}
     if not stacks or not t:
         return None
-    fig, ax = _new_figure(12.8, 3.0)
+    fig, ax = new_figure(12.8, 3.0)
     ax.set_title("File descriptors by class (whole tree)", fontsize=10, loc="left")
     _mark_startup(ax, startup_end_t, None)
     ax.stackplot(t, list(stacks.values()), labels=list(stacks), alpha=0.85)
@@ -127,7 +127,7 @@ def fd_breakdown_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", ncol=len(stacks) + 1, framealpha=0.8)
-    return _png(fig)
+    return png_data_uri(fig)
 
 
 def progress_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float | None) -> str | None:
@@ -138,7 +138,7 @@ def progress_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float | N
     ]
     if not rate:
         return None
-    fig, ax = _new_figure(12.8, 3.0)
+    fig, ax = new_figure(12.8, 3.0)
     ax.set_title("Trainer progress (progress.jsonl)", fontsize=10, loc="left")
     _mark_startup(ax, startup_end_t, None)
     ax.plot([r[0] for r in rate], [r[1] for r in rate], color="#2563eb", lw=1.2, label="env steps/s")
@@ -162,7 +162,7 @@ def progress_plot(samples: Sequence[Mapping[str, Any]], startup_end_t: float | N
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", framealpha=0.8)
-    return _png(fig)
+    return png_data_uri(fig)
 
 
 def _psi_series(samples: Sequence[Mapping[str, Any]], kind: str) -> list[tuple[float, float]]:
@@ -183,7 +183,7 @@ def pressure_plot(
     available = [(t, h["mem_available_bytes"] / MIB) for t, h in hosts if h.get("mem_available_bytes")]
     if not hosts:
         return None
-    fig, ax = _new_figure(12.8, 3.0)
+    fig, ax = new_figure(12.8, 3.0)
     ax.set_title("Host memory pressure (/proc/meminfo, /proc/pressure/memory)", fontsize=10, loc="left")
     _mark_startup(ax, startup_end_t, None)
     ax.plot(
@@ -208,4 +208,4 @@ def pressure_plot(
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", framealpha=0.8)
-    return _png(fig)
+    return png_data_uri(fig)

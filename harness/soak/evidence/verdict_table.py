@@ -4,7 +4,7 @@ and a shortened value; the detail is in the HTML report. Fits 80 columns: no cri
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -35,6 +35,9 @@ SHORT_NAMES: dict[str, str] = {
     "trend_observation": "trend samples",
     "throughput_drift": "throughput drift",
     "oom_kills": "OOM kills",
+    "gpu_xid_errors": "GPU XID errors",
+    "gpu_ecc_uncorrected": "GPU ECC errors",
+    "gpu_throttle": "GPU throttle",
 }
 _RESULT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "not_applicable": ("n/a", "dim")}
 
@@ -58,9 +61,44 @@ def short_value(name: str, value: Any) -> str:
     if name == "throughput_drift" and isinstance(value, Mapping):
         change = value.get("relative_change_pct")
         return f"{value.get('verdict')}" + ("" if change is None else f" ({change:+.1f} %)")
+    if name in _GPU_VALUES and isinstance(value, Mapping):
+        return _GPU_VALUES[name](value)
     if isinstance(value, Mapping):
         return ", ".join(f"{k}={_compact(v)}" for k, v in value.items())
     return _compact(value)
+
+
+def _xid_value(value: Mapping[str, Any]) -> str:
+    events = value.get("events") or []
+    if not events:
+        return "wait failed" if value.get("event_errors") else "none"
+    first = events[0]
+    more = f" (+{len(events) - 1} more)" if len(events) > 1 else ""
+    return f"XID {first.get('xid')} on GPU {first.get('index')} by t={first.get('t')} s{more}"
+
+
+def _ecc_value(value: Mapping[str, Any]) -> str:
+    rose = [
+        f"GPU {gpu}: +{e['increase']}"
+        for gpu, e in value.items()
+        if isinstance(e, Mapping) and isinstance(e.get("increase"), int) and e["increase"] > 0
+    ]
+    return ", ".join(rose) if rose else "no increase"
+
+
+def _throttle_value(value: Mapping[str, Any]) -> str:
+    share = value.get("share")
+    reasons = ", ".join(value.get("reasons") or {})
+    return ("-" if share is None else f"{100.0 * share:.1f} % of samples") + (
+        f" ({reasons})" if reasons else ""
+    )
+
+
+_GPU_VALUES: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "gpu_xid_errors": _xid_value,
+    "gpu_ecc_uncorrected": _ecc_value,
+    "gpu_throttle": _throttle_value,
+}
 
 
 def _compact(value: Any) -> str:

@@ -11,6 +11,9 @@ Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md):
      "totals": {process_count, rss_bytes, pss_bytes, uss_bytes, swap_bytes, threads, eventfd,
                 shared_memory_fd, fd_total, gpu_memory_bytes: int | null},
      "gpu": {available, reason, devices: [{index, uuid, used_bytes}], process_memory_reason: str | null},
+     "gpu_health": the run's GPUs (harness.soak.host.gpu_watch): {available, reason, devices: [{index,
+                   uuid, sm_clock_mhz, mem_clock_mhz, clock_event_reasons, temperature_c, power_w,
+                   ecc_uncorrected}], xid_events: [{xid, index, uuid, after_t, t, wall}], event_error},
      "host": memory pressure and OOM-kill counters (harness.soak.host.pressure),
      "liveness": {latest_mtime_ns, file_count, total_bytes, changed},
      "progress": last progress.jsonl record or null}
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.nvml import NvmlReader, memory_by_pid
+from harness.soak.host.gpu_watch import GpuWatch
 from harness.soak.host.pressure import HostReader
 from harness.soak.host.procs import TreeTracker, assign_roles
 from harness.soak.host.sampling import ProcessSampler
@@ -120,6 +124,7 @@ class Sampler:
     t0: float
     nvml: NvmlReader = field(default_factory=NvmlReader)
     host: HostReader = field(default_factory=HostReader)
+    gpu: GpuWatch | None = None  # GPU health; None takes no reading
     shm_seen: set[str] = field(default_factory=set)
     liveness: LivenessState = field(init=False)
     progress: ProgressTail = field(init=False)
@@ -159,17 +164,17 @@ class Sampler:
         gpu_block, gpu_by_pid = self._gpu()
         processes = []
         for st in members:
-            record, shm = self.reader.sample_process(st, gpu_by_pid)
-            processes.append(record)
+            proc, shm = self.reader.sample_process(st, gpu_by_pid)
+            processes.append(proc)
             self.shm_seen |= shm
         host = self.host.read(st.pid for st in members)
         assign_roles(processes, self.tracker.root_pid)
         liveness = self.liveness.scan(now)
         progress = self.progress.poll()
-        return {
+        record: dict[str, Any] = {
             "t": round(now - self.t0, 3),
             "wall": wall,
-            "sample_ms": round((time.perf_counter() - started) * 1000.0, 3),  # whole sample incl. NVML
+            "sample_ms": None,  # set last: the whole sample, NVML included
             "processes": processes,
             "totals": self.reader.totals(processes, gpu_by_pid is not None),
             "gpu": gpu_block,
@@ -177,3 +182,7 @@ class Sampler:
             "liveness": liveness,
             "progress": progress,
         }
+        if self.gpu is not None:
+            record["gpu_health"] = self.gpu.sample(now, wall)
+        record["sample_ms"] = round((time.perf_counter() - started) * 1000.0, 3)  # GPU health included
+        return record

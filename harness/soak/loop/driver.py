@@ -37,6 +37,7 @@ from typing import Any
 from foundation.vocab import MonitorFailure
 from harness.soak.evidence.live import LiveView, summarize
 from harness.soak.host.forensics import Forensics
+from harness.soak.host.gpu_watch import GpuWatch
 from harness.soak.host.pressure import HostReader
 from harness.soak.host.sampler import LivenessState, ProgressTail, Sampler
 from harness.soak.host.sampling import make_sampler
@@ -74,6 +75,7 @@ class MonitorResult:
     kernel_log: dict[str, Any] = field(default_factory=dict)  # KmsgTail.status() and the OOM kills it logged
     reaped: dict[tuple[int, int], int] = field(default_factory=dict)  # adopted orphans' exit statuses
     sampler: dict[str, Any] = field(default_factory=dict)  # the artifact's `sampler` section
+    gpu_health: dict[str, Any] | None = None  # GpuWatch.finish(): the run's GPUs, start to end
 
 
 @contextlib.contextmanager
@@ -127,11 +129,13 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     supervisor: Supervisor | None = None
     host = HostReader()
     host.start()  # before the spawn: the kernel log from here on
+    # before the spawn too: NVML delivers only the XID events that happen after registration
+    gpu = GpuWatch.begin((os.environ if settings.env is None else settings.env).get("CUDA_VISIBLE_DEVICES"))
     try:
         with _cancellation_flag() as cancelled, open(settings.console_path, "wb") as console:
             env = dict(os.environ if settings.env is None else settings.env)
             env[RUN_TOKEN_ENV] = guard.token
-            t0 = time.monotonic()
+            t0 = gpu.t0 = time.monotonic()
             result.started_at = time.time()
             result.forensics = Forensics.for_command(settings.command, t0, settings.forensics)
             proc = subprocess.Popen(
@@ -150,7 +154,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             tracker = reader.tracker(os.getpid(), root, {guard.watchdog.pid}, guard.token)
             supervisor = Supervisor(proc, tracker, reader, guard, result.forensics)
             supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
-            sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host)
+            sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host, gpu=gpu)
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
             result.loop_cpu_s = -time.process_time()
             try:
@@ -160,6 +164,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 result.monitor_error = f"{type(exc).__name__}: {exc}"
             finally:
                 sampler.nvml.close()
+                result.gpu_health = gpu.finish(time.monotonic(), time.time())  # at once: events near the exit
             result.loop_cpu_s += time.process_time()
             result.loop_wall_s = time.monotonic() - t0
             result.progress_parse_errors = sampler.progress.parse_errors
@@ -188,6 +193,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     finally:
         result.kernel_log = {**host.kmsg.status(), "kills": list(host.kmsg.kills)}
         host.close()
+        gpu.close()  # idempotent: finish() closed it unless the run failed before the loop
         guard.close()
         reader.set_subreaper(previous_subreaper)
         view.close()

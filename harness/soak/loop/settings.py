@@ -45,6 +45,7 @@ class MonitorSettings:
     fail_on_throughput_drift: bool = (
         False  # a declining env steps/s fails the run (harness.soak.verdicts.drift)
     )
+    fail_on_gpu_throttle: bool = False  # a GPU throttle episode fails the run (harness.soak.verdicts.gpu)
     forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
     sampler: SamplerChoice = "auto"  # harness.soak.host.sampling
     progress_every_s: float | None = None  # plain progress: a line per sample, or one per this many s

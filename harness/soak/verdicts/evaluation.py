@@ -40,7 +40,16 @@ throughput_drift                    the trainer's env steps/s is not ``declining
                                     the trend window (harness.soak.verdicts.drift);
                                     ``not_applicable`` unless --fail-on-throughput-drift
 oom_kills                           no tree process OOM-killed (harness.soak.verdicts.oom)         oom
+gpu_xid_errors                      no critical XID event on the run's GPUs                gpu
+                                    (harness.soak.verdicts.gpu)
+gpu_ecc_uncorrected                 no GPU's volatile uncorrected ECC count rose           gpu
+gpu_throttle                        no sample with a thermal, power-brake or               gpu
+                                    hardware-slowdown clock event; ``not_applicable``
+                                    (the share as information) unless
+                                    --fail-on-gpu-throttle
 ==================================  ====================================================  ===============
+
+The GPU rows are ``not_applicable`` with NVML's reason where NVML is absent or does not support a query.
 
 In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_contract rows are
 ``not_applicable`` (they need a run_summary).
@@ -61,7 +70,14 @@ row decides it (rows are ordered by precedence):
 - a ``resource_leak`` row fails -> ``resource_leak``; ``min_duration`` fails -> ``too_short``;
   ``trend_observation`` fails -> ``insufficient_observation``; ``throughput_drift`` fails ->
   ``throughput_drift``;
-- ``oom_kills`` fails -> ``oom_killed``, whichever row failed first (the kill explains an exit or a stall).
+- ``gpu_xid_errors`` or ``gpu_ecc_uncorrected`` fails -> ``gpu_fault``; ``gpu_throttle`` fails (only under
+  its flag) -> ``gpu_throttle``;
+- ``gpu_fault`` also decides, whichever row failed first, when a critical XID event arrived during the
+  run and the command did not exit 0 (it died, or hung and was stopped): the card explains the crash,
+  the stall and whatever the run left behind. A monitor failure of its own kind (``external_cancellation``,
+  ``monitor_error``) keeps its class: neither is the card's doing;
+- ``oom_kills`` fails -> ``oom_killed``, whichever row failed first (the kill explains an exit or a stall);
+  it wins over ``gpu_fault`` too: a kernel kill is a proven cause of death, an XID a likely one.
 
 ``failure_reason`` is one sentence naming the row that decided the class (the first failed row, or the
 shutdown contract row for a ``shutdown_contract_violation``), then the names of any other failed rows.
@@ -82,6 +98,7 @@ from harness.soak.verdicts.contract import (
     shutdown_violations,
 )
 from harness.soak.verdicts.criterion import Criterion
+from harness.soak.verdicts.gpu import GPU_ROWS, died_after_xid, gpu_rows
 from harness.soak.verdicts.per_process import leak_row
 from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
 
@@ -108,6 +125,7 @@ CRITERIA: tuple[str, ...] = (
     "trend_observation",
     "throughput_drift",
     "oom_kills",
+    *GPU_ROWS,
 )
 NEEDS_SUMMARY: frozenset[str] = frozenset(CRITERIA[2:15])
 RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[4:15])
@@ -148,6 +166,8 @@ class MonitorObservation:
     per_process: Mapping[str, Any] | None = (
         None  # harness.soak.verdicts.per_process.per_process_verdicts(...)
     )
+    gpu_health: Mapping[str, Any] | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record
+    fail_on_gpu_throttle: bool = False  # a throttled sample fails the run only when asked
 
     @property
     def judges_summary(self) -> bool:
@@ -302,6 +322,9 @@ _ROW_CLASS = {
     "trend_observation": "insufficient_observation",
     "throughput_drift": "throughput_drift",
     "oom_kills": "oom_killed",
+    "gpu_xid_errors": "gpu_fault",
+    "gpu_ecc_uncorrected": "gpu_fault",
+    "gpu_throttle": "gpu_throttle",
 }
 
 
@@ -427,14 +450,27 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         *_resource_rows(obs, verdicts),
         _drift_row(obs),
         _row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
+        *gpu_rows(obs.gpu_health, obs.fail_on_gpu_throttle),
     ]
     failed = [c for c in rows if c.result == "fail"]
     if not failed:
         return Evaluation("passed", None, None, rows)
-    classification = _classify(obs, failed[0], failed)
-    lead = failed[0]
+    classification, lead = _decide(obs, failed)
+    return Evaluation("failed", failure_reason(lead, failed, obs.monitor_detail), classification, rows)
+
+
+def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, Criterion]:
+    """The failure class and the row the reason leads with (precedence in the module docstring)."""
+    classification, lead = _classify(obs, failed[0], failed), failed[0]
     if classification == "shutdown_contract_violation":  # the reason names the contract rule broken
         lead = next(c for c in failed if c.name == "shutdown_contract")
+    by_name = {c.name: c for c in failed}
     if obs.oom_kills:
-        classification, lead = "oom_killed", next(c for c in failed if c.name == "oom_kills")
-    return Evaluation("failed", failure_reason(lead, failed, obs.monitor_detail), classification, rows)
+        return "oom_killed", by_name["oom_kills"]
+    card = "gpu_xid_errors" in by_name and obs.monitor_failure not in (
+        "external_cancellation",
+        "monitor_error",
+    )
+    if card and died_after_xid(obs.gpu_health, obs.trainer_returncode):
+        return "gpu_fault", by_name["gpu_xid_errors"]
+    return classification, lead

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.soak.verdicts.criterion import Criterion
+from harness.soak.verdicts.gpu import ecc_text, throttle_text, xid_text
 from harness.soak.verdicts.per_process import leak_text
 
 
@@ -47,6 +48,9 @@ def row_reason(first: Criterion) -> str:
         return f"too few post-start-up samples for a verdict on {', '.join(short)}; {first.expected}"
     if first.name == "throughput_drift" and isinstance(value, Mapping):
         return f"throughput_drift is {value.get('verdict')}: {value.get('reason')}"
+    gpu_text = {"gpu_xid_errors": xid_text, "gpu_ecc_uncorrected": ecc_text, "gpu_throttle": throttle_text}
+    if first.name in gpu_text and isinstance(value, Mapping):
+        return gpu_text[first.name](value)
     if first.name == "oom_kills" and isinstance(value, list):
         return "; ".join(str(v) for v in value)
     if first.name == "leak_verdicts" and isinstance(value, Mapping):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness.ci.cases import CiCase, CiSuite, clip, counts
-from harness.ci.soak import soak_suite
+from harness.ci.soak import skip_reason, soak_suite
 
 FIXTURES = Path(__file__).resolve().parents[1] / "soak" / "fixtures"
 
@@ -88,3 +88,11 @@ def test_properties_name_the_source_and_schema() -> None:
     assert props["commit"] == "0123456789abcdef0123456789abcdef01234567"
     assert props["dirty"] == "false" and props["host"] == "ci-runner"
     assert props["artifact"] == "/r/soak.json" and props["schema_version"] == "0.3.0"
+
+
+def test_a_reported_gpu_throttle_row_says_it_is_not_gated() -> None:
+    value = {"share": 0.25, "samples_judged": 8, "samples_throttled": 2, "reasons": {"HwThermal": 2}}
+    assert skip_reason({"name": "gpu_throttle", "value": value}, "monitor") == (
+        "reported, not gated (--fail-on-gpu-throttle gates it): GPU clocks held down in 25.0 % of samples "
+        "(2 of 8): HwThermal"
+    )

@@ -117,3 +117,26 @@ def test_torch_query_without_cuda_says_why() -> None:
         pytest.skip("this host has CUDA; the cuda-marked tests cover the real UUID")
     with pytest.raises(cumps_doctor.NoCudaDevice, match="sees no CUDA device"):
         cumps_doctor.torch_cuda_uuids()
+
+
+def test_doctor_records_the_clocks_at_start_and_fails_on_a_throttled_gpu(
+    host: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    selected = [mps.Gpu(0, UUID_A, "NVIDIA H200")]
+    cool = cumps_doctor.clocks_finding(selected)
+    assert cool.ok and cool.detail == "GPU 0: 45 °C, clock events: none"
+    hot = gpu(UUID_A)
+    hot.reasons, hot.temperature = 0x4 | 0x40, 93  # SwPowerCap, HwThermal
+    set_gpus(monkeypatch, [hot])
+    throttled = cumps_doctor.clocks_finding(selected)
+    assert not throttled.ok and throttled.detail == "GPU 0: 93 °C, clock events: SwPowerCap, HwThermal"
+    assert "`nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER`" in throttled.fix
+    blind = gpu(UUID_A)
+    blind.unsupported = {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetTemperature"}
+    set_gpus(monkeypatch, [blind])
+    unknown = cumps_doctor.clocks_finding(selected)
+    assert unknown.ok and unknown.detail == (
+        "GPU 0: temperature not observable (Not Supported), clock events: not observable (Not Supported)"
+    )
+    _code, output = invoke("doctor")
+    assert "GPU clocks not held down by heat, power brake or hardware slowdown: GPU 0: temperature" in output

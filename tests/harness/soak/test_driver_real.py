@@ -51,8 +51,11 @@ def test_clean_cpu_soak_passes(tmp_path: Path) -> None:
     assert done.returncode == 0, (art["failure_reason"], done.stderr[-3000:])
     assert art["mode"] == "run" and art["status"] == "passed" and art["run_status"] == "completed"
     assert {c["result"] for c in art["criteria"]} <= {"pass", "not_applicable"}
-    judged = [c for c in art["criteria"] if c["name"] not in ("leak_verdicts", "throughput_drift")]
-    assert len(judged) == len(art["criteria"]) - 2 and all(c["result"] == "pass" for c in judged)
+    informational = {"leak_verdicts", "throughput_drift", "gpu_throttle"}
+    if not art["gpu_health"]["available"]:  # a CPU host: the GPU rows say NVML's reason, not_applicable
+        informational |= {"gpu_xid_errors", "gpu_ecc_uncorrected"}
+    judged = [c for c in art["criteria"] if c["name"] not in informational]
+    assert judged and all(c["result"] == "pass" for c in judged)
     # a decline is information unless --fail-on-throughput-drift: reported, never judged by default
     assert outcome.criterion("throughput_drift")["result"] == "not_applicable"
     assert art["throughput_drift"]["verdict"] in ("stable", "declining", "insufficient_data")

@@ -18,8 +18,10 @@ from harness.soak.verdicts.evaluation import (
     MonitorObservation,
     evaluate,
 )
+from harness.soak.verdicts.gpu import assess_gpu
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.trends import leak_verdicts
+from tests.harness.soak.verdicts import _gpu_data as gpu_data
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -35,6 +37,8 @@ def _samples(name: str) -> list[dict[str, Any]]:
 CLEAN_LEAKS = leak_verdicts(_samples("samples_clean.jsonl"), 40.0)
 CLEAN_OBSERVATION = observe_classes(_samples("samples_clean.jsonl"), CLEAN_LEAKS, 30)
 CLEAN_DRIFT = throughput_drift(_samples("samples_clean.jsonl"), 40.0)
+GPU_SAMPLES = [gpu_data.sample(float(t)) for t in range(10)]
+CLEAN_GPU = assess_gpu(gpu_data.raw(), GPU_SAMPLES)
 
 
 def observe(**changes: Any) -> MonitorObservation:
@@ -51,6 +55,8 @@ def observe(**changes: Any) -> MonitorObservation:
         "observation": CLEAN_OBSERVATION,
         "throughput_drift": CLEAN_DRIFT,
         "fail_on_throughput_drift": True,  # every row judged, so a clean run passes all of them
+        "gpu_health": CLEAN_GPU,
+        "fail_on_gpu_throttle": True,
     }
     base.update(changes)
     return MonitorObservation(**base)
@@ -308,3 +314,53 @@ def test_every_classification_produced_is_in_the_closed_vocabulary() -> None:
     ]
     for obs in observations:
         assert evaluate(obs).failure_classification in SOAK_FAILURE_CLASSIFICATIONS
+
+
+def _gpu(**raw: Any) -> Any:
+    return assess_gpu(gpu_data.raw(**raw), GPU_SAMPLES)
+
+
+def test_a_trainer_that_died_after_a_critical_xid_is_a_gpu_fault() -> None:
+    ev = evaluate(
+        observe(trainer_returncode=1, run_summary=None, gpu_health=_gpu(events=[gpu_data.xid(79, 12.5)]))
+    )
+    assert ev.failure_classification == "gpu_fault"
+    assert ev.failure_reason is not None
+    assert ev.failure_reason.startswith("criterion gpu_xid_errors failed: critical XID 79 on GPU 0 (GPU-0)")
+    assert "also failed: trainer_returncode" in ev.failure_reason
+
+
+def test_gpu_fault_also_explains_a_hang_but_not_a_cancellation_nor_an_oom_kill() -> None:
+    xid = _gpu(events=[gpu_data.xid(79, 12.5)])
+    hung = evaluate(observe(monitor_failure="timeout/stale_tick", trainer_returncode=-15, gpu_health=xid))
+    assert hung.failure_classification == "gpu_fault"
+    cancelled = evaluate(
+        observe(monitor_failure="external_cancellation", trainer_returncode=-15, gpu_health=xid)
+    )
+    assert cancelled.failure_classification == "external_cancellation"
+    killed = evaluate(
+        observe(trainer_returncode=-9, gpu_health=xid, oom_kills=["trainer (pid 7) OOM-killed"])
+    )
+    assert killed.failure_classification == "oom_killed"
+
+
+def test_gpu_rows_decide_when_they_fail_first() -> None:
+    survived = evaluate(observe(gpu_health=_gpu(events=[gpu_data.xid(48, 3.0)])))  # exit 0 despite the XID
+    assert survived.failure_classification == "gpu_fault"
+    ecc = evaluate(observe(gpu_health=_gpu(devices=[gpu_data.device(start=0, end=1)])))
+    assert ecc.failure_classification == "gpu_fault" and result_of(ecc, "gpu_ecc_uncorrected") == "fail"
+    hot = [gpu_data.sample(float(t), gpu_data.reading(reasons=("HwThermal",))) for t in range(5)]
+    throttled = evaluate(observe(gpu_health=assess_gpu(gpu_data.raw(), hot)))
+    assert throttled.failure_classification == "gpu_throttle"
+    reported = evaluate(observe(gpu_health=assess_gpu(gpu_data.raw(), hot), fail_on_gpu_throttle=False))
+    assert reported.status == "passed" and result_of(reported, "gpu_throttle") == "not_applicable"
+
+
+def test_a_host_without_nvml_passes_with_gpu_rows_not_applicable() -> None:
+    off = gpu_data.unavailable()
+    ev = evaluate(observe(gpu_health=assess_gpu(off, []), fail_on_gpu_throttle=True))
+    assert ev.status == "passed"
+    gpu_rows = [c for c in ev.criteria if c.name.startswith("gpu_")]
+    assert [c.result for c in gpu_rows] == ["not_applicable"] * 3
+    assert all(off["reason"] in c.value for c in gpu_rows)
+    assert SOAK_FAILURE_CLASSIFICATIONS[-2:] == ("gpu_fault", "gpu_throttle")

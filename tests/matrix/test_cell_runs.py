@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from harness.soak.verdicts.gpu import GPU_ROWS
 from runtime.artifacts import read_run_summary
 from runtime.manager.shm import list_segments
 
@@ -127,8 +128,10 @@ def test_short_soak_passes_its_pass_table(algo: str, task: str, tmp_path: Path) 
     assert done.returncode == 0, (art["failure_reason"], done.stderr[-3000:])
     assert art["status"] == "passed" and art["run_status"] == "completed"
     assert art["run_settings"]["algo"] == algo and art["run_settings"]["task"] == task
-    judged = [c for c in art["criteria"] if c["name"] not in ("leak_verdicts", "throughput_drift")]
-    assert all(c["result"] == "pass" for c in judged)
+    # the GPU rows judge the card, not the trainer: on a CPU host they do not apply (NVML's reason)
+    judged = [c for c in art["criteria"] if c["name"] not in ("leak_verdicts", "throughput_drift", *GPU_ROWS)]
+    assert all(c["result"] == "pass" for c in judged), [c for c in judged if c["result"] != "pass"]
+    assert {c["result"] for c in art["criteria"] if c["name"] in GPU_ROWS} <= {"pass", "not_applicable"}
     assert next(c for c in art["criteria"] if c["name"] == "throughput_drift")["result"] == "not_applicable"
     assert "growing" not in art["resource_summary"]["leak_verdicts"].values()
     assert art["replay"]["release_sequence"] == art["replay"]["published_sequence"] > 0

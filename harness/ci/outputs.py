@@ -10,7 +10,6 @@ from pathlib import Path
 
 from foundation.atomic import write_atomic
 from harness.ci.cases import CiSuite
-from harness.ci.junit import write_junit
 from harness.ci.summary import STEP_SUMMARY_LIMIT, render_summary
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -68,6 +67,8 @@ class CiOutputs:
 
     def emit(self, suites: Sequence[CiSuite]) -> list[Path]:
         """Write the JUnit XML and the summary; returns the paths written."""
+        from harness.ci.junit import write_junit  # junitparser loads only when a report is asked for
+
         written: list[Path] = []
         if self.junit_xml is not None:
             written.append(write_junit(self.junit_xml, suites))

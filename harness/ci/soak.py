@@ -11,7 +11,7 @@ from typing import Any
 from harness.ci.cases import DETAIL_CHARS, MESSAGE_CHARS, CiCase, CiSuite, clip
 from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.gpu import throttle_text
-from harness.soak.verdicts.reasons import row_reason
+from harness.soak.verdicts.reasons import deciding_row, row_reason
 
 _NEEDS_SUMMARY = "needs a run_summary, which `soak monitor` judges only with --run-contract"
 
@@ -93,12 +93,8 @@ def _row_value(artifact: Mapping[str, Any], name: str) -> Any:
 
 
 def _first_failed(artifact: Mapping[str, Any]) -> str | None:
-    reason = artifact.get("failure_reason") or ""
     failed = [r["name"] for r in artifact.get("criteria", []) if r["result"] == "fail"]
-    # the reason names the deciding row first ("criterion <row> failed: ...")
-    return next(
-        (n for n in failed if reason.startswith(f"criterion {n} failed")), failed[0] if failed else None
-    )
+    return deciding_row(artifact.get("failure_reason"), failed)
 
 
 def properties(artifact: Mapping[str, Any], artifact_path: Path) -> dict[str, str]:

@@ -12,12 +12,14 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.ci.outputs import CiOutputs
 from harness.soak.evidence.live import make_view
 from harness.soak.loop.driver import MonitorResult, overhead, read_run_summary, watch
 from harness.soak.loop.settings import MonitorSettings, validate_settings
+
+if TYPE_CHECKING:
+    from harness.ci.outputs import CiOutputs
 
 
 def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
@@ -132,12 +134,9 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     return artifact
 
 
-def report_path(settings: MonitorSettings) -> Path:
-    """Where ``conclude`` renders the HTML report."""
-    return settings.output.with_name(settings.output.stem + ".html")
-
-
-def announce(settings: MonitorSettings, artifact: Mapping[str, Any], ci_written: list[Path]) -> None:
+def announce(
+    settings: MonitorSettings, artifact: Mapping[str, Any], report: Path, ci_written: list[Path]
+) -> None:
     """The verdict, then where everything was written, on stdout."""
     from rich.console import Console
 
@@ -145,7 +144,7 @@ def announce(settings: MonitorSettings, artifact: Mapping[str, Any], ci_written:
 
     console = Console(file=sys.stdout)
     print_verdict(artifact, console)
-    for label, path in (("artifact", settings.output), ("report", report_path(settings))):
+    for label, path in (("artifact", settings.output), ("report", report)):
         print(f"{label}: {path}")
     for path in ci_written:
         print(f"ci: {path}")
@@ -155,11 +154,13 @@ def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
     """Validate, watch, judge, write (the CI outputs too, when asked). Returns 0 passed, 1 failed;
     SettingsError (-> 2) before any spawn."""
     from harness.ci.soak import soak_suite
+    from harness.soak.evidence.report import report_path
 
     validate_settings(settings)
     result = watch(settings, make_view(settings.live, settings.progress_every_s))
     artifact = conclude(settings, result)
-    written = [] if ci is None else ci.emit([soak_suite(artifact, settings.output, report_path(settings))])
+    report = report_path(settings.output)
+    written = [] if ci is None else ci.emit([soak_suite(artifact, settings.output, report)])
     if settings.live != "off":
-        announce(settings, artifact, written)
+        announce(settings, artifact, report, written)
     return 0 if artifact["status"] == "passed" else 1

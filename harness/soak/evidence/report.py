@@ -281,6 +281,12 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     )
 
 
+def report_path(artifact_path: str | Path) -> Path:
+    """Where the report of an artifact goes: ``<stem>.html`` beside it."""
+    path = Path(artifact_path)
+    return path.with_name(path.stem + ".html")
+
+
 def render_report(artifact_path: str | Path, artifact: Mapping[str, Any] | None = None) -> Path:
     """Render ``<stem>.html`` beside the artifact (atomic write) and return that path.
 
@@ -290,7 +296,7 @@ def render_report(artifact_path: str | Path, artifact: Mapping[str, Any] | None 
     """
     path = Path(artifact_path)
     data = load_artifact(path) if artifact is None else artifact
-    target = path.with_name(path.stem + ".html")
+    target = report_path(path)
     write_atomic(target, build_page(data, path))
     return target
 

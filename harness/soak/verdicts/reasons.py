@@ -71,3 +71,11 @@ def failure_reason(first: Criterion, failed: Sequence[Criterion], detail: str | 
     if others:
         sentence += f" (also failed: {', '.join(others)})"
     return sentence + "."
+
+
+def deciding_row(reason: str | None, failed: Sequence[str]) -> str | None:
+    """The row a ``failure_reason`` was written from (it opens the sentence), else the first failed row."""
+    text = reason or ""
+    return next(
+        (n for n in failed if text.startswith(f"criterion {n} failed")), failed[0] if failed else None
+    )

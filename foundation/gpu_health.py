@@ -112,8 +112,8 @@ class GpuHealthReader:
         )
         try:
             self._gpus = self._select()
-        except self._errors as exc:
-            self.reason = f"NVML query failed: {exc}"
+        except Exception as exc:  # any failure here means no GPU health, said with why, never a crash
+            self.reason = f"NVML query failed: {type(exc).__name__}: {exc}"
         else:
             self.reason = None if self._gpus else self._no_gpu_reason()
         if self.reason is not None:
@@ -162,18 +162,23 @@ class GpuHealthReader:
         head: dict[str, Any] = {"cuda_visible_devices": self._cvd}
         if not self.open():
             return {"available": False, "reason": self.reason, **head, "devices": []}
-        registered = self._register()
-        devices = [
-            {
-                "index": g.index,
-                "uuid": g.uuid,
-                "name": g.name,
-                "xid_events": registered[g.uuid],
-                "counters": self._counters(g),
-                "reading": self._reading(g),
-            }
-            for g in self._gpus
-        ]
+        try:
+            registered = self._register()
+            devices = [
+                {
+                    "index": g.index,
+                    "uuid": g.uuid,
+                    "name": g.name,
+                    "xid_events": registered[g.uuid],
+                    "counters": self._counters(g),
+                    "reading": self._reading(g),
+                }
+                for g in self._gpus
+            ]
+        except Exception as exc:  # not an NVMLError (a binding without a call): no GPU health, said with why
+            self.reason = f"NVML start-up reading failed: {type(exc).__name__}: {exc}"
+            self.close()
+            return {"available": False, "reason": self.reason, **head, "devices": []}
         return {"available": True, "reason": None, **head, "devices": devices}
 
     def _register(self) -> dict[str, dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
+from foundation.gpu_health import health_at_start as read_health
 from foundation.nvml import NvmlReader
 from harness.context import REPO_ROOT, collect_context
 from harness.probe.artifact import EXCLUSIONS, SCHEMA_VERSION, write_artifact
@@ -310,6 +311,8 @@ def run_probe(
     """Measure every backend in ``settings.processes`` processes each, interleaved across backends
     (acceptance checks around each process); return (artifact, exit code)."""
     started, host_start = time.time(), sample_host()
+    # the cards' state before the measurement, not after minutes of load
+    health = read_health(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
     results: dict[str, list[dict[str, Any]]] = {backend: [] for backend in settings.backends}
     checks: list[dict[str, Any]] = []
     with NvmlReader(nvml) as reader, tempfile.TemporaryDirectory(prefix="soakbench-probe-") as tmp:
@@ -318,7 +321,7 @@ def run_probe(
     contention = contention_block(host_start, sample_host(), os.cpu_count(), gpu)
     entries = {backend: backend_entry(blocks) for backend, blocks in results.items() if blocks}
     verdict = AcceptanceOutcome(checks=checks, accepted=accepted)
-    artifact = build_artifact(settings, argv, entries, verdict, (started, time.time()))
+    artifact = build_artifact(settings, argv, entries, verdict, (started, time.time()), health)
     artifact["contention"] = contention
     return artifact, 0 if accepted else 1
 
@@ -372,9 +375,11 @@ def build_artifact(
     results: dict[str, dict[str, Any]],
     acceptance: AcceptanceOutcome,
     span: tuple[float, float],
+    health_at_start: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Assemble the probe artifact (schema ``probe-0.4.0``, ``contention`` added by the caller);
-    ``span`` is (started, finished) in Unix s."""
+    ``span`` is (started, finished) in Unix s; ``health_at_start`` the GPUs' state read before measuring
+    (None: read now)."""
     started, finished = span
     checks, accepted = acceptance.checks, acceptance.accepted
     settings_block = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()}
@@ -393,7 +398,7 @@ def build_artifact(
             "compare backends by throughput_env_control_steps_per_s and phases.iteration_ms; phase "
             "boundaries are device-synchronized but families differ in what each phase contains"
         ),
-        "context": collect_context(),
+        "context": collect_context(health_at_start=health_at_start),
         "backends": results,
         "acceptance": {
             "requested": settings.acceptance,

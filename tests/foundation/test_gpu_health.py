@@ -161,3 +161,16 @@ def test_end_counters_read_again() -> None:
         nvml.devices[0].ecc_uncorrected = 2
         end = reader.end_counters()
     assert end[0]["counters"]["ecc_volatile"]["uncorrected"] == 2
+
+
+def test_a_binding_that_breaks_outside_nvml_errors_gives_no_gpu_health_and_no_crash() -> None:
+    """A binding lacking a call (AttributeError, not an NVMLError) must not take the monitor down."""
+    nvml = _gpus(1)
+    nvml.nvmlEventSetCreate = None  # type: ignore[assignment]  # calling it raises TypeError
+    with GpuHealthReader(nvml) as reader:
+        start = reader.start()
+        sample = reader.sample()
+    assert start["available"] is False and start["reason"].startswith(
+        "NVML start-up reading failed: TypeError"
+    )
+    assert sample["available"] is False and sample["reason"] == start["reason"]

@@ -353,3 +353,20 @@ def test_processes_raw_samples_cpu_and_contention(mujoco_artifact: dict[str, Any
     assert contention["probe_cpu_s"] > 0 and len(contention["loadavg_start"]) == 3
     assert contention["gpu"]["available"] is False  # this CPU host; the NVML reason is recorded
     assert mujoco_artifact["settings"]["test_step_sleep_ms"] == 0.0
+
+
+def test_the_gpu_health_at_start_is_read_before_anything_is_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.probe.cli as probe_module
+
+    device = fake.FakeDevice("GPU-x", "H200", used=0, total=1 << 37, temperature=45)
+
+    def heat_and_stop(*_args: Any) -> bool:
+        device.temperature = 90  # minutes of load, in one step
+        return False
+
+    monkeypatch.setattr(probe_module, "_measure_all", heat_and_stop)
+    artifact, _code = probe_module.run_probe(_settings(tmp_path), ["probe"], nvml=fake.FakeNvml([device]))
+    (at_start,) = artifact["context"]["gpu"]["health_at_start"]["devices"]
+    assert at_start["temperature_c"] == 45

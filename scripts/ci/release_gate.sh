@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The release gate both CI pipelines run (docs/ci.md): a soak of the owner-routed trainer, a probe, and
-# that probe gated against the probe filed at the base commit. Every step runs even when an earlier one
+# The release gate both CI pipelines run (docs/ci.md): the probe filed at the base commit, a soak of the
+# owner-routed trainer, a probe, and that probe gated against the filed one. Every step runs even when an earlier one
 # failed, so that every verdict reaches CI; the exit status is the first failure's.
 #
 # Writes under $OUT: soak.json (+ .html, samples, console log), soak.xml, probe.json, probe.bmf.json,
@@ -38,6 +38,11 @@ fi
 status=0
 keep() { local rc=$?; if [ "$status" -eq 0 ] && [ "$rc" -ne 0 ]; then status=$rc; fi; }
 
+# first, since it needs only git: a base commit with nothing filed is said in seconds, not after the soak
+"${RUN[@]}" python scripts/ci/base_probe.py --at "$BASE_SHA" --platform "$PLATFORM" --task "$TASK" \
+  --backend "$SIM" --num-envs "$PROBE_ENVS" --repo "$EVIDENCE_REPO" --output "$OUT/base-probe.json"
+keep
+
 "${RUN[@]}" soak run --algo "$ALGO" --task "$TASK" --sim "$SIM" \
   --num-envs "$NUM_ENVS" --iterations "$ITERATIONS" --min-duration-seconds "$MIN_DURATION" \
   --sample-interval-seconds "$SAMPLE_INTERVAL" --min-trend-samples "$MIN_TREND_SAMPLES" \
@@ -50,12 +55,7 @@ keep
   --output "$OUT/probe.json" --bmf "$OUT/probe.bmf.json"
 keep
 
-if [ -f "$OUT/probe.json" ]; then
-  "${RUN[@]}" python scripts/ci/base_probe.py --at "$BASE_SHA" --platform "$PLATFORM" --task "$TASK" \
-    --backend "$SIM" --num-envs "$PROBE_ENVS" --repo "$EVIDENCE_REPO" --output "$OUT/base-probe.json"
-  keep
-fi
-if [ -f "$OUT/base-probe.json" ]; then
+if [ -f "$OUT/base-probe.json" ] && [ -f "$OUT/probe.json" ]; then
   "${RUN[@]}" probe compare "$OUT/base-probe.json" "$OUT/probe.json" --fail-on-regression \
     --json-file "$OUT/probe-compare.json" --junit-xml "$OUT/probe-compare.xml" "${compare_summary[@]}"
   keep

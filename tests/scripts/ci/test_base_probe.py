@@ -14,13 +14,21 @@ sys.path.insert(0, str(SCRIPT.parent))
 from base_probe import matches, newest  # noqa: E402
 
 
-def _probe(task: str, backends: list[str], num_envs: int, created: float) -> dict[str, Any]:
-    return {"settings": {"task": task, "backends": backends, "num_envs": num_envs}, "created_unix_s": created}
+def _probe(
+    task: str, backends: list[str], num_envs: int, created: float, device: str = "cuda"
+) -> dict[str, Any]:
+    settings = {"task": task, "backends": backends, "num_envs": num_envs, "mjwarp_device": device}
+    return {"schema_version": "0.4.0", "settings": settings, "created_unix_s": created}
 
 
 def test_only_the_same_workload_matches() -> None:
-    probe = _probe("g1_walk_flat", ["mujoco", "mjwarp"], 256, 1.0)
+    probe = _probe("g1_walk_flat", ["mjwarp"], 256, 1.0)
     assert matches(probe, "g1_walk_flat", "mjwarp", 256)
+    # `probe compare` refuses another backend set, and Warp's CPU device is a diagnostic lane
+    assert not matches(_probe("g1_walk_flat", ["mujoco", "mjwarp"], 256, 1.0), "g1_walk_flat", "mjwarp", 256)
+    assert not matches(_probe("g1_walk_flat", ["mjwarp"], 256, 1.0, "cpu"), "g1_walk_flat", "mjwarp", 256)
+    assert not matches({**probe, "schema_version": "0.3.0"}, "g1_walk_flat", "mjwarp", 256)
+    assert not matches({"settings": "broken"}, "g1_walk_flat", "mjwarp", 256)
     assert not matches(probe, "g1_walk_flat", "mjwarp", 512)
     assert not matches(probe, "g1_motion_tracking", "mjwarp", 256)
     assert not matches(_probe("g1_walk_flat", ["mujoco"], 256, 1.0), "g1_walk_flat", "mjwarp", 256)
@@ -87,3 +95,15 @@ def test_no_filed_probe_of_the_workload_exits_2_naming_what_is_filed(tmp_path: P
     assert not out.exists()
     done = _run(repo, "no-such-rev", out)
     assert done.returncode == 2 and "cannot read the filed evidence" in done.stderr
+    done = _run(repo, "--output=/etc/passwd", out)
+    assert done.returncode == 2 and "not a revision" in done.stderr
+
+
+def test_malformed_evidence_and_a_bad_output_exit_2_without_a_traceback(tmp_path: Path) -> None:
+    repo, first, _ = _evidence_repo(tmp_path)
+    done = _run(repo, first, tmp_path / "missing" / "base.json")
+    assert done.returncode == 2 and "--output" in done.stderr and "Traceback" not in done.stderr
+    (repo / "matrix" / "evidence" / "index.json").write_text(json.dumps({"entries": ["not an entry"]}))
+    _git(repo, "commit", "-qam", "break the index")
+    done = _run(repo, "HEAD", tmp_path / "base.json")
+    assert done.returncode == 2 and "entries" in done.stderr and "Traceback" not in done.stderr

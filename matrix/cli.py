@@ -190,8 +190,11 @@ def check_cmd(
         raise _fail(str(exc)) from None
     summary = [line for lines in per_file.values() for line in lines]
     findings = audit(state.inventory, collect_markers(root))
-    for path in ci.emit([check_suite(per_file, findings)]):
-        err.print(f"ci: {path}", markup=False)
+    try:
+        for path in ci.emit([check_suite(per_file, findings)]):
+            err.print(f"ci: {path}", markup=False)
+    except CiOutputError as exc:
+        raise _fail(str(exc)) from None
     warning = store_warning(state.evidence)
     if warning:
         err.print(f"warning: {warning}", markup=False)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,14 +66,20 @@ class CiOutputs:
         return cls(junit, summary, append, run_link(env))
 
     def emit(self, suites: Sequence[CiSuite]) -> list[Path]:
-        """Write the JUnit XML and the summary; returns the paths written."""
+        """Write the JUnit XML and the summary; returns the paths written. CiOutputError names the option
+        whose file could not be written."""
         from harness.ci.junit import write_junit  # junitparser loads only when a report is asked for
 
         written: list[Path] = []
         if self.junit_xml is not None:
-            written.append(write_junit(self.junit_xml, suites))
+            written.append(_writing("--junit-xml", self.junit_xml, lambda p: write_junit(p, suites)))
         if self.summary_md is not None:
-            written.append(write_atomic(self.summary_md, self._summary_text(suites)))
+            text = self._summary_text(suites)
+            written.append(
+                _writing(
+                    _summary_option(self.append_summary), self.summary_md, lambda p: write_atomic(p, text)
+                )
+            )
         return written
 
     def _summary_text(self, suites: Sequence[CiSuite]) -> str:
@@ -84,6 +90,14 @@ class CiOutputs:
         if len((before + ours).encode()) > STEP_SUMMARY_LIMIT:  # earlier steps filled it: keep theirs
             ours = f"*{suites[0].title}: the step summary is full; the verdict is in the JUnit XML.*\n"
         return before + ours
+
+
+def _writing(option: str, path: Path, write: Callable[[Path], Path]) -> Path:
+    """``write(path)``, a failure (the folder went away, the disk filled) said as the option's."""
+    try:
+        return write(path)
+    except OSError as exc:
+        raise CiOutputError(f"{option}: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _summary_option(from_env: bool) -> str:

@@ -363,8 +363,12 @@ def compare(  # noqa: PLR0913 — a typer command declares one parameter per CLI
         console.print(f"[red]probe compare: report not written: {exc}")
         raise typer.Exit(1) from None
     print_comparison(report, console)
-    for path in ci.emit([probe_compare_suite(report)]):
-        console.print(f"ci: {path}", markup=False)
+    try:
+        for path in ci.emit([probe_compare_suite(report)]):
+            console.print(f"ci: {path}", markup=False)
+    except CiOutputError as exc:
+        console.print(f"[red]probe compare: {exc}", markup=False)
+        raise typer.Exit(2) from None
     if as_json:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -31,7 +31,7 @@ from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
 from harness.ci.cases import CiSuite
 from harness.ci.compare import compare_suite
-from harness.ci.outputs import CiOutputs
+from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.compare.fields import host_differences, host_identity, setting_differences
 from harness.soak.evidence.artifact import ArtifactError, load_artifact
 from harness.soak.evidence.report import locate_samples, read_samples
@@ -243,8 +243,12 @@ def compare_command(paths: tuple[Path, Path], options: CompareOptions) -> int:
         console.print(f"[red]soak compare: report not written: {escape(str(exc))}")
         return 1
     print_comparison(report, console)
-    for path in options.ci.emit([soak_compare_suite(report)]):
-        console.print(f"ci: {path}", markup=False)
+    try:
+        for path in options.ci.emit([soak_compare_suite(report)]):
+            console.print(f"ci: {path}", markup=False)
+    except CiOutputError as exc:
+        console.print(f"[red]soak compare: {escape(str(exc))}")
+        return 2
     if options.as_json:
         sys.stdout.write(text)
         sys.stdout.flush()

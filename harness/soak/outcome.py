@@ -159,8 +159,17 @@ def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
     validate_settings(settings)
     result = watch(settings, make_view(settings.live, settings.progress_every_s))
     artifact = conclude(settings, result)
+    from harness.ci.outputs import CiOutputError
+
     report = report_path(settings.output)
-    written = [] if ci is None else ci.emit([soak_suite(artifact, settings.output, report)])
+    written, ci_error = [], None
+    try:
+        written = [] if ci is None else ci.emit([soak_suite(artifact, settings.output, report)])
+    except CiOutputError as exc:  # the artifact and report stand; the CI file asked for does not
+        ci_error = str(exc)
     if settings.live != "off":
         announce(settings, artifact, report, written)
+    if ci_error is not None:
+        print(f"soak: error: {ci_error}", file=sys.stderr)
+        return 2
     return 0 if artifact["status"] == "passed" else 1

@@ -70,3 +70,12 @@ def test_the_run_link_needs_all_three_variables() -> None:
     env = {"GITHUB_SERVER_URL": "https://gh", "GITHUB_REPOSITORY": "o/r", "GITHUB_RUN_ID": "9"}
     assert run_link(env) == "https://gh/o/r/actions/runs/9"
     assert run_link({**env, "GITHUB_RUN_ID": ""}) is None
+
+
+def test_a_file_that_cannot_be_written_after_the_check_names_its_option(tmp_path: Path) -> None:
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    outputs = CiOutputs.resolve(folder / "j.xml", None, env={})
+    folder.rmdir()  # the folder went away while the soak ran
+    with pytest.raises(CiOutputError, match=r"--junit-xml: cannot write .*j\.xml"):
+        outputs.emit([SUITE])

@@ -4,7 +4,10 @@ ptrace-denied test double and --no-stacks)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -229,6 +232,7 @@ def hanging_process(tmp_path: Path) -> Iterator[dict[str, Any]]:
     script = tmp_path / "hanger.py"
     script.write_text(HANGER)
     proc = subprocess.Popen(["timeout", "60", sys.executable, str(script)])
+    child: int | None = None
     try:
         child = _child_pid(proc.pid)
         text = Path(f"/proc/{child}/stat").read_text()
@@ -242,6 +246,9 @@ def hanging_process(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "dir": tmp_path,
         }
     finally:
+        if child is not None:  # a SIGKILLed `timeout` cannot pass the kill on: the hanger would outlive it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
         proc.kill()
         proc.wait()
 

@@ -26,6 +26,7 @@ ShutdownClassification = Literal[
     "backend_worker_failure",
     "timeout/stale_tick",
     "external_cancellation",
+    "peer_failure",
     "unknown_failure",
 ]
 SHUTDOWN_CLASSIFICATIONS: tuple[ShutdownClassification, ...] = get_args(ShutdownClassification)
@@ -33,7 +34,7 @@ SHUTDOWN_FAILURES: tuple[ShutdownClassification, ...] = tuple(
     c for c in SHUTDOWN_CLASSIFICATIONS if c != "normal_completion"
 )
 
-ShutdownOwner = Literal["manager", "learner", "collector", "backend_worker", "external"]
+ShutdownOwner = Literal["manager", "learner", "collector", "backend_worker", "external", "peer"]
 SHUTDOWN_OWNERS: tuple[ShutdownOwner, ...] = get_args(ShutdownOwner)
 
 RunPhase = Literal["startup", "prefill", "train", "finalize", "playback", "cleanup"]

@@ -16,12 +16,14 @@ from runtime.config import (
     ConfigError,
     G1MotionTrackingConfig,
     PlatformFacts,
+    RunConfig,
     compose,
     platform_blockers,
     process_sharing_environment,
     resolve_learner_device,
     validate_for_run,
 )
+from runtime.distributed import RankIdentity, check_placement, rank_device_mask, rank_identity, rank_overrides
 
 EXIT_CONFIG_ERROR = 2
 
@@ -83,13 +85,21 @@ def train(
     """Train with the owner configuration selected by --algo/--task/--sim."""
     err = Console(stderr=True)
     try:
+        identity = rank_identity(os.environ)
         cfg = compose(algo.value, task.value, sim.value, overrides or [])
-        # MPS clients bind to the daemon when CUDA initializes, so detection must not initialize it.
-        facts = PlatformFacts.detect(initialize_cuda=cfg.training.cuda_process_sharing != "mps")
+        if identity is not None:
+            extra = rank_overrides(identity, cfg, os.cpu_count() or 1)
+            cfg = compose(algo.value, task.value, sim.value, [*(overrides or []), *extra])
+        # MPS clients bind to the daemon when CUDA initializes, and a rank masks its devices before
+        # CUDA initializes, so in both cases detection must not initialize it.
+        initialize = cfg.training.cuda_process_sharing != "mps" and identity is None
+        facts = PlatformFacts.detect(initialize_cuda=initialize)
         if print_config:
             Console().print(effective_settings_table(cfg, facts))
             raise typer.Exit(0)
         run_cfg = validate_for_run(cfg, facts)
+        if identity is not None:
+            prepare_rank(identity, run_cfg, facts)
     except ConfigError as exc:
         err.print(f"[bold red]train: configuration error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(EXIT_CONFIG_ERROR) from None
@@ -99,7 +109,15 @@ def train(
 
     mark_process("trainer")  # the soak monitor reads this role from /proc/<pid>/comm
 
-    raise typer.Exit(run_training(run_cfg))
+    raise typer.Exit(run_training(run_cfg, ranks=identity))
+
+
+def prepare_rank(identity: RankIdentity, run_cfg: RunConfig, facts: PlatformFacts) -> None:
+    """Refuse a placement the ranks cannot have; give a CUDA rank (and its collector) its one device."""
+    device = run_cfg.resolved.learner_device
+    check_placement(identity, device, run_cfg.training.cuda_process_sharing, facts)
+    if device == "cuda":
+        os.environ["CUDA_VISIBLE_DEVICES"] = rank_device_mask(identity, os.environ)
 
 
 def main() -> None:

@@ -101,6 +101,20 @@ class TrainingConfig(Section):
     heartbeat_seconds: float = setting(
         default=5.0, doc="progress.jsonl is written at least this often", unit="s", bounds=above(0.0)
     )
+    collective_timeout_s: float = setting(
+        default=300.0,
+        doc="under torchrun: how long a rank waits in one collective (gradient all-reduce) for its peers "
+        "before it ends as a peer_failure",
+        unit="s",
+        bounds=closed(1.0, 86400.0),
+    )
+    group_exit_deadline_s: float = setting(
+        default=30.0,
+        doc="under torchrun: how long the ranks' summaries are awaited and the process group's "
+        "destruction is allowed at shutdown",
+        unit="s",
+        bounds=closed(1.0, 3600.0),
+    )
     test_fault: Literal["learner_exception"] | None = setting(
         default=None, doc="test-only fault injection; never set in production"
     )

@@ -6,13 +6,16 @@ and a batch and return a new state plus metrics; this class only feeds them and 
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from runtime.learners.collective import SOLO, Collective, mean_params
 from runtime.learners.networks import Actor
 from runtime.learners.replay import Batch, ReplayBuffer, check_transitions
 
@@ -71,12 +74,43 @@ def state_to_dict(state: Any) -> Any:
     return state
 
 
+def state_leaves(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted name, leaf) of a nested state dict, in sorted name order (the same on every rank)."""
+    if isinstance(tree, Mapping):
+        for key in sorted(tree):
+            yield from state_leaves(tree[key], f"{prefix}{key}.")
+    else:
+        yield prefix.removesuffix("."), tree
+
+
+def state_checksum(state: Any) -> str:
+    """``sha256:<hex>`` of every name and value of a learner state (tensors by their exact bytes)."""
+    digest = hashlib.sha256()
+    for name, leaf in state_leaves(state_to_dict(state)):
+        digest.update(name.encode())
+        if isinstance(leaf, torch.Tensor):
+            flat = leaf.detach().to("cpu").contiguous().reshape(-1)
+            digest.update(str(flat.dtype).encode())
+            digest.update(flat.view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(leaf).encode())
+    return f"sha256:{digest.hexdigest()}"
+
+
 class Learner(ABC):
-    """Owns the replay buffer and the current learner state; see runtime/learners/__init__.py."""
+    """Owns the replay buffer and the current learner state; see runtime/learners/__init__.py.
+
+    As one rank of several (:meth:`join`), the gradients are averaged inside each update, and the
+    statistics each rank gathers from its own data (``rank_local_fields``) are averaged after each
+    ``update()``, so every rank holds the same parameters and the same policy."""
 
     actor: Actor
     updates_per_iteration: int
     algo: str
+    state: Any  # the subclass's frozen state dataclass
+    nets: Any  # the subclass's frozen nets dataclass, with a ``collective`` field
+    rank_local_fields: tuple[str, ...]  # state fields updated from this rank's data alone
+    constant_buffers: frozenset[str] = frozenset()  # keys in those fields that never change
 
     def __init__(
         self,
@@ -97,6 +131,40 @@ class Learner(ABC):
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.updates_total = 0
+        self.collective: Collective = SOLO
+
+    # -- edge: peers ---------------------------------------------------------------------------
+    def join(self, collective: Collective) -> None:
+        """Train as one rank of ``collective``: take rank 0's initial state, average from now on."""
+        self.collective = collective
+        self.nets = dataclasses.replace(self.nets, collective=collective)
+        tensors = [t for _, t in state_leaves(state_to_dict(self.state)) if isinstance(t, torch.Tensor)]
+        collective.broadcast(tensors, src=0)
+        self._sync_actor()
+
+    def synchronize(self) -> None:
+        """Average the rank-local statistics over the ranks (a no-op for one rank)."""
+        if self.collective.world_size == 1:
+            return
+        flat: dict[str, torch.Tensor] = {}
+        for name in self.rank_local_fields:
+            value = getattr(self.state, name)
+            items = value.items() if isinstance(value, Mapping) else [("", value)]
+            flat |= {f"{name}/{key}": t for key, t in items if key not in self.constant_buffers}
+        averaged = mean_params(self.collective, flat)
+        changes: dict[str, Any] = {}
+        for name in self.rank_local_fields:
+            value = getattr(self.state, name)
+            if isinstance(value, Mapping):
+                changes[name] = {key: averaged.get(f"{name}/{key}", t) for key, t in value.items()}
+            else:
+                changes[name] = averaged[f"{name}/"]
+        self.state = dataclasses.replace(self.state, **changes)
+        self._sync_actor()
+
+    def checksum(self) -> str:
+        """``sha256:...`` of the whole learner state: equal on every rank after :meth:`synchronize`."""
+        return state_checksum(self.state)
 
     # -- edge: data in -------------------------------------------------------------------------
     def add_transitions(
@@ -135,6 +203,7 @@ class Learner(ABC):
                 counts[key] = counts.get(key, 0) + 1
             self.updates_total += 1
         self._sync_actor()
+        self.synchronize()
         out = {k: float(v) / counts[k] for k, v in sums.items()}
         out["learner/updates_total"] = float(self.updates_total)
         out["learner/replay_size"] = float(self.replay.size)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from runtime.learners.base import Learner, RuntimeOptions
+from runtime.learners.collective import ALPHA_GRAD, SOLO, Collective, mean_params
 from runtime.learners.functional import (
     AdamState,
     Params,
@@ -83,6 +84,7 @@ class FlashNets:
     critic: FlashCritic
     actor_groups: tuple[ProjectionGroup, ...]
     critic_groups: tuple[ProjectionGroup, ...]
+    collective: Collective = SOLO  # averages the gradients over the ranks; SOLO: one rank, no change
 
 
 def categorical_projection(
@@ -191,7 +193,7 @@ def flashsac_step(
     critic = {k: v.detach().requires_grad_(True) for k, v in state.critic.items()}
     c_loss, metrics, c_stats = flashsac_critic_loss(nets, hp, state, critic, batch, noise_next)
     grads = dict(zip(critic, torch.autograd.grad(c_loss, list(critic.values())), strict=True))
-    grads, c_norm = clip_grad_norm(grads, hp.max_grad_norm)
+    grads, c_norm = clip_grad_norm(mean_params(nets.collective, grads), hp.max_grad_norm)
     new_critic, critic_opt = adam_update(state.critic, grads, state.critic_opt, hp.critic_lr)
     new_critic = project_params(new_critic, nets.critic_groups)
     c_buffers = bn_running_update(state.critic_buffers, c_stats, hp.bn_momentum)
@@ -209,11 +211,13 @@ def flashsac_step(
         actor = {k: v.detach().requires_grad_(True) for k, v in state.actor.items()}
         a_loss, logp, a_stats = flashsac_actor_loss(nets, state, actor, batch, noise_cur)
         grads = dict(zip(actor, torch.autograd.grad(a_loss, list(actor.values())), strict=True))
-        grads, _ = clip_grad_norm(grads, hp.max_grad_norm)
-        new_actor, actor_opt = adam_update(state.actor, grads, state.actor_opt, hp.actor_lr)
         log_alpha = state.log_alpha.detach().requires_grad_(True)
         t_loss = -(log_alpha * (logp + hp.target_entropy)).mean()
         (g_alpha,) = torch.autograd.grad(t_loss, [log_alpha])
+        grads = mean_params(nets.collective, {**grads, ALPHA_GRAD: g_alpha})  # one collective for both
+        g_alpha = grads.pop(ALPHA_GRAD)
+        grads, _ = clip_grad_norm(grads, hp.max_grad_norm)
+        new_actor, actor_opt = adam_update(state.actor, grads, state.actor_opt, hp.actor_lr)
         new_alpha, alpha_opt = adam_update(
             {"a": state.log_alpha}, {"a": g_alpha}, state.alpha_opt, hp.alpha_lr
         )
@@ -258,6 +262,10 @@ def _project_module(module: torch.nn.Module) -> None:
 
 class FlashSACLearner(Learner):
     algo = "flashsac"
+    state: FlashState
+    # Batch-norm statistics come from this rank's batches, the reward scale from its transitions.
+    rank_local_fields = ("actor_buffers", "critic_buffers", "target_buffers", "reward_stats")
+    constant_buffers = frozenset({"bins"})  # the categorical support: averaging would only add rounding
 
     def __init__(
         self,

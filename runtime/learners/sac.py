@@ -16,6 +16,7 @@ import torch
 from torch.func import functional_call
 
 from runtime.learners.base import Learner, RuntimeOptions
+from runtime.learners.collective import ALPHA_GRAD, SOLO, Collective, mean_params
 from runtime.learners.functional import (
     AdamState,
     Params,
@@ -68,11 +69,13 @@ CriticLoss = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
 class SACNets:
     """Template modules used as pure functions via ``functional_call``; their own tensors are unused.
 
-    ``critic_loss`` is ``sac_critic_loss``, or its ``torch.compile`` when the learner compiles."""
+    ``critic_loss`` is ``sac_critic_loss``, or its ``torch.compile`` when the learner compiles;
+    ``collective`` averages the gradients over the ranks (``SOLO``: one rank, no change)."""
 
     actor: SACActor
     critic: SACCritic
     critic_loss: CriticLoss
+    collective: Collective = SOLO
 
 
 def _grad_params(params: Params) -> Params:
@@ -157,7 +160,7 @@ def sac_step(
     critic = _grad_params(state.critic)
     c_loss, metrics = nets.critic_loss(nets, hp, state, critic, batch, noise_next)
     grads = dict(zip(critic, torch.autograd.grad(c_loss, list(critic.values())), strict=True))
-    grads, c_norm = clip_grad_norm(grads, hp.max_grad_norm)
+    grads, c_norm = clip_grad_norm(mean_params(nets.collective, grads), hp.max_grad_norm)
     new_critic, critic_opt = adam_update(state.critic, grads, state.critic_opt, hp.critic_lr)
     state = dataclasses.replace(
         state,
@@ -171,11 +174,13 @@ def sac_step(
         actor = _grad_params(state.actor)
         a_loss, logp = sac_actor_loss(nets, state, actor, batch, noise_cur)
         grads = dict(zip(actor, torch.autograd.grad(a_loss, list(actor.values())), strict=True))
-        grads, _ = clip_grad_norm(grads, hp.max_grad_norm)
-        new_actor, actor_opt = adam_update(state.actor, grads, state.actor_opt, hp.actor_lr)
         log_alpha = state.log_alpha.detach().requires_grad_(True)
         t_loss = alpha_loss(log_alpha, logp, hp.target_entropy)
         (g_alpha,) = torch.autograd.grad(t_loss, [log_alpha])
+        grads = mean_params(nets.collective, {**grads, ALPHA_GRAD: g_alpha})  # one collective for both
+        g_alpha = grads.pop(ALPHA_GRAD)
+        grads, _ = clip_grad_norm(grads, hp.max_grad_norm)
+        new_actor, actor_opt = adam_update(state.actor, grads, state.actor_opt, hp.actor_lr)
         new_alpha, alpha_opt = adam_update(
             {"a": state.log_alpha}, {"a": g_alpha}, state.alpha_opt, hp.alpha_lr
         )
@@ -195,6 +200,8 @@ class SACLearner(Learner):
     """SAC with an observation normaliser in the actor's buffers (``algo.obs_normalization``)."""
 
     algo = "sac"
+    state: SACState
+    rank_local_fields = ("actor_buffers",)  # the observation normaliser sees this rank's data only
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import torch
 
     from runtime.config import LearnerConfig
+    from runtime.learners.collective import Collective
     from runtime.learners.networks import Actor
 
 
@@ -39,6 +40,18 @@ class ManagedLearner(Protocol):
     def update(self) -> dict[str, float]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
+
+    def join(self, collective: Collective) -> None:
+        """Train as one rank of ``collective`` from now on (rank 0's state is taken here)."""
+        ...
+
+    def synchronize(self) -> None:
+        """Make the rank-local state equal on every rank (a collective call)."""
+        ...
+
+    def checksum(self) -> str:
+        """``sha256:...`` of the learner state."""
+        ...
 
     def runtime_diagnostics(self) -> dict[str, dict[str, Any]]:
         """Per-optimisation ``{requested, enabled, disable_reason}`` (recorded in the manifest)."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import torch
 
     from runtime.config import RunConfig
+    from runtime.learners.collective import Collective
 
 
 class NullLearner:
@@ -64,6 +65,18 @@ class NullLearner:
 
     def update(self) -> dict[str, float]:
         return {}
+
+    def join(self, collective: Collective) -> None:
+        """Take rank 0's actor, so that every rank's collector acts the same."""
+        collective.broadcast(list(self.actor.state_dict().values()), src=0)
+
+    def synchronize(self) -> None:
+        """Nothing to average: the null learner learns nothing from its data."""
+
+    def checksum(self) -> str:
+        from runtime.learners.base import state_checksum
+
+        return state_checksum(dict(self.actor.state_dict()))
 
     def runtime_diagnostics(self) -> dict[str, dict[str, Any]]:
         """Every optimisation is off: there is no gradient step to compile or capture."""

@@ -130,7 +130,7 @@ class SessionResources:
     """Everything a started session drives; every field exists once start-up has completed."""
 
     progress: ProgressLog
-    writer: MetricsWriter
+    writer: MetricsWriter | None  # None on the ranks after rank 0, which write no TensorBoard
     link: CollectorLink
     hello: Hello
     learner: ManagedLearner
@@ -151,14 +151,7 @@ class StartupState:
     def complete(self) -> SessionResources:
         """The typed resources; raises if any part is missing (a start-up ordering bug)."""
         p = self
-        if (
-            p.progress is None
-            or p.writer is None
-            or p.link is None
-            or p.hello is None
-            or p.learner is None
-            or p.arenas is None
-        ):
+        if p.progress is None or p.link is None or p.hello is None or p.learner is None or p.arenas is None:
             raise RuntimeError("start-up left a session resource unset")
         return SessionResources(p.progress, p.writer, p.link, p.hello, p.learner, p.arenas)
 

@@ -25,6 +25,7 @@ OWNER_OF: dict[str, Owner] = {
     "backend_worker_failure": "backend_worker",
     "timeout/stale_tick": "collector",
     "external_cancellation": "external",
+    "peer_failure": "peer",
     "unknown_failure": "manager",
 }
 STATUS_OF: dict[str, str] = {

@@ -26,13 +26,17 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 from foundation.vocab import RunPhase
 from runtime import artifacts
 from runtime.config import RunConfig
+from runtime.distributed import RankIdentity
+from runtime.learners.collective import CollectiveError
 from runtime.manager import reporting
 from runtime.manager.collector import CollectorArgs
 from runtime.manager.diagnostics import ambient_mps_facts, learner_diagnostics_payload
 from runtime.manager.heartbeat import Heartbeat
 from runtime.manager.hooks import TrainerHooks
+from runtime.manager.job_summary import rank_block
 from runtime.manager.link import CollectorLink, describe_exitcode, failure_from_report
 from runtime.manager.plan import RunPlan
+from runtime.manager.process_group import ProcessGroupCollective, backend_for, join_group, leave_job
 from runtime.manager.resources import (
     Arenas,
     ArenaStats,
@@ -54,8 +58,9 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-def run_training(cfg: RunConfig, hooks: TrainerHooks | None = None) -> int:
+def run_training(cfg: RunConfig, hooks: TrainerHooks | None = None, ranks: RankIdentity | None = None) -> int:
     """Train with ``cfg`` (``runtime.config.validate_for_run``'s result); returns the process exit code.
+    ``ranks``: this process is one rank of a torchrun job (``cfg`` is already that rank's own).
 
     0 normal completion; 2 unusable log_dir (nothing written); 128+signum on SIGINT/SIGTERM; 1 on
     any other classified failure. run_summary.json is written on every path past log_dir creation.
@@ -70,7 +75,7 @@ def run_training(cfg: RunConfig, hooks: TrainerHooks | None = None) -> int:
     except artifacts.ArtifactError as exc:
         print(f"train: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return TrainingSession(cfg, log_dir, hooks or TrainerHooks()).run()
+    return TrainingSession(cfg, log_dir, hooks or TrainerHooks(), ranks).run()
 
 
 def exit_code(record: ShutdownRecord, cancel_signum: int | None) -> int:
@@ -89,8 +94,13 @@ class TrainingSession:
     same set, typed and complete, from the end of start-up on.
     """
 
-    def __init__(self, cfg: RunConfig, log_dir: Path, hooks: TrainerHooks) -> None:
-        self.cfg, self.log_dir, self.hooks = cfg, log_dir, hooks
+    def __init__(
+        self, cfg: RunConfig, log_dir: Path, hooks: TrainerHooks, ranks: RankIdentity | None = None
+    ) -> None:
+        self.cfg, self.log_dir, self.hooks, self.ranks = cfg, log_dir, hooks, ranks
+        self.leads = ranks is None or ranks.rank == 0  # writes TensorBoard, checkpoints, the playback
+        self.group: ProcessGroupCollective | None = None
+        self.params_checksum: str | None = None
         self.plan = RunPlan.from_config(cfg)
         self.started_mono = time.monotonic()
         self.bells = Doorbells.create()
@@ -127,9 +137,15 @@ class TrainingSession:
         summary = reporting.build_summary(
             self._report(code, started_wall, time.monotonic() - started), record
         )
+        if self.ranks is not None:
+            summary["distributed"] = rank_block(
+                self.ranks, backend_for(self.plan.learner_device), self.params_checksum
+            )
         code = self._write_summary(summary, code)
         if record.classification != "normal_completion":
             print(f"train: {record.classification}: {record.reason}", file=sys.stderr)
+        if self.ranks is not None:
+            leave_job(self.ranks, self.log_dir.parent, summary, self.cfg.training.group_exit_deadline_s)
         return code
 
     def _drive(self) -> ShutdownRecord:
@@ -138,7 +154,7 @@ class TrainingSession:
             self._startup()
             self._train()
             self._finalize()
-            if not self.cfg.training.no_play:
+            if not self.cfg.training.no_play and self.leads:
                 self._playback()
             return ShutdownRecord("normal_completion", self.phase)
         except RunFailure as failure:
@@ -170,13 +186,17 @@ class TrainingSession:
         artifacts.write_run_config(self.log_dir, artifacts.build_run_config(self.cfg.to_dict()))
         self.parts.progress = artifacts.ProgressLog(self.log_dir / "progress.jsonl")
         # Opened before anything can fail so every run leaves a schema-versioned event file.
-        self.parts.writer = MetricsWriter(self.log_dir)
+        self.parts.writer = MetricsWriter(self.log_dir) if self.leads else None
         self.heartbeat.start()
+        if self.ranks is not None:
+            self.group = self._join_group(self.ranks)
         self.parts.link = link = CollectorLink.spawn(self._collector_args())
         timeout = self.hooks.startup_timeout_s
         reason = f"collector did not finish start-up within {timeout:.0f} s"
         self.parts.hello = hello = Hello.from_message(self._await_message(link, "hello", timeout, reason))
-        self.parts.learner = build_learner(self.cfg, self.hooks, self.plan, hello)
+        self.parts.learner = learner = build_learner(self.cfg, self.hooks, self.plan, hello)
+        if self.group is not None:
+            self._learner_call(learner.join, self.group)  # every rank starts from rank 0's networks
         self.parts.arenas = Arenas.create(self.plan, hello, self.bells)
         self.resources = self.parts.complete()
         self._publish_weights()  # version 1: the collector starts from the learner's initial actor
@@ -194,6 +214,13 @@ class TrainingSession:
             parent_pid=os.getpid(),
             torch_threads=self.hooks.collector_torch_threads,
         )
+
+    def _join_group(self, ranks: RankIdentity) -> ProcessGroupCollective:
+        timeout = self.cfg.training.collective_timeout_s
+        try:
+            return join_group(ranks, self.plan.learner_device, timeout)
+        except (RuntimeError, ValueError) as exc:  # the rendezvous store timed out or refused
+            raise RunFailure("peer_failure", f"the process group did not form: {exc}", cause=exc) from exc
 
     def _await_message(self, link: CollectorLink, kind: str, timeout_s: float, reason: str) -> dict[str, Any]:
         """Wait for the collector's ``kind`` message, watching for cancellation, its death and the
@@ -284,6 +311,9 @@ class TrainingSession:
         reason = "collector did not acknowledge the final weights in time"
         self._await_message(res.link, "done", max(30.0, self.hooks.shutdown_deadline_s), reason)
         self._await_collector_exit(res.link)
+        if self.group is not None:
+            self._learner_call(res.learner.synchronize)
+            self.params_checksum = self._learner_call(res.learner.checksum)
         self.snapshot_shared()
         self._checkpoint("final.pt")
         self._write_metrics(force=True)
@@ -317,6 +347,8 @@ class TrainingSession:
             return fn(*args, **kwargs)
         except RunFailure:
             raise
+        except CollectiveError as exc:  # the peer's failure, not this rank's
+            raise RunFailure("peer_failure", str(exc), cause=exc) from exc
         except Exception as exc:
             raise RunFailure("learner_failure", f"{type(exc).__name__}: {exc}", cause=exc) from exc
 
@@ -377,6 +409,8 @@ class TrainingSession:
             raise RunFailure("timeout/stale_tick", f"no replay slot published for {idle:.0f} s")
 
     def _checkpoint(self, name: str) -> None:
+        if not self.leads:
+            return
         state = self._learner_call(self.res.learner.state_dict)
         payload = {
             "iteration": self.counters.iterations,

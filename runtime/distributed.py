@@ -1,0 +1,145 @@
+"""One rank of a torchrun job: who it is, what it refuses before anything is built, its process group.
+
+torchrun (``torch.distributed.run``, the elastic agent) starts the ranks and exports ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``. A job of one
+rank (no ``WORLD_SIZE``, or ``WORLD_SIZE=1``) is the single-process run, unchanged: no group, no
+``rank-<R>`` folder. Everything here is pure and imports no torch; the process group itself is
+``runtime.manager.process_group``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runtime.config import ConfigError
+
+if TYPE_CHECKING:
+    from runtime.config import ComposedConfig, PlatformFacts
+
+LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+LAUNCH_HINT = "launch with torchrun --nproc-per-node N -m runtime.cli ..., or unset them for one process"
+
+
+@dataclass(frozen=True)
+class RankIdentity:
+    """This process's place in the job, as torchrun exported it."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    run_id: str | None  # TORCHELASTIC_RUN_ID
+    restart_count: int  # TORCHELASTIC_RESTART_COUNT: attempts before this one
+
+    def directory(self, log_dir: Path) -> Path:
+        """This rank's own run folder inside the job's ``log_dir``."""
+        return log_dir / f"rank-{self.rank}"
+
+
+def rank_identity(env: Mapping[str, str]) -> RankIdentity | None:
+    """The rank described by ``env``; None for a single process. ConfigError on a partial or
+    inconsistent set of launch variables, naming them."""
+    # MASTER_ADDR/MASTER_PORT alone are often exported host-wide; only a rank variable makes a rank.
+    present = [name for name in LAUNCH_VARIABLES if name in env]
+    if not any(name in env for name in RANK_VARIABLES):
+        return None
+    missing = [name for name in LAUNCH_VARIABLES if name not in env]
+    if missing:
+        raise ConfigError(
+            f"{', '.join(present)} set without {', '.join(missing)}: a rank needs all of "
+            f"{', '.join(LAUNCH_VARIABLES)}; {LAUNCH_HINT}",
+            missing[0],
+        )
+    values = {name: _count(env, name) for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+    world, local_world = values["WORLD_SIZE"], values["LOCAL_WORLD_SIZE"]
+    if world < 1 or not 0 <= values["RANK"] < world:
+        raise ConfigError(f"RANK={values['RANK']} is not in [0, WORLD_SIZE={world}); {LAUNCH_HINT}", "RANK")
+    if not 1 <= local_world <= world or not 0 <= values["LOCAL_RANK"] < local_world:
+        raise ConfigError(
+            f"LOCAL_RANK={values['LOCAL_RANK']} / LOCAL_WORLD_SIZE={local_world} do not fit WORLD_SIZE={world}",
+            "LOCAL_RANK",
+        )
+    if world == 1:
+        return None
+    return RankIdentity(
+        rank=values["RANK"],
+        local_rank=values["LOCAL_RANK"],
+        world_size=world,
+        local_world_size=local_world,
+        run_id=env.get("TORCHELASTIC_RUN_ID"),
+        restart_count=_count(env, "TORCHELASTIC_RESTART_COUNT", default="0"),
+    )
+
+
+def _count(env: Mapping[str, str], name: str, default: str | None = None) -> int:
+    text = env.get(name, default)
+    try:
+        return int(str(text))
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not an integer; {LAUNCH_HINT}", name) from None
+
+
+def rank_overrides(identity: RankIdentity, cfg: ComposedConfig, cores: int) -> list[str]:
+    """The settings that make ``cfg`` this rank's: its own folder, its own seed, its share of the cores
+    (only where the user left the thread counts unset)."""
+    if cfg.log_dir is None:
+        raise ConfigError("log_dir is required: pass log_dir=/absolute/path/of/a/new/run/dir", "log_dir")
+    _check_job_dir(Path(cfg.log_dir))
+    share = max(1, cores // identity.local_world_size)
+    out = [f"log_dir={identity.directory(Path(cfg.log_dir))}", f"seed={cfg.seed + identity.rank}"]
+    if cfg.training.physics_threads is None:
+        out.append(f"training.physics_threads={share}")
+    if cfg.training.learner_threads is None:
+        out.append(f"training.learner_threads={share}")
+    return out
+
+
+def _check_job_dir(log_dir: Path) -> None:
+    """The job's folder may hold only the ranks' folders (they appear as the ranks start)."""
+    if log_dir.exists() and not log_dir.is_dir():
+        raise ConfigError(f"log_dir {log_dir} exists and is not a directory; choose a new path", "log_dir")
+    strays = sorted(p.name for p in log_dir.iterdir() if not _is_rank_dir(p.name)) if log_dir.exists() else []
+    if strays:
+        raise ConfigError(
+            f"log_dir {log_dir} already holds {', '.join(strays[:3])}: a job's log_dir must be new or "
+            "hold only rank-<R> folders; choose a new path",
+            "log_dir",
+        )
+
+
+def _is_rank_dir(name: str) -> bool:
+    return name.startswith("rank-") and name.removeprefix("rank-").isdigit()
+
+
+def check_placement(
+    identity: RankIdentity, learner_device: str, sharing: str | None, facts: PlatformFacts
+) -> None:
+    """Refuse a job whose ranks cannot each have their own device, before anything is built."""
+    if learner_device != "cuda":
+        return
+    if identity.local_world_size > facts.cuda_device_count:
+        raise ConfigError(
+            f"{identity.local_world_size} ranks on this node (LOCAL_WORLD_SIZE) but {facts.cuda_device_count} "
+            "visible CUDA device(s): a CUDA learner needs one device per rank; lower --nproc-per-node or "
+            "make more devices visible (CUDA_VISIBLE_DEVICES)",
+            "LOCAL_WORLD_SIZE",
+        )
+    if sharing == "mps":
+        raise ConfigError(
+            f"training.cuda_process_sharing=mps with {identity.world_size} ranks on several GPUs: multi-GPU "
+            "data parallelism under MPS (single_task_multi_gpu) stays fail-closed until its separate gate "
+            "and daemon topology decision are completed; one MPS daemon serves one GPU. Drop "
+            "training.cuda_process_sharing, or run one rank",
+            "training.cuda_process_sharing",
+        )
+
+
+def rank_device_mask(identity: RankIdentity, env: Mapping[str, str]) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for this rank and its collector: its own device of the node's visible
+    ones, set before CUDA initializes so that ``cuda`` means that device in both processes."""
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return visible[identity.local_rank] if visible else str(identity.local_rank)

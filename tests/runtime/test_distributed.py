@@ -1,0 +1,114 @@
+"""A rank's identity from torchrun's environment, its own settings, and the launches refused before
+anything is built (pure: no process group)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runtime.config import ConfigError, PlatformFacts, compose
+from runtime.distributed import RankIdentity, check_placement, rank_device_mask, rank_identity, rank_overrides
+
+TORCHRUN = {
+    "RANK": "1",
+    "LOCAL_RANK": "1",
+    "WORLD_SIZE": "2",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
+    "TORCHELASTIC_RUN_ID": "job-7",
+    "TORCHELASTIC_RESTART_COUNT": "3",
+}
+TWO_RANKS = RankIdentity(rank=1, local_rank=1, world_size=2, local_world_size=2, run_id=None, restart_count=0)
+
+
+def _facts(gpus: int) -> PlatformFacts:
+    return PlatformFacts(
+        system="Linux", cuda_available=gpus > 0, cuda_device_count=gpus, hip_build=False, mps_available=False
+    )
+
+
+def test_torchrun_environment_gives_the_rank() -> None:
+    assert rank_identity(TORCHRUN) == RankIdentity(
+        rank=1, local_rank=1, world_size=2, local_world_size=2, run_id="job-7", restart_count=3
+    )
+
+
+def test_no_rank_variables_is_a_single_process_even_with_a_host_wide_master_address() -> None:
+    assert rank_identity({}) is None
+    assert rank_identity({"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}) is None
+
+
+def test_a_job_of_one_rank_is_the_single_process_run() -> None:
+    one = TORCHRUN | {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
+    assert rank_identity(one) is None
+
+
+@pytest.mark.parametrize("dropped", ["RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"])
+def test_world_size_without_the_other_launch_variables_is_refused_naming_them(dropped: str) -> None:
+    env = {k: v for k, v in TORCHRUN.items() if k != dropped}
+    with pytest.raises(ConfigError, match=f"without {dropped}") as err:
+        rank_identity(env)
+    assert err.value.key == dropped
+    assert "torchrun --nproc-per-node" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"RANK": "two"}, "RANK"),
+        ({"RANK": "2"}, "RANK"),
+        ({"LOCAL_RANK": "2"}, "LOCAL_RANK"),
+        ({"LOCAL_WORLD_SIZE": "3"}, "LOCAL_RANK"),
+        ({"TORCHELASTIC_RESTART_COUNT": "x"}, "TORCHELASTIC_RESTART_COUNT"),
+    ],
+)
+def test_inconsistent_launch_variables_are_refused(change: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        rank_identity(TORCHRUN | change)
+    assert err.value.key == key
+
+
+def test_rank_overrides_give_each_rank_its_folder_seed_and_share_of_the_cores(tmp_path: Path) -> None:
+    cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path / 'job'}", "seed=7"])
+    assert rank_overrides(TWO_RANKS, cfg, cores=8) == [
+        f"log_dir={tmp_path / 'job' / 'rank-1'}",
+        "seed=8",
+        "training.physics_threads=4",
+        "training.learner_threads=4",
+    ]
+    mine = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}", "training.physics_threads=3"])
+    assert "training.physics_threads=4" not in rank_overrides(TWO_RANKS, mine, cores=8)
+
+
+def test_a_job_folder_with_anything_but_rank_folders_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "rank-0").mkdir()
+    cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}"])
+    rank_overrides(TWO_RANKS, cfg, cores=2)  # a peer's folder, already made, is expected
+    (tmp_path / "run_summary.json").write_text("{}")
+    with pytest.raises(ConfigError, match="run_summary.json") as err:
+        rank_overrides(TWO_RANKS, cfg, cores=2)
+    assert err.value.key == "log_dir"
+
+
+def test_a_cpu_learner_needs_no_device_per_rank() -> None:
+    check_placement(TWO_RANKS, "cpu", None, _facts(0))
+
+
+def test_more_cuda_ranks_than_devices_are_refused() -> None:
+    with pytest.raises(ConfigError, match="2 ranks on this node .* 1 visible CUDA device") as err:
+        check_placement(TWO_RANKS, "cuda", None, _facts(1))
+    assert err.value.key == "LOCAL_WORLD_SIZE"
+    check_placement(TWO_RANKS, "cuda", None, _facts(2))
+
+
+def test_mps_with_ranks_on_several_gpus_keeps_the_multi_gpu_gate() -> None:
+    with pytest.raises(ConfigError, match="single_task_multi_gpu.*fail-closed") as err:
+        check_placement(TWO_RANKS, "cuda", "mps", _facts(2))
+    assert err.value.key == "training.cuda_process_sharing"
+
+
+def test_each_rank_sees_its_own_device_of_the_visible_ones() -> None:
+    assert rank_device_mask(TWO_RANKS, {}) == "1"
+    assert rank_device_mask(TWO_RANKS, {"CUDA_VISIBLE_DEVICES": "GPU-a, GPU-b"}) == "GPU-b"

@@ -87,7 +87,7 @@ def test_a_job_folder_with_anything_but_rank_folders_is_refused(tmp_path: Path) 
     cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}"])
     rank_overrides(TWO_RANKS, cfg, cores=2)  # a peer's folder, already made, is expected
     (tmp_path / "run_summary.json").write_text("{}")
-    with pytest.raises(ConfigError, match="run_summary.json") as err:
+    with pytest.raises(ConfigError, match=r"run_summary\.json") as err:
         rank_overrides(TWO_RANKS, cfg, cores=2)
     assert err.value.key == "log_dir"
 
@@ -97,14 +97,14 @@ def test_a_cpu_learner_needs_no_device_per_rank() -> None:
 
 
 def test_more_cuda_ranks_than_devices_are_refused() -> None:
-    with pytest.raises(ConfigError, match="2 ranks on this node .* 1 visible CUDA device") as err:
+    with pytest.raises(ConfigError, match=r"2 ranks on this node .* 1 visible CUDA device") as err:
         check_placement(TWO_RANKS, "cuda", None, _facts(1))
     assert err.value.key == "LOCAL_WORLD_SIZE"
     check_placement(TWO_RANKS, "cuda", None, _facts(2))
 
 
 def test_mps_with_ranks_on_several_gpus_keeps_the_multi_gpu_gate() -> None:
-    with pytest.raises(ConfigError, match="single_task_multi_gpu.*fail-closed") as err:
+    with pytest.raises(ConfigError, match=r"single_task_multi_gpu.*fail-closed") as err:
         check_placement(TWO_RANKS, "cuda", "mps", _facts(2))
     assert err.value.key == "training.cuda_process_sharing"
 

@@ -95,6 +95,9 @@ def rank_overrides(identity: RankIdentity, cfg: ComposedConfig, cores: int) -> l
         out.append(f"training.physics_threads={share}")
     if cfg.training.learner_threads is None:
         out.append(f"training.learner_threads={share}")
+    fault_rank = cfg.training.test_fault_rank
+    if fault_rank is not None and fault_rank != identity.rank:
+        out.append("training.test_fault=null")  # the injected fault is another rank's
     return out
 
 

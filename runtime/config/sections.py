@@ -121,6 +121,12 @@ class TrainingConfig(Section):
     test_fault_iteration: int = setting(
         default=0, doc="iteration at which training.test_fault fires", unit="iterations", bounds=at_least(0)
     )
+    test_fault_rank: int | None = setting(
+        default=None,
+        doc="test-only: under torchrun, the one rank on which training.test_fault fires; null = every rank",
+        unit="rank",
+        bounds=at_least(0),
+    )
 
 
 @section

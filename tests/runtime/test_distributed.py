@@ -112,3 +112,11 @@ def test_mps_with_ranks_on_several_gpus_keeps_the_multi_gpu_gate() -> None:
 def test_each_rank_sees_its_own_device_of_the_visible_ones() -> None:
     assert rank_device_mask(TWO_RANKS, {}) == "1"
     assert rank_device_mask(TWO_RANKS, {"CUDA_VISIBLE_DEVICES": "GPU-a, GPU-b"}) == "GPU-b"
+
+
+def test_an_injected_fault_fires_only_on_its_rank(tmp_path: Path) -> None:
+    faults = ["training.test_fault=learner_exception", "training.test_fault_rank=0", f"log_dir={tmp_path}"]
+    cfg = compose("sac", "g1_walk_flat", "mujoco", faults)
+    assert "training.test_fault=null" in rank_overrides(TWO_RANKS, cfg, cores=2)
+    rank0 = RankIdentity(rank=0, local_rank=0, world_size=2, local_world_size=2, run_id=None, restart_count=0)
+    assert "training.test_fault=null" not in rank_overrides(rank0, cfg, cores=2)

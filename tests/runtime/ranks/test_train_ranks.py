@@ -148,9 +148,22 @@ def test_a_rank_killed_mid_training_ends_its_peer_as_peer_failure_without_a_hang
 
 def test_the_rank_that_fails_is_named_not_the_peer_it_took_down(tmp_path: Path) -> None:
     job = tmp_path / "job"
-    script = Path(__file__).with_name("rank_fault_train.py")
-    cmd = [*TORCHRUN, str(script), *ROUTE, f"log_dir={job}", "algo.max_iterations=100000", *SMALL]
-    env = _env(FAULT_RANK="1", FAULT_ITERATION="10", PYTHONPATH=str(REPO))
+    fault = [
+        "training.test_fault=learner_exception",
+        "training.test_fault_iteration=10",
+        "training.test_fault_rank=1",
+    ]
+    cmd = [
+        *TORCHRUN,
+        "-m",
+        "runtime.cli",
+        *ROUTE,
+        f"log_dir={job}",
+        "algo.max_iterations=100000",
+        *SMALL,
+        *fault,
+    ]
+    env = _env()
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode != 0
     job_summary: dict[str, Any] = read_run_summary(job / "run_summary.json")

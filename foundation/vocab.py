@@ -55,6 +55,7 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             *MONITOR_FAILURES,
             *SHUTDOWN_FAILURES,
             "trainer_failure",
+            "rank_failure",
             "run_summary_missing",
             "schema_violation",
             "run_contract_violation",

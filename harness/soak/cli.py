@@ -90,6 +90,7 @@ class TrainRoute:
     iterations: int
     log_dir: Path
     extra: tuple[str, ...] = ()
+    nproc_per_node: int = 1  # ranks: above 1, torchrun starts the trainer once per rank
 
 
 def train_overrides(route: TrainRoute) -> list[str]:
@@ -119,9 +120,13 @@ def check_train_config(route: TrainRoute) -> None:
 
 
 def train_command(route: TrainRoute) -> list[str]:
-    """The owner-routed `train` command `soak run` spawns."""
+    """The owner-routed `train` command `soak run` spawns: the trainer itself, or torchrun (the elastic
+    agent, on this host alone) starting it once per rank."""
+    launcher = [sys.executable]
+    if route.nproc_per_node > 1:
+        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(route.nproc_per_node)]
     return [
-        sys.executable,
+        *launcher,
         "-m",
         "runtime.cli",
         "--algo",
@@ -149,6 +154,8 @@ def run_settings(route: TrainRoute, **monitor: Any) -> MonitorSettings:
             "num_envs": route.num_envs,
             "iterations": route.iterations,
             "extra_overrides": list(route.extra),
+            # a single-rank artifact stays as it was; a job of several ranks says how many
+            **({"nproc_per_node": route.nproc_per_node} if route.nproc_per_node > 1 else {}),
         },
         **monitor,
     )
@@ -266,13 +273,21 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     summary_md: SummaryMd = None,
     quiet_progress: QuietProgress = False,
     progress_every: ProgressEvery = 60.0,
+    nproc_per_node: Annotated[
+        int,
+        typer.Option(
+            "--nproc-per-node", min=1, max=64, help="ranks: above 1, torchrun runs the trainer once per rank"
+        ),
+    ] = 1,
 ) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
     extra = list(extra_override or [])
     try:
         check_extra_overrides(extra)
-        route = TrainRoute(algo.value, task.value, sim.value, num_envs, iterations, log_dir, tuple(extra))
+        route = TrainRoute(
+            algo.value, task.value, sim.value, num_envs, iterations, log_dir, tuple(extra), nproc_per_node
+        )
         check_train_config(route)
         settings = run_settings(
             route,

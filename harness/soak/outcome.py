@@ -57,6 +57,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.verdicts.observation import observe_classes
     from harness.soak.verdicts.oom import assess
     from harness.soak.verdicts.per_process import per_process_verdicts
+    from harness.soak.verdicts.ranks import ranks_section
     from harness.soak.verdicts.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
@@ -116,6 +117,9 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         log_dir=settings.log_dir,
         startup_end_t=result.startup_end_t,
         run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
+        ranks=ranks_section(
+            result.known_processes, result.rank_progress, run_summary, observation.per_process, result.root_pid
+        ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),
         samples_sha256=samples_digest(settings.samples_path),

@@ -153,6 +153,7 @@ class MonitorRecord:
         command: the monitored argv; log_dir: the run directory (absolute).
         startup_end_t: seconds since monitor start at which start-up ended, or None.
         run_settings: ``soak run`` only: algo, task, sim, num_envs, iterations, extra overrides.
+        ranks: the ``ranks`` section of a job of several ranks (``harness.soak.verdicts.ranks``).
         monitor_overhead: ``driver.overhead(result)``.
         monitor: what the monitor did: root_pid, console_log_path, shm_attribution, monitor_error,
             progress_parse_errors, known_processes, killed_by_monitor (schema ``monitor``).
@@ -168,6 +169,7 @@ class MonitorRecord:
     log_dir: str | os.PathLike[str]
     startup_end_t: float | None
     run_settings: Mapping[str, Any] | None = None
+    ranks: Mapping[str, Any] | None = None  # harness.soak.verdicts.ranks: a job of several ranks only
     monitor_overhead: Mapping[str, Any] | None = None
     monitor: Mapping[str, Any] | None = None
     samples_sha256: str | None = None
@@ -237,6 +239,7 @@ def build_artifact(
         artifact["samples_sha256"] = record.samples_sha256
     optional = {
         "run_settings": record.run_settings,
+        "ranks": record.ranks,
         "monitor_overhead": record.monitor_overhead,
         "monitor": record.monitor,
         "oom": record.oom,

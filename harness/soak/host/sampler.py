@@ -35,6 +35,7 @@ from foundation.nvml import NvmlReader, memory_by_pid
 from harness.soak.host.gpu_watch import GpuWatch
 from harness.soak.host.pressure import HostReader
 from harness.soak.host.procs import TreeTracker, assign_roles
+from harness.soak.host.ranks import RankLabels
 from harness.soak.host.sampling import ProcessSampler
 
 
@@ -115,6 +116,57 @@ class ProgressTail:
 
 
 @dataclass
+class JobProgress:
+    """The progress of a run of one process (``LOG_DIR/progress.jsonl``) or of several ranks
+    (``LOG_DIR/rank-<R>/progress.jsonl``, found as the ranks create them).
+
+    ``last`` is the freshest record: the top-level one when there is one, else the rank record with the
+    latest ``time``, so progress is stale only when it stops on every rank. ``by_rank`` keeps each
+    rank's last record."""
+
+    log_dir: Path
+    top: ProgressTail = field(init=False)
+    ranks: dict[int, ProgressTail] = field(default_factory=dict)
+    last: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.top = ProgressTail(self.log_dir / "progress.jsonl")
+
+    @property
+    def parse_errors(self) -> int:
+        return self.top.parse_errors + sum(t.parse_errors for t in self.ranks.values())
+
+    @property
+    def by_rank(self) -> dict[int, dict[str, Any]]:
+        return {rank: tail.last for rank, tail in sorted(self.ranks.items()) if tail.last is not None}
+
+    def poll(self) -> dict[str, Any] | None:
+        top = self.top.poll()
+        if top is None:
+            self._find_ranks()
+        for tail in self.ranks.values():
+            tail.poll()
+        ranked = self.by_rank.values()
+        self.last = top if top is not None or not ranked else max(ranked, key=_record_time)
+        return self.last
+
+    def _find_ranks(self) -> None:
+        try:
+            names = [e.name for e in os.scandir(self.log_dir) if e.name.startswith("rank-")]
+        except OSError:
+            return
+        for name in names:
+            suffix = name.removeprefix("rank-")
+            if suffix.isdigit() and int(suffix) not in self.ranks:
+                self.ranks[int(suffix)] = ProgressTail(self.log_dir / name / "progress.jsonl")
+
+
+def _record_time(record: dict[str, Any]) -> float:
+    value = record.get("time")
+    return float(value) if isinstance(value, int | float) else float("-inf")
+
+
+@dataclass
 class Sampler:
     """Takes samples of one run. ``t`` is measured from ``t0`` (monotonic, the spawn time)."""
 
@@ -126,12 +178,13 @@ class Sampler:
     host: HostReader = field(default_factory=HostReader)
     gpu: GpuWatch | None = None  # GPU health; None takes no reading
     shm_seen: set[str] = field(default_factory=set)
+    ranks: RankLabels = field(default_factory=RankLabels)
     liveness: LivenessState = field(init=False)
-    progress: ProgressTail = field(init=False)
+    progress: JobProgress = field(init=False)
 
     def __post_init__(self) -> None:
         self.liveness = LivenessState(self.log_dir)
-        self.progress = ProgressTail(self.log_dir / "progress.jsonl")
+        self.progress = JobProgress(self.log_dir)
 
     def _gpu(self) -> tuple[dict[str, Any], dict[int, int | None] | None]:
         snap = self.nvml.snapshot()
@@ -157,6 +210,22 @@ class Sampler:
             return block, None
         return block, by_pid
 
+    def _label_ranks(self, processes: list[dict[str, Any]]) -> None:
+        """Tag the processes of a torchrun job's ranks with their rank (only those: a single-rank tree's
+        records stay as they were), here and in the tracker's record of every process seen."""
+        for proc in processes:
+            label = self.ranks.label(proc["pid"], proc["start_ticks"])
+            if label is not None:
+                proc["rank"] = label["rank"]
+                known = self.tracker.known.get((proc["pid"], proc["start_ticks"]))
+                if known is not None:
+                    known.update(
+                        rank=label["rank"],
+                        restart_count=label["restart_count"],
+                        run_id=label["run_id"],
+                        role=proc["role"],
+                    )
+
     def sample(self, *, wall: float, now: float) -> dict[str, Any]:
         """One sample record (schema in the module docstring)."""
         started = time.perf_counter()
@@ -169,6 +238,7 @@ class Sampler:
             self.shm_seen |= shm
         host = self.host.read(st.pid for st in members)
         assign_roles(processes, self.tracker.root_pid)
+        self._label_ranks(processes)
         liveness = self.liveness.scan(now)
         progress = self.progress.poll()
         record: dict[str, Any] = {

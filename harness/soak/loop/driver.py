@@ -39,7 +39,7 @@ from harness.soak.evidence.live import LiveView, summarize
 from harness.soak.host.forensics import Forensics
 from harness.soak.host.gpu_watch import GpuWatch
 from harness.soak.host.pressure import HostReader
-from harness.soak.host.sampler import LivenessState, ProgressTail, Sampler
+from harness.soak.host.sampler import JobProgress, LivenessState, Sampler
 from harness.soak.host.sampling import make_sampler
 from harness.soak.host.shm import ShmSnapshot, TreeEvidence, attribute_orphans
 from harness.soak.host.token import RUN_TOKEN_ENV
@@ -66,6 +66,7 @@ class MonitorResult:
     killed_by_monitor: list[dict[str, Any]] = field(default_factory=list)
     known_processes: list[dict[str, Any]] = field(default_factory=list)
     progress_parse_errors: int = 0
+    rank_progress: dict[int, dict[str, Any]] = field(default_factory=dict)  # each rank's last record
     loop_cpu_s: float = 0.0
     loop_wall_s: float = 0.0
     sample_ms: list[float] = field(default_factory=list)
@@ -97,7 +98,7 @@ def _cancellation_flag() -> Iterator[threading.Event]:
             signal.signal(sig, previous)
 
 
-def _progress_started(mode: Mode, liveness: LivenessState, progress: ProgressTail) -> bool:
+def _progress_started(mode: Mode, liveness: LivenessState, progress: JobProgress) -> bool:
     """Start-up is over at the first progress record (run mode) or the first file change (monitor)."""
     if mode == "run":
         return progress.last is not None
@@ -168,6 +169,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.loop_cpu_s += time.process_time()
             result.loop_wall_s = time.monotonic() - t0
             result.progress_parse_errors = sampler.progress.parse_errors
+            result.rank_progress = sampler.progress.by_rank
             _tail_reading(result, supervisor, host, t0)
             if (failure := result.monitor_failure) is not None:
                 view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")

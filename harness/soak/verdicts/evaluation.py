@@ -334,6 +334,9 @@ def _classify(obs: MonitorObservation, first: Criterion, failed: Sequence[Criter
     if first.name == "trainer_returncode":
         if any(c.name == "shutdown_contract" for c in failed) and obs.run_summary is not None:
             return "shutdown_contract_violation"  # e.g. exit 1 while the summary claims normal_completion
+        ranks, why = (lookup_or_none(obs.run_summary, k) for k in ("distributed.ranks", "failure_reason"))
+        if ranks and why:
+            return "rank_failure"  # a job of several ranks: which rank failed first, not rank 0's view
         shutdown = lookup(obs.run_summary, "runtime_manifest.shutdown.classification")
         return str(shutdown) if shutdown in SHUTDOWN_FAILURES else "trainer_failure"
     if first.name in NEEDS_SUMMARY and obs.run_summary is None:
@@ -456,7 +459,10 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
     if not failed:
         return Evaluation("passed", None, None, rows)
     classification, lead = _decide(obs, failed)
-    return Evaluation("failed", failure_reason(lead, failed, obs.monitor_detail), classification, rows)
+    detail = obs.monitor_detail
+    if classification == "rank_failure":  # the job summary names the first rank that failed
+        detail = str(lookup_or_none(obs.run_summary, "failure_reason"))
+    return Evaluation("failed", failure_reason(lead, failed, detail), classification, rows)
 
 
 def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, Criterion]:

@@ -364,3 +364,35 @@ def test_a_host_without_nvml_passes_with_gpu_rows_not_applicable() -> None:
     assert [c.result for c in gpu_rows] == ["not_applicable"] * 3
     assert all(off["reason"] in c.value for c in gpu_rows)
     assert SOAK_FAILURE_CLASSIFICATIONS[-2:] == ("gpu_fault", "gpu_throttle")
+
+
+def _job_summary(reason: str) -> dict[str, Any]:
+    """A failed job summary of two ranks as rank 0 writes it: rank 0's own end was its peer's failure."""
+    summary = copy.deepcopy(_json("run_summary_completed.json"))
+    summary.update(
+        status="failed", failure_classification="learner_failure", failure_reason=reason, exit_code=1
+    )
+    summary["runtime_manifest"]["shutdown"]["classification"] = "peer_failure"
+    entry = {"status": "failed", "exit_code": 1, "total_env_steps": 0, "params_checksum": None}
+    summary["distributed"] = {
+        "rank": 0, "local_rank": 0, "world_size": 2, "backend": "gloo", "run_id": "r", "restart_count": 0,
+        "params_checksum": None, "params_identical": None,
+        "ranks": [
+            {**entry, "rank": 0, "summary": "rank-0/run_summary.json", "failure_classification": "peer_failure",
+             "failure_reason": "all_reduce failed: Connection closed by peer"},
+            {**entry, "rank": 1, "summary": "rank-1/run_summary.json", "failure_classification": "learner_failure",
+             "failure_reason": "ValueError: nan"},
+        ],
+    }  # fmt: skip
+    return summary
+
+
+def test_a_failed_job_of_ranks_is_a_rank_failure_naming_the_first_rank_not_rank_0s_view() -> None:
+    ev = evaluate(observe(trainer_returncode=1, run_summary=_job_summary("rank 1: ValueError: nan")))
+    assert ev.failure_classification == "rank_failure"
+    assert ev.failure_reason is not None
+    assert ev.failure_reason.startswith(
+        "criterion trainer_returncode failed: expected 0, got 1; rank 1: ValueError"
+    )
+    single = evaluate(observe(trainer_returncode=1, run_summary=_mutated("status", "failed")))
+    assert single.failure_classification != "rank_failure"  # one process: its own classification, as before

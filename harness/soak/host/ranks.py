@@ -1,0 +1,54 @@
+"""Which rank of a torchrun job a process belongs to, from the environment torchrun gave it.
+
+torchrun exports ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``TORCHELASTIC_RUN_ID`` and
+``TORCHELASTIC_RESTART_COUNT`` to each worker; the worker's own children (our collector) inherit them.
+The agent has none of them. A process's environment is fixed at exec, so it is read once per process
+identity (pid and start ticks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+RANK_KEYS = {
+    "RANK": "rank",
+    "LOCAL_RANK": "local_rank",
+    "WORLD_SIZE": "world_size",
+    "TORCHELASTIC_RESTART_COUNT": "restart_count",
+}
+
+
+def rank_label(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """``{rank, local_rank, world_size, restart_count, run_id}`` of a torchrun worker's environment;
+    None for a process outside a job of several ranks (or with a value that is not an integer)."""
+    if "RANK" not in environ or environ.get("WORLD_SIZE", "1") == "1":
+        return None
+    label: dict[str, Any] = {}
+    for key, name in RANK_KEYS.items():
+        text = environ.get(key, "0")
+        if not text.isdigit():
+            return None
+        label[name] = int(text)
+    label["run_id"] = environ.get("TORCHELASTIC_RUN_ID")
+    return label
+
+
+@dataclass
+class RankLabels:
+    """Rank labels of the tree's processes, read once per identity (an unreadable one stays None)."""
+
+    seen: dict[tuple[int, int], dict[str, Any] | None] = field(default_factory=dict)
+
+    def label(self, pid: int, start_ticks: int) -> dict[str, Any] | None:
+        identity = (pid, start_ticks)
+        if identity not in self.seen:
+            try:
+                environ = psutil.Process(pid).environ()
+            except (psutil.Error, OSError):
+                environ = {}
+            self.seen[identity] = rank_label(environ)
+        return self.seen[identity]

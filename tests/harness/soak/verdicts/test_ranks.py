@@ -1,0 +1,70 @@
+"""The artifact's ranks section from what the monitor recorded and the job summary (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.soak.verdicts.ranks import ranks_section
+
+AGENT = {"pid": 10, "start_ticks": 1, "name": "python"}
+
+
+def _proc(pid: int, rank: int, role: str, attempt: int = 0) -> dict[str, Any]:
+    return {"pid": pid, "start_ticks": 2, "name": "python", "rank": rank, "restart_count": attempt,
+            "run_id": "job", "role": role}  # fmt: skip
+
+
+KNOWN = [
+    AGENT,
+    _proc(11, 0, "trainer"),
+    _proc(12, 1, "trainer"),
+    _proc(13, 1, "collector"),
+    _proc(14, 1, "trainer", 1),
+]
+PER_PROCESS = {
+    "processes": [
+        {"pid": 12, "start_ticks": 2, "leak_verdicts": {"pss": "bounded", "fd_total": "bounded"}},
+        {"pid": 13, "start_ticks": 2, "leak_verdicts": {"pss": "growing", "fd_total": "insufficient_data"}},
+        {"pid": 11, "start_ticks": 2, "leak_verdicts": {"pss": "bounded"}},
+    ]
+}
+
+
+def test_a_single_process_run_has_no_ranks_section() -> None:
+    assert ranks_section([AGENT], {}, {"status": "completed"}, PER_PROCESS, 10) is None
+
+
+def test_each_rank_with_its_processes_attempts_progress_and_worst_verdicts() -> None:
+    progress = {
+        1: {"iteration": 7, "total_env_steps": 56, "env_steps_per_s": 3.5, "phase": "train", "time": 1.0}
+    }
+    section = ranks_section(KNOWN, progress, None, PER_PROCESS, 10)
+    assert section is not None
+    assert section["agent"] == {**AGENT, "role": "agent"} and section["run_id"] == "job"
+    assert section["world_size"] == 2 and section["first_failure"] is None
+    rank0, rank1 = section["ranks"]
+    assert [p["role"] for p in rank1["processes"]] == ["rank 1 trainer", "rank 1 collector", "rank 1 trainer"]
+    assert rank1["attempts"] == [0, 1]
+    assert rank1["leak_verdicts"] == {"pss": "growing", "fd_total": "insufficient_data"}  # not rank 0's
+    assert rank0["leak_verdicts"] == {"pss": "bounded"}
+    assert rank1["last_progress"]["iteration"] == 7 and rank0["last_progress"] is None
+    assert rank1["status"] is None  # no job summary: nothing claimed
+
+
+def test_the_job_summary_gives_each_ranks_end_and_the_first_failure() -> None:
+    summary = {
+        "status": "failed",
+        "failure_reason": "rank 1: ValueError: nan",
+        "distributed": {
+            "world_size": 2, "run_id": "job", "params_identical": None,
+            "ranks": [
+                {"rank": 0, "status": "failed", "failure_classification": "peer_failure", "failure_reason": "x",
+                 "exit_code": 1, "params_checksum": None},
+                {"rank": 1, "status": "failed", "failure_classification": "learner_failure",
+                 "failure_reason": "ValueError: nan", "exit_code": 1, "params_checksum": None},
+            ],
+        },
+    }  # fmt: skip
+    section = ranks_section(KNOWN, {}, summary, PER_PROCESS, 10)
+    assert section is not None and section["first_failure"] == "rank 1: ValueError: nan"
+    assert [r["failure_classification"] for r in section["ranks"]] == ["peer_failure", "learner_failure"]

@@ -124,7 +124,13 @@ def train_command(route: TrainRoute) -> list[str]:
     agent, on this host alone) starting it once per rank."""
     launcher = [sys.executable]
     if route.nproc_per_node > 1:
-        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(route.nproc_per_node)]
+        launcher += [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(route.nproc_per_node),
+        ]
     return [
         *launcher,
         "-m",

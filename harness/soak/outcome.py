@@ -118,7 +118,11 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         startup_end_t=result.startup_end_t,
         run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
         ranks=ranks_section(
-            result.known_processes, result.rank_progress, run_summary, observation.per_process, result.root_pid
+            result.known_processes,
+            result.rank_progress,
+            run_summary,
+            observation.per_process,
+            result.root_pid,
         ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),

@@ -27,6 +27,7 @@ from harness.soak.evidence.report_plots import (
     progress_plot,
     resource_plot,
 )
+from harness.soak.evidence.report_ranks import ranks_view
 from harness.soak.verdicts.oom import describe
 from harness.soak.verdicts.stacks import capture_views
 from harness.soak.verdicts.trends import RESOURCE_CLASSES
@@ -278,6 +279,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         plots_missing=samples_file is None,
         forensics=capture_views(artifact.get("forensics")),
         gpu=gpu_view(artifact, samples),
+        ranks=ranks_view(artifact, samples),
     )
 
 

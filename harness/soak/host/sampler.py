@@ -252,6 +252,11 @@ class Sampler:
             "liveness": liveness,
             "progress": progress,
         }
+        if self.progress.ranks:  # a job of several ranks: where each rank is (the report plots it)
+            record["rank_progress"] = {
+                str(rank): {key: last.get(key) for key in ("iteration", "total_env_steps", "env_steps_per_s")}
+                for rank, last in self.progress.by_rank.items()
+            }
         if self.gpu is not None:
             record["gpu_health"] = self.gpu.sample(now, wall)
         record["sample_ms"] = round((time.perf_counter() - started) * 1000.0, 3)  # GPU health included

@@ -45,6 +45,8 @@ def test_a_clean_two_rank_soak_passes_with_every_rank_in_the_artifact(tmp_path: 
         assert entry["rank"] == rank and entry["status"] == "completed" and entry["attempts"] == [0]
         assert {f"rank {rank} trainer", f"rank {rank} collector"} <= {p["role"] for p in entry["processes"]}
         assert entry["last_progress"]["final"] is True and entry["last_progress"]["iteration"] == 300
+    page = outcome.output.with_suffix(".html").read_text()
+    assert 'data-rank="0"' in page and 'data-rank="1"' in page and 'id="rank-progress"' in page
     assert_nothing_left(outcome)
 
 
@@ -56,11 +58,14 @@ def test_a_rank_that_fails_is_a_rank_failure_naming_that_rank(tmp_path: Path) ->
     ]
     outcome = _soak(tmp_path, *(arg for item in fault for arg in ("--extra-override", item)))
     art = outcome.artifact
-    assert outcome.returncode == 1
-    assert art["failure_classification"] == "rank_failure"
-    assert "; rank 1: injected learner exception at iteration 20" in art["failure_reason"]
+    seen = (art["failure_reason"], art.get("ranks"), outcome.stderr[-2000:])
+    assert outcome.returncode == 1, seen
+    assert art["failure_classification"] == "rank_failure", seen
+    assert "; rank 1: injected learner exception at iteration 20" in art["failure_reason"], seen
     survivor, failed = art["ranks"]["ranks"]
-    assert failed["failure_classification"] == "learner_failure"
-    assert survivor["failure_classification"] in ("peer_failure", "external_cancellation")
+    assert failed["failure_classification"] == "learner_failure", seen
+    assert survivor["failure_classification"] in ("peer_failure", "external_cancellation"), seen
     assert art["ranks"]["first_failure"].startswith("rank 1: ")
+    page = outcome.output.with_suffix(".html").read_text()
+    assert 'id="rank-first-failure">First failure: rank 1: injected' in page
     assert_nothing_left(outcome)

@@ -1,0 +1,203 @@
+"""Rank scaling: the trainer at 1 and 2 ranks with the same total worlds, and the all-reduce's share of
+an update. Every figure is a ratio of two measurements taken in this run, on this host.
+
+Trainer: ``train`` with E worlds in one process, and ``torchrun --nproc-per-node 2`` with E/2 worlds per
+rank, the same iterations, alternated ``--repeats`` times. Reported: the job's env steps/s (the ranks'
+sum), learner updates/s per rank, and the 2-rank ÷ 1-rank ratios.
+
+Collective: two gloo processes (NCCL with ``--device cuda``, one GPU per rank) each time the learner's
+update step at its owner sizes, and the gradient all-reduce of that step alone (the critic's gradients,
+then the actor's with the temperature's, as ``sac_step`` makes them). Reported: ms per update, all-reduce
+ms per update, and the all-reduce's share.
+
+    uv run --frozen python benchmarks/rank_scaling.py --num-envs 64 --iterations 60
+    uv run --frozen python benchmarks/rank_scaling.py --skip-trainer --algo flashsac --task g1_motion_tracking
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- trainer: 1 rank x E worlds against 2 ranks x E/2 worlds --------------------------------------------
+def trainer_run(
+    algo: str, task: str, worlds: int, ranks: int, iterations: int, overrides: list[str]
+) -> dict[str, Any]:
+    """One real run; the job's env steps/s (sum over ranks) and updates/s per rank, from the summaries."""
+    log_dir = Path(tempfile.mkdtemp(prefix="rank-scaling-")) / "run"
+    launcher = [sys.executable]
+    if ranks > 1:
+        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
+    cmd = [
+        *launcher, "-m", "runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
+        f"log_dir={log_dir}", f"algo.num_envs={worlds}", f"algo.max_iterations={iterations}",
+        "training.no_play=true", *overrides,
+    ]  # fmt: skip
+    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
+    folders = [log_dir] if ranks == 1 else [log_dir / f"rank-{r}" for r in range(ranks)]
+    summaries = [json.loads((f / "run_summary.json").read_text()) for f in folders]
+    return {
+        "ranks": ranks,
+        "worlds_per_rank": worlds,
+        "env_steps_per_s": sum(s["env_steps_per_s"] for s in summaries),
+        "updates_per_s_per_rank": statistics.fmean(s["learner_updates_per_s"] for s in summaries),
+    }
+
+
+def trainer_figures(
+    algo: str, task: str, worlds: int, iterations: int, repeats: int, overrides: list[str]
+) -> dict[str, Any]:
+    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    for _ in range(repeats):  # alternated, so a change in the host's speed touches both alike
+        runs[1].append(trainer_run(algo, task, worlds, 1, iterations, overrides))
+        runs[2].append(trainer_run(algo, task, worlds // 2, 2, iterations, overrides))
+    median = {n: {k: statistics.median(r[k] for r in rs) for k in ("env_steps_per_s", "updates_per_s_per_rank")}
+              for n, rs in runs.items()}  # fmt: skip
+    return {
+        "runs": runs,
+        "median": median,
+        "env_steps_ratio_2_over_1": median[2]["env_steps_per_s"] / median[1]["env_steps_per_s"],
+        "updates_per_rank_ratio_2_over_1": median[2]["updates_per_s_per_rank"]
+        / median[1]["updates_per_s_per_rank"],
+    }
+
+
+# -- collective: one update step against its gradient all-reduce ----------------------------------------
+def collective_rank(algo: str, task: str, rank: int, device: str, repeats: int, out: str) -> None:
+    """One rank of the collective measurement (run as a subprocess with MASTER_ADDR/PORT set)."""
+    import torch
+
+    from runtime.config import compose
+    from runtime.distributed import RankIdentity
+    from runtime.env import make_env
+    from runtime.learners import build_learner
+    from runtime.learners.collective import ALPHA_GRAD
+    from runtime.learners.replay import Batch
+    from runtime.manager.process_group import join_group, leave_group
+
+    identity = RankIdentity(
+        rank=rank, local_rank=rank, world_size=2, local_world_size=2, run_id=None, restart_count=0
+    )
+    torch.set_num_threads(1)
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+    group = join_group(identity, device, timeout_s=120.0)
+    composed = compose(algo, task, "mujoco", ["algo.num_envs=1"])
+    env = make_env(composed)  # the task's dimensions only
+    obs_dim, act_dim, rows = env.obs_dim, env.action_dim, composed.algo.batch_size
+    env.close()
+    cfg = composed.algo
+    learner = build_learner(cfg, obs_dim, act_dim, torch.device(device), seed=rank)
+    learner.join(group)
+    gen = torch.Generator(device=device).manual_seed(rank)
+    rand = lambda *shape: torch.randn(*shape, generator=gen, device=device)  # noqa: E731
+    batch = Batch(
+        rand(rows, obs_dim),
+        rand(rows, act_dim).tanh(),
+        rand(rows),
+        rand(rows, obs_dim),
+        torch.zeros(rows, device=device),
+    )
+    critic = {k: torch.randn_like(v) for k, v in learner.state.critic.items()}
+    actor = {k: torch.randn_like(v) for k, v in learner.state.actor.items()} | {
+        ALPHA_GRAD: torch.zeros((), device=device)
+    }
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def timed(fn: Any) -> list[float]:
+        fn()  # warm-up
+        out: list[float] = []
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            out.append(time.perf_counter() - start)
+        return out
+
+    step = learner._update_once
+    update_s = timed(lambda: step(batch))
+    reduce_s = timed(lambda: (group.mean(list(critic.values())), group.mean(list(actor.values()))))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "update_ms": 1e3 * statistics.median(update_s),
+                "all_reduce_ms": 1e3 * statistics.median(reduce_s),
+            }
+        )
+    )
+    leave_group(10.0)
+
+
+def collective_figures(algo: str, task: str, device: str, repeats: int) -> dict[str, Any]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    outs = [tempfile.mktemp(suffix=f"-rank{r}.json") for r in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, __file__, "--collective-rank", str(r), "--algo", algo, "--task", task,
+                          "--device", device, "--repeats", str(repeats), "--out", outs[r]], env=env, cwd=REPO)
+        for r in range(2)
+    ]  # fmt: skip
+    if any(p.wait() != 0 for p in procs):
+        raise SystemExit("a collective rank failed")
+    ranks = [json.loads(Path(o).read_text()) for o in outs]
+    update = statistics.fmean(r["update_ms"] for r in ranks)
+    reduce = statistics.fmean(r["all_reduce_ms"] for r in ranks)
+    return {
+        "backend": "nccl" if device == "cuda" else "gloo",
+        "update_ms": update,
+        "all_reduce_ms": reduce,
+        "all_reduce_share": reduce / update,
+    }
+
+
+def main(  # noqa: PLR0913 — one parameter per command-line option (typer)
+    algo: Annotated[str, typer.Option()] = "sac",
+    task: Annotated[str, typer.Option()] = "g1_walk_flat",
+    num_envs: Annotated[int, typer.Option(min=2, help="total worlds: E for 1 rank, E/2 per rank for 2")] = 64,
+    iterations: Annotated[int, typer.Option(min=1)] = 60,
+    repeats: Annotated[
+        int, typer.Option(min=1, help="alternated trainer runs, or timed updates per rank")
+    ] = 2,
+    override: Annotated[list[str] | None, typer.Option(help="dotted.key=value for every trainer run")] = None,
+    device: Annotated[str, typer.Option(help="cpu (gloo) or cuda (NCCL, one GPU per rank)")] = "cpu",
+    skip_trainer: Annotated[bool, typer.Option()] = False,
+    collective_rank_: Annotated[int | None, typer.Option("--collective-rank", hidden=True)] = None,
+    out: Annotated[str | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Print the rank-scaling figures as JSON (every ratio measured in this run)."""
+    if collective_rank_ is not None and out is not None:
+        collective_rank(algo, task, collective_rank_, device, max(repeats, 20), out)
+        return
+    report: dict[str, Any] = {
+        "host_cpus": os.cpu_count(),
+        "algo": algo,
+        "task": task,
+        "total_worlds": num_envs,
+    }
+    report["collective"] = collective_figures(algo, task, device, max(repeats, 20))
+    if not skip_trainer:
+        report["trainer"] = trainer_figures(algo, task, num_envs, iterations, repeats, list(override or []))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -103,7 +103,10 @@ def collective_rank(algo: str, task: str, rank: int, device: str, repeats: int, 
     learner = build_learner(cfg, obs_dim, act_dim, torch.device(device), seed=rank)
     learner.join(group)
     gen = torch.Generator(device=device).manual_seed(rank)
-    rand = lambda *shape: torch.randn(*shape, generator=gen, device=device)  # noqa: E731
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen, device=device)
+
     batch = Batch(
         rand(rows, obs_dim),
         rand(rows, act_dim).tanh(),

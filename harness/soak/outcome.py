@@ -44,6 +44,17 @@ def samples_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _with_ranks(result: MonitorResult) -> str | None:
+    """The monitor's failure detail and, for a hang of a job of several ranks, which ranks wait inside a
+    collective and which do not (from the stacks taken before the kill)."""
+    from harness.soak.verdicts.ranks import straggler_sentence
+
+    if result.monitor_failure not in ("timeout/stale_tick", "shutdown_hang") or result.forensics is None:
+        return result.monitor_detail
+    ranks = straggler_sentence(result.forensics.section(), result.known_processes)
+    return "; ".join(part for part in (result.monitor_detail, ranks) if part) or None
+
+
 def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
     """Judge a finished watch and write artifact + report; returns the artifact written."""
     from harness.context import collect_context
@@ -91,7 +102,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         throughput_drift=drift,
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
         oom_kills=oom_lines,
-        monitor_detail=result.monitor_detail,
+        monitor_detail=_with_ranks(result),
         shm_unobservable=shm_reason,
         per_process=per_process_verdicts(result.samples, result.startup_end_t),
         gpu_health=gpu,

@@ -149,10 +149,16 @@ def failure_detail(
         return idle_sentence(idle_processes(samples, limits.stale_progress_s))
     if failure == "shutdown_hang" and samples:
         alive = samples[-1].get("processes") or []
-        listed = ", ".join(f"pid {p['pid']} ({p.get('name') or '?'})" for p in alive[:5])
+        ranked = sorted(alive, key=lambda p: p.get("rank", -1), reverse=True)  # a job's ranks first
+        listed = ", ".join(f"pid {p['pid']} ({_who(p)})" for p in ranked[:5])
         waited = limits.post_shutdown_grace_s + limits.shutdown_timeout_s
         return (
             f"{len(alive)} process(es) still alive {waited:g} s after the final progress record "
             f"(post-shutdown grace + shutdown timeout): {listed}"
         )
     return None
+
+
+def _who(process: Mapping[str, Any]) -> str:
+    name = process.get("name") or "?"
+    return f"{name}, rank {process['rank']}" if isinstance(process.get("rank"), int) else str(name)

@@ -76,3 +76,66 @@ def _identity(proc: Mapping[str, Any], role: str) -> dict[str, Any]:
 def _verdicts_by_identity(per_process: Mapping[str, Any] | None) -> dict[tuple[int, int], Mapping[str, str]]:
     rows = (per_process or {}).get("processes") or []
     return {(int(r["pid"]), int(r["start_ticks"])): r.get("leak_verdicts") or {} for r in rows}
+
+
+# torch.distributed calls a rank blocks in while it waits for its peers (py-spy's innermost frames)
+COLLECTIVES = frozenset(
+    {
+        "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all", "barrier",
+        "monitored_barrier", "broadcast", "broadcast_object_list", "gather", "scatter", "reduce",
+        "reduce_scatter", "reduce_scatter_tensor", "send", "recv", "wait", "destroy_process_group",
+    }
+)  # fmt: skip
+
+
+def collective_call(stack: Mapping[str, Any]) -> str | None:
+    """The torch.distributed collective a captured stack waits in (any thread), or None."""
+    for thread in stack.get("threads") or []:
+        for frame in thread.get("frames") or []:
+            if frame.get("function") in COLLECTIVES and "torch/distributed" in str(frame.get("file")):
+                return str(frame["function"])
+    return None
+
+
+def _innermost(stack: Mapping[str, Any]) -> str:
+    for thread in stack.get("threads") or []:
+        frames = thread.get("frames") or []
+        pick = next((f for f in frames if f.get("project")), frames[0] if frames else None)
+        if pick is not None:
+            return f"{pick.get('function')} ({pick.get('file')}:{pick.get('line')})"
+    return "no Python frame"
+
+
+def straggler_sentence(forensics: Mapping[str, Any] | None, known: Sequence[Mapping[str, Any]]) -> str | None:
+    """Which ranks wait inside a collective and which do not (the stragglers), from the stacks taken
+    before the kill; None without stacks of at least one rank."""
+    ranks = {
+        (int(p["pid"]), int(p["start_ticks"])): int(p["rank"])
+        for p in known
+        if isinstance(p.get("rank"), int)
+    }
+    waiting: dict[int, str] = {}
+    outside: dict[int, str] = {}
+    for capture in (forensics or {}).get("captures") or []:
+        for proc in capture.get("processes") or []:
+            rank = ranks.get((int(proc["pid"]), int(proc["start_ticks"])))
+            stack = proc.get("stack") or {}
+            if rank is None or stack.get("status") != "captured":
+                continue
+            call = collective_call(stack)
+            if call is not None:
+                waiting[rank] = call
+            else:
+                outside.setdefault(rank, _innermost(stack))
+    stragglers = {r: where for r, where in outside.items() if r not in waiting}
+    if not stragglers and not waiting:
+        return None
+    parts = [
+        f"rank {r} is not inside a collective (the straggler; at {where})"
+        for r, where in sorted(stragglers.items())
+    ]
+    if waiting:
+        parts.append(
+            "waiting in a collective: " + ", ".join(f"rank {r} ({c})" for r, c in sorted(waiting.items()))
+        )
+    return "; ".join(parts)

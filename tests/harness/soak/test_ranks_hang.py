@@ -1,0 +1,51 @@
+"""`soak monitor -- torchrun ...` over a small 2-rank gloo job (slow): a rank that stalls outside any
+collective is named as the straggler of the stale tick, with its peer waiting in all_reduce; a rank that
+never exits after its final record is named first in the shutdown hang; nothing is left either way."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness.soak._soakrun import FAULTS, REPO, SoakOutcome, assert_nothing_left
+
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+
+
+def _monitor(tmp: Path, mode: str) -> SoakOutcome:
+    log_dir, output = tmp / "run", tmp / "soak.json"
+    argv = [
+        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "4",
+        "--post-shutdown-grace-seconds", "1", "--shutdown-timeout-seconds", "3", "--termination-grace-seconds", "3",
+        "--min-duration-seconds", "0", "--live", "plain", "--shm-attribution", "evidence",
+        "--", *TORCHRUN, str(FAULTS / "ranks_job.py"), str(log_dir), mode,
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    return SoakOutcome(done.returncode, done.stdout, done.stderr, output)
+
+
+def test_a_rank_stalled_outside_a_collective_is_named_the_straggler(tmp_path: Path) -> None:
+    outcome = _monitor(tmp_path, "stall")
+    art = outcome.artifact
+    reason = art["failure_reason"]
+    assert art["failure_classification"] == "timeout/stale_tick", (reason, outcome.stderr[-2000:])
+    assert "rank 1 is not inside a collective (the straggler; at stall_outside_collective" in reason, reason
+    assert "waiting in a collective: rank 0 (all_reduce)" in reason, reason
+    assert [r["rank"] for r in art["ranks"]["ranks"]] == [0, 1] and art["ranks"]["agent"] is not None
+    assert_nothing_left(outcome)
+
+
+def test_a_rank_that_never_exits_is_named_in_the_shutdown_hang(tmp_path: Path) -> None:
+    outcome = _monitor(tmp_path, "shutdown_hang")
+    art = outcome.artifact
+    reason = art["failure_reason"]
+    assert art["failure_classification"] == "shutdown_hang", (reason, outcome.stderr[-2000:])
+    assert "after the final progress record (post-shutdown grace + shutdown timeout): pid " in reason
+    assert reason.split("shutdown timeout): ", 1)[1].startswith("pid ") and ", rank 1)" in reason, reason
+    assert "rank 1 is not inside a collective (the straggler; at stall_outside_collective" in reason, reason
+    assert_nothing_left(outcome)

@@ -64,6 +64,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.host.sampling import declared_limits
     from harness.soak.verdicts.drift import throughput_drift
     from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+    from harness.soak.verdicts.first_death import first_death
     from harness.soak.verdicts.gpu import annotate_drift, assess_gpu
     from harness.soak.verdicts.observation import observe_classes
     from harness.soak.verdicts.oom import assess
@@ -103,6 +104,9 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
         oom_kills=oom_lines,
         monitor_detail=_with_ranks(result),
+        first_death=first_death(result.samples, result.root_pid, result.reaped)
+        if result.trainer_returncode not in (0, None)
+        else None,
         shm_unobservable=shm_reason,
         per_process=per_process_verdicts(result.samples, result.startup_end_t),
         gpu_health=gpu,

@@ -98,6 +98,7 @@ from harness.soak.verdicts.contract import (
     shutdown_violations,
 )
 from harness.soak.verdicts.criterion import Criterion
+from harness.soak.verdicts.first_death import death_sentence
 from harness.soak.verdicts.gpu import GPU_ROWS, died_after_xid, gpu_rows
 from harness.soak.verdicts.per_process import leak_row
 from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
@@ -168,6 +169,7 @@ class MonitorObservation:
     )
     gpu_health: Mapping[str, Any] | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record
     fail_on_gpu_throttle: bool = False  # a throttled sample fails the run only when asked
+    first_death: Mapping[str, Any] | None = None  # harness.soak.verdicts.first_death.first_death(...)
 
     @property
     def judges_summary(self) -> bool:
@@ -459,10 +461,25 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
     if not failed:
         return Evaluation("passed", None, None, rows)
     classification, lead = _decide(obs, failed)
-    detail = obs.monitor_detail
-    if classification == "rank_failure":  # the job summary names the first rank that failed
-        detail = str(lookup_or_none(obs.run_summary, "failure_reason"))
-    return Evaluation("failed", failure_reason(lead, failed, detail), classification, rows)
+    return Evaluation(
+        "failed", failure_reason(lead, failed, _detail(obs, classification)), classification, rows
+    )
+
+
+def _detail(obs: MonitorObservation, classification: str) -> str | None:
+    """What the reason adds to its lead row: the job summary's sentence naming the first rank that
+    failed, else the first death in the tree for a command that failed without saying why, else the
+    monitor's own detail."""
+    job_reason = lookup_or_none(obs.run_summary, "failure_reason")
+    if (
+        classification == "rank_failure"
+        and lookup_or_none(obs.run_summary, "distributed.ranks")
+        and job_reason
+    ):
+        return str(job_reason)
+    if classification in ("trainer_failure", "rank_failure") and obs.first_death is not None:
+        return death_sentence(obs.first_death)
+    return obs.monitor_detail
 
 
 def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, Criterion]:
@@ -479,4 +496,6 @@ def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, 
     )
     if card and died_after_xid(obs.gpu_health, obs.trainer_returncode):
         return "gpu_fault", by_name["gpu_xid_errors"]
+    if classification == "trainer_failure" and isinstance((obs.first_death or {}).get("rank"), int):
+        return "rank_failure", lead  # a rank of a torchrun job died first
     return classification, lead

@@ -167,6 +167,7 @@ def _kill_record(
         else {"returncode": known.returncode, "signal": "SIGKILL", "source": known.source},
         "counters": dict(rise),
         "kernel_log": named["text"] if named is not None else None,
+        **({"rank": record["rank"]} if isinstance(record.get("rank"), int) else {}),  # a torchrun rank's
     }
 
 
@@ -185,6 +186,8 @@ def describe(kill: Mapping[str, Any]) -> str:
     """One line naming the process, its role, the evidence and its last memory."""
     role = kill["role"]
     who = f"{role} (pid {kill['pid']}, {kill['name']})" if role else f"pid {kill['pid']} ({kill['name']})"
+    if isinstance(kill.get("rank"), int):
+        who = f"rank {kill['rank']} {who}"
     exit_info = kill["exit"]
     how = (
         f"SIGKILL ({exit_info['source']})"

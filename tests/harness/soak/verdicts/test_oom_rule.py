@@ -79,6 +79,14 @@ def test_the_role_is_named_when_the_sample_record_has_one() -> None:
     )
 
 
+def test_a_rank_of_a_torchrun_job_is_named_by_its_rank() -> None:
+    lines, section = assess(_run(role="trainer", rank=1), [], NO_LOG, (None, None), None)
+    assert section["kills"][0]["rank"] == 1
+    assert lines[0].startswith(f"rank 1 trainer (pid {CHILD[0]}, python3) was OOM-killed")
+    _, single = assess(_run(role="trainer"), [], NO_LOG, (None, None), None)
+    assert "rank" not in single["kills"][0]  # a single-rank artifact stays as it was
+
+
 def test_a_victim_still_listed_after_the_kernel_counted_the_kill_is_oom_killed() -> None:
     # the kernel counts the kill when it picks the victim; the next sample can still list it, exiting,
     # with RSS 0, and the sample after that finds it gone with no further rise

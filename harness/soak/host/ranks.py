@@ -19,6 +19,7 @@ RANK_KEYS = {
     "LOCAL_RANK": "local_rank",
     "WORLD_SIZE": "world_size",
     "TORCHELASTIC_RESTART_COUNT": "restart_count",
+    "GROUP_RANK": "node_rank",  # torchrun's node (agent) rank
 }
 
 
@@ -29,7 +30,7 @@ def rank_label(environ: Mapping[str, str]) -> dict[str, Any] | None:
         return None
     label: dict[str, Any] = {}
     for key, name in RANK_KEYS.items():
-        text = environ.get(key, "0")
+        text = environ.get(key, "0")  # GROUP_RANK and the restart count are 0 when not set
         if not text.isdigit():
             return None
         label[name] = int(text)

@@ -223,6 +223,7 @@ class Sampler:
                         rank=label["rank"],
                         restart_count=label["restart_count"],
                         run_id=label["run_id"],
+                        node_rank=label["node_rank"],
                         role=proc["role"],
                     )
 

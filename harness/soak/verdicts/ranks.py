@@ -22,6 +22,7 @@ def ranks_section(
     run_summary: Mapping[str, Any] | None,
     per_process: Mapping[str, Any] | None,
     root_pid: int | None,
+    samples: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any] | None:
     """One entry per rank, with the job's own facts; None when the run had no ranks."""
     job = (run_summary or {}).get("distributed") or {}
@@ -31,8 +32,11 @@ def ranks_section(
     if not ranks:
         return None
     verdicts = _verdicts_by_identity(per_process)
+    last_seen = _last_seen(samples)
     entries = [
-        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, verdicts) for rank in ranks
+        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, verdicts)
+        | {"last_seen_t": last_seen.get(rank)}
+        for rank in ranks
     ]
     agent = next((p for p in known_processes if p.get("pid") == root_pid and "rank" not in p), None)
     failed = run_summary is not None and run_summary.get("status") not in (None, "completed")
@@ -59,14 +63,26 @@ def _entry(
         for cls, verdict in verdicts.get((int(proc["pid"]), int(proc["start_ticks"])), {}).items():
             if SEVERITY.get(verdict, -1) > SEVERITY.get(worst.get(cls, ""), -1):
                 worst[cls] = verdict
+    nodes = {int(p["node_rank"]) for p in mine if isinstance(p.get("node_rank"), int)}
     return {
         "rank": rank,
+        "node_rank": min(nodes) if nodes else None,
         **{key: (summary or {}).get(key) for key in SUMMARY_KEYS},
         "attempts": sorted({int(p.get("restart_count", 0)) for p in mine}),
         "processes": [_identity(p, f"rank {rank} {p.get('role', 'other')}") for p in mine],
         "last_progress": {k: progress.get(k) for k in PROGRESS_KEYS} if progress is not None else None,
         "leak_verdicts": worst,
     }
+
+
+def _last_seen(samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """The t of the last sample that held a process of each rank."""
+    seen: dict[int, float] = {}
+    for sample in samples:
+        for proc in sample.get("processes") or []:
+            if isinstance(proc.get("rank"), int):
+                seen[int(proc["rank"])] = float(sample["t"])
+    return seen
 
 
 def _identity(proc: Mapping[str, Any], role: str) -> dict[str, Any]:

@@ -24,11 +24,12 @@ WORKER = {
 
 
 def test_a_torchrun_worker_is_labelled_with_its_rank_and_attempt() -> None:
-    assert rank_label(WORKER) == {
+    assert rank_label(WORKER | {"GROUP_RANK": "1"}) == {
         "rank": 1,
         "local_rank": 1,
         "world_size": 2,
         "restart_count": 2,
+        "node_rank": 1,
         "run_id": "job-7",
     }
 

@@ -477,6 +477,8 @@ def cleanup() -> None:
 
 def build_app() -> typer.Typer:
     """The `soak` typer app."""
+    from harness.soak.merge_cli import merge_command
+
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True)
     app.command("run")(run)
     app.command("monitor")(monitor)
@@ -484,6 +486,7 @@ def build_app() -> typer.Typer:
     app.command("compare")(compare)
     app.command("demo")(demo)
     app.command("cleanup")(cleanup)
+    app.command("merge")(merge_command)
     return app
 
 

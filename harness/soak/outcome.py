@@ -138,6 +138,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
             run_summary,
             observation.per_process,
             result.root_pid,
+            result.samples,
         ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),

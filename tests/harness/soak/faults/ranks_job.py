@@ -3,6 +3,7 @@
 Each rank writes ``LOG_DIR/rank-<R>/progress.jsonl`` and all-reduces a small tensor every tick.
 MODE ``stall``: rank 1 stops at tick 5 outside any collective while rank 0 waits in all_reduce.
 MODE ``shutdown_hang``: both ranks write their final record after 10 ticks; rank 1 then never exits.
+MODE ``short``: 10 ticks, a final record, a clean exit. Any other MODE (``run``): ticks until killed.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     dist.init_process_group("gloo", timeout=timedelta(seconds=600))
     tensor = torch.ones(4)
-    ticks = 10 if mode == "shutdown_hang" else 10_000
+    ticks = 10 if mode in ("shutdown_hang", "short") else 10_000
     for tick in range(ticks):
         if mode == "stall" and rank == 1 and tick == 5:
             stall_outside_collective()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from matrix.rederive import disagreements
 from tests.harness.soak._soakrun import FAULTS, REPO, SoakOutcome, assert_nothing_left, monitor_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
@@ -63,4 +64,7 @@ def test_a_killed_rank_of_a_torchrun_job_is_a_rank_failure_naming_it(tmp_path: P
     reason = outcome.artifact["failure_reason"]
     assert outcome.artifact["failure_classification"] == "rank_failure", reason
     assert f"first death: rank 1 pid {rank1} (" in reason, reason
+    # the matrix re-derives the verdict from the samples and agrees, rank_failure included
+    recorded = [json.loads(line) for line in output.with_name("soak.samples.jsonl").read_text().splitlines()]
+    assert disagreements(outcome.artifact, recorded) == []
     assert_nothing_left(outcome)

@@ -21,11 +21,12 @@ from harness.soak.evidence.artifact import summary_sections
 from harness.soak.host.sampling import declared_limits
 from harness.soak.verdicts.drift import throughput_drift
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.first_death import first_death
+from harness.soak.verdicts.first_death import death_to_name
 from harness.soak.verdicts.gpu import GPU_ROWS, annotate_drift, assess_gpu
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.oom import describe
 from harness.soak.verdicts.per_process import per_process_verdicts
+from harness.soak.verdicts.ranks import restarts_seen
 from harness.soak.verdicts.trends import leak_verdicts
 from matrix.model import MatrixInputError
 
@@ -162,6 +163,8 @@ def _observation_of(
         gpu_health=derived.get("gpu_health"),
         fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,
         first_death=derived.get("first_death"),
+        rank_restarts=derived.get("restarts"),
+        allow_restarts=int(dig(artifact, "ranks.allowed_restarts") or 0),
     )
 
 
@@ -229,11 +232,12 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     per_process = (
         per_process_verdicts(samples, startup) if _has(artifact, "resource_summary.per_process") else None
     )
-    returncode = artifact.get("trainer_returncode")
-    root = dig(artifact, "monitor.root_pid")
+    restarts, allowed = restarts_seen(samples), int(dig(artifact, "ranks.allowed_restarts") or 0)
     # the exit statuses the monitor reaped are not recorded; they change the sentence, never the class
-    death = first_death(samples, root, {}) if returncode not in (0, None) else None
-    derived = {"per_process": per_process, "gpu_health": gpu, "first_death": death}
+    death = death_to_name(
+        samples, dig(artifact, "monitor.root_pid"), {}, artifact.get("trainer_returncode"), restarts, allowed
+    )
+    derived = {"per_process": per_process, "gpu_health": gpu, "first_death": death, "restarts": restarts}
     out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift, derived))
     return out
 

@@ -35,9 +35,18 @@ class RankIdentity:
     run_id: str | None  # TORCHELASTIC_RUN_ID
     restart_count: int  # TORCHELASTIC_RESTART_COUNT: attempts before this one
 
+    def attempt_directory(self, log_dir: Path) -> Path:
+        """The folder of this attempt's rank folders: ``log_dir`` itself for the first attempt, and
+        ``log_dir/attempt-<N>`` after the N-th elastic restart (the earlier attempts' folders stay)."""
+        return log_dir if self.restart_count == 0 else log_dir / f"attempt-{self.restart_count}"
+
     def directory(self, log_dir: Path) -> Path:
         """This rank's own run folder inside the job's ``log_dir``."""
-        return log_dir / f"rank-{self.rank}"
+        return self.attempt_directory(log_dir) / f"rank-{self.rank}"
+
+    def job_directory(self, rank_dir: Path) -> Path:
+        """The job's ``log_dir`` from this rank's own folder (the inverse of :meth:`directory`)."""
+        return rank_dir.parent if self.restart_count == 0 else rank_dir.parent.parent
 
 
 def rank_identity(env: Mapping[str, str]) -> RankIdentity | None:
@@ -88,7 +97,7 @@ def rank_overrides(identity: RankIdentity, cfg: ComposedConfig, cores: int) -> l
     (only where the user left the thread counts unset)."""
     if cfg.log_dir is None:
         raise ConfigError("log_dir is required: pass log_dir=/absolute/path/of/a/new/run/dir", "log_dir")
-    _check_job_dir(Path(cfg.log_dir))
+    _check_job_dir(Path(cfg.log_dir), identity.restart_count)
     share = max(1, cores // identity.local_world_size)
     out = [f"log_dir={identity.directory(Path(cfg.log_dir))}", f"seed={cfg.seed + identity.rank}"]
     if cfg.training.physics_threads is None:
@@ -98,14 +107,18 @@ def rank_overrides(identity: RankIdentity, cfg: ComposedConfig, cores: int) -> l
     fault_rank = cfg.training.test_fault_rank
     if fault_rank is not None and fault_rank != identity.rank:
         out.append("training.test_fault=null")  # the injected fault is another rank's
+    elif cfg.training.test_fault is not None and identity.restart_count > 0:
+        out.append("training.test_fault=null")  # a test fault models a crash the restart recovers from
     return out
 
 
-def _check_job_dir(log_dir: Path) -> None:
-    """The job's folder may hold only the ranks' folders (they appear as the ranks start)."""
+def _check_job_dir(log_dir: Path, restart_count: int) -> None:
+    """The job's folder may hold only the ranks' folders (they appear as the ranks start), and after an
+    elastic restart also the earlier attempts' folders and their job summary."""
     if log_dir.exists() and not log_dir.is_dir():
         raise ConfigError(f"log_dir {log_dir} exists and is not a directory; choose a new path", "log_dir")
-    strays = sorted(p.name for p in log_dir.iterdir() if not _is_rank_dir(p.name)) if log_dir.exists() else []
+    names = [p.name for p in log_dir.iterdir()] if log_dir.exists() else []
+    strays = sorted(n for n in names if not _is_job_entry(n, restart_count))
     if strays:
         raise ConfigError(
             f"log_dir {log_dir} already holds {', '.join(strays[:3])}: a job's log_dir must be new or "
@@ -114,8 +127,11 @@ def _check_job_dir(log_dir: Path) -> None:
         )
 
 
-def _is_rank_dir(name: str) -> bool:
-    return name.startswith("rank-") and name.removeprefix("rank-").isdigit()
+def _is_job_entry(name: str, restart_count: int) -> bool:
+    prefix, _, number = name.partition("-")
+    if prefix == "rank" and number.isdigit():
+        return True
+    return restart_count > 0 and ((prefix == "attempt" and number.isdigit()) or name == "run_summary.json")
 
 
 def check_placement(

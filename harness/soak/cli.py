@@ -21,6 +21,7 @@ from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.soak.host.forensics import ForensicsSettings
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.options import (
+    AllowRestarts,
     DriftGate,
     GpuThrottleGate,
     Grace,
@@ -91,6 +92,7 @@ class TrainRoute:
     log_dir: Path
     extra: tuple[str, ...] = ()
     nproc_per_node: int = 1  # ranks: above 1, torchrun starts the trainer once per rank
+    max_restarts: int = 0  # torchrun's --max-restarts (soak run --allow-restarts)
 
 
 def train_overrides(route: TrainRoute) -> list[str]:
@@ -130,6 +132,8 @@ def train_command(route: TrainRoute) -> list[str]:
             "--standalone",
             "--nproc-per-node",
             str(route.nproc_per_node),
+            "--max-restarts",
+            str(route.max_restarts),
         ]
     return [
         *launcher,
@@ -224,9 +228,11 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     sampler: SamplerKind = SamplerKind.auto,
     progress_every_s: float | None = None,
     fail_on_gpu_throttle: bool = False,
+    allow_restarts: int = 0,
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
+        "allow_restarts": allow_restarts,
         "progress_every_s": progress_every_s,
         "forensics": forensics,
         "min_trend_samples": min_trend_samples,
@@ -279,6 +285,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     summary_md: SummaryMd = None,
     quiet_progress: QuietProgress = False,
     progress_every: ProgressEvery = 60.0,
+    allow_restarts: AllowRestarts = 0,
     nproc_per_node: Annotated[
         int,
         typer.Option(
@@ -292,7 +299,15 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     try:
         check_extra_overrides(extra)
         route = TrainRoute(
-            algo.value, task.value, sim.value, num_envs, iterations, log_dir, tuple(extra), nproc_per_node
+            algo.value,
+            task.value,
+            sim.value,
+            num_envs,
+            iterations,
+            log_dir,
+            tuple(extra),
+            nproc_per_node,
+            allow_restarts,
         )
         check_train_config(route)
         settings = run_settings(
@@ -313,6 +328,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 sampler,
                 progress_every if quiet_progress else None,
                 fail_on_gpu_throttle,
+                allow_restarts,
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -356,6 +372,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     summary_md: SummaryMd = None,
     quiet_progress: QuietProgress = False,
     progress_every: ProgressEvery = 60.0,
+    allow_restarts: AllowRestarts = 0,
 ) -> None:
     """Watch any COMMAND that writes its progress under --log-dir (criteria needing a run_summary are
     not_applicable unless --run-contract)."""
@@ -380,6 +397,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             sampler,
             progress_every if quiet_progress else None,
             fail_on_gpu_throttle,
+            allow_restarts,
         ),
     )
     _execute(settings, ci_outputs(junit_xml, summary_md))

@@ -97,6 +97,18 @@ GpuThrottleGate = Annotated[
 ]
 
 
+AllowRestarts = Annotated[
+    int,
+    typer.Option(
+        "--allow-restarts",
+        min=0,
+        max=100,
+        help="elastic restarts of a torchrun job that do not fail the run (soak run passes it to torchrun "
+        "as --max-restarts)",
+    ),
+]
+
+
 QuietProgress = Annotated[
     bool,
     typer.Option(

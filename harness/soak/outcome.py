@@ -64,12 +64,12 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.host.sampling import declared_limits
     from harness.soak.verdicts.drift import throughput_drift
     from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-    from harness.soak.verdicts.first_death import first_death
+    from harness.soak.verdicts.first_death import death_to_name
     from harness.soak.verdicts.gpu import annotate_drift, assess_gpu
     from harness.soak.verdicts.observation import observe_classes
     from harness.soak.verdicts.oom import assess
     from harness.soak.verdicts.per_process import per_process_verdicts
-    from harness.soak.verdicts.ranks import ranks_section
+    from harness.soak.verdicts.ranks import ranks_section, restarts_seen
     from harness.soak.verdicts.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
@@ -83,6 +83,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         run_summary,
         result.reaped,
     )
+    restarts = restarts_seen(result.samples)
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
     unobservable, shm_reason = declared_limits(result.sampler)
     gpu = assess_gpu(result.gpu_health, result.samples)
@@ -104,9 +105,16 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         fail_on_throughput_drift=settings.fail_on_throughput_drift,
         oom_kills=oom_lines,
         monitor_detail=_with_ranks(result),
-        first_death=first_death(result.samples, result.root_pid, result.reaped)
-        if result.trainer_returncode not in (0, None)
-        else None,
+        first_death=death_to_name(
+            result.samples,
+            result.root_pid,
+            result.reaped,
+            result.trainer_returncode,
+            restarts,
+            settings.allow_restarts,
+        ),
+        rank_restarts=restarts,
+        allow_restarts=settings.allow_restarts,
         shm_unobservable=shm_reason,
         per_process=per_process_verdicts(result.samples, result.startup_end_t),
         gpu_health=gpu,
@@ -139,6 +147,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
             observation.per_process,
             result.root_pid,
             result.samples,
+            settings.allow_restarts,
         ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),

@@ -123,7 +123,8 @@ class TrainingConfig(Section):
     )
     test_fault_rank: int | None = setting(
         default=None,
-        doc="test-only: under torchrun, the one rank on which training.test_fault fires; null = every rank",
+        doc="test-only: under torchrun, the one rank on which training.test_fault fires; null = every rank "
+        "(a fault fires in the first attempt only: an elastic restart runs without it)",
         unit="rank",
         bounds=at_least(0),
     )

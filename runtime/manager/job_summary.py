@@ -33,9 +33,10 @@ def rank_block(identity: RankIdentity, backend: str, params_checksum: str | None
     }
 
 
-def rank_entry(rank: int, summary: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One rank's line in the job summary; ``missing`` when it left no readable summary."""
-    path = f"rank-{rank}/run_summary.json"
+def rank_entry(rank: int, summary: Mapping[str, Any] | None, folder: str = "") -> dict[str, Any]:
+    """One rank's line in the job summary; ``missing`` when it left no readable summary. ``folder``: the
+    attempt's folder relative to the job's (``attempt-1/`` after a restart)."""
+    path = f"{folder}rank-{rank}/run_summary.json"
     if summary is None:
         return {
             "rank": rank,
@@ -83,11 +84,13 @@ def first_failure(
     return None, ""
 
 
-def job_summary(own: Mapping[str, Any], by_rank: Mapping[int, Mapping[str, Any] | None]) -> dict[str, Any]:
+def job_summary(
+    own: Mapping[str, Any], by_rank: Mapping[int, Mapping[str, Any] | None], folder: str = ""
+) -> dict[str, Any]:
     """Rank 0's summary, with the job's status and a ``ranks`` section: the job completed only if every
     rank did, and otherwise fails with the first failing rank's class and a reason that names it."""
     out = copy.deepcopy(dict(own))
-    entries = [rank_entry(rank, by_rank.get(rank)) for rank in sorted(by_rank)]
+    entries = [rank_entry(rank, by_rank.get(rank), folder) for rank in sorted(by_rank)]
     finished = {r: float(s["finished_unix_s"]) for r, s in by_rank.items() if s is not None}
     first, reason = first_failure(entries, finished)
     checksums = [e["params_checksum"] for e in entries]

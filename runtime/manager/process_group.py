@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -11,6 +12,7 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, Store, TCPStore  # the public dist.* names, typed
 
 from runtime import artifacts
 from runtime.distributed import RankIdentity
@@ -65,10 +67,24 @@ def join_group(identity: RankIdentity, learner_device: str, timeout_s: float) ->
     backend = backend_for(learner_device)
     if backend == "nccl":
         torch.cuda.set_device(0)  # the rank's one visible device (rank_device_mask)
+    timeout = timedelta(seconds=timeout_s)
+    store = _attempt_store(identity, timeout)
     dist.init_process_group(
-        backend, rank=identity.rank, world_size=identity.world_size, timeout=timedelta(seconds=timeout_s)
+        backend, store=store, rank=identity.rank, world_size=identity.world_size, timeout=timeout
     )
     return ProcessGroupCollective(identity, backend, timeout_s)
+
+
+def _attempt_store(identity: RankIdentity, timeout: timedelta) -> Store | None:
+    """For an attempt after an elastic restart, the agent's store under a prefix of its own: the
+    attempt before left its rendezvous keys there, and a rank that reads a peer's stale address cannot
+    connect (seen with gloo under torchrun: 2 restarts in 3 failed to form the group). None: env://."""
+    if identity.restart_count == 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    base = TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout
+    )
+    return PrefixStore(f"attempt-{identity.restart_count}", base)
 
 
 def leave_group(deadline_s: float) -> str | None:
@@ -93,8 +109,9 @@ def leave_group(deadline_s: float) -> str | None:
 
 
 def leave_job(ranks: RankIdentity, job_dir: Path, summary: dict[str, Any], deadline_s: float) -> None:
-    """Leave the process group within the deadline; rank 0 then writes the job's summary from the ranks'
-    own (``runtime.manager.job_summary``), waiting for them up to the same deadline."""
+    """Leave the process group within the deadline; rank 0 then writes the job's summary (in ``job_dir``,
+    the job's log_dir) from this attempt's rank summaries (``runtime.manager.job_summary``), waiting for
+    them up to the same deadline."""
     from runtime.manager.job_summary import job_summary, read_rank_summaries
 
     stuck = leave_group(deadline_s)
@@ -102,5 +119,7 @@ def leave_job(ranks: RankIdentity, job_dir: Path, summary: dict[str, Any], deadl
         print(f"train: rank {ranks.rank}: leaving the process group: {stuck}", file=sys.stderr)
     if ranks.rank != 0:
         return
-    by_rank = read_rank_summaries(job_dir, ranks.world_size, deadline_s) | {0: summary}
-    artifacts.write_run_summary(job_dir, job_summary(summary, by_rank))
+    attempt = ranks.attempt_directory(job_dir)
+    by_rank = read_rank_summaries(attempt, ranks.world_size, deadline_s) | {0: summary}
+    folder = attempt.relative_to(job_dir).as_posix()
+    artifacts.write_run_summary(job_dir, job_summary(summary, by_rank, "" if folder == "." else f"{folder}/"))

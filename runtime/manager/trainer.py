@@ -145,7 +145,8 @@ class TrainingSession:
         if record.classification != "normal_completion":
             print(f"train: {record.classification}: {record.reason}", file=sys.stderr)
         if self.ranks is not None:
-            leave_job(self.ranks, self.log_dir.parent, summary, self.cfg.training.group_exit_deadline_s)
+            job_dir = self.ranks.job_directory(self.log_dir)
+            leave_job(self.ranks, job_dir, summary, self.cfg.training.group_exit_deadline_s)
         return code
 
     def _drive(self) -> ShutdownRecord:

@@ -120,3 +120,17 @@ def test_an_injected_fault_fires_only_on_its_rank(tmp_path: Path) -> None:
     assert "training.test_fault=null" in rank_overrides(TWO_RANKS, cfg, cores=2)
     rank0 = RankIdentity(rank=0, local_rank=0, world_size=2, local_world_size=2, run_id=None, restart_count=0)
     assert "training.test_fault=null" not in rank_overrides(rank0, cfg, cores=2)
+
+
+def test_a_restarted_attempt_gets_its_own_folder_beside_the_earlier_ones(tmp_path: Path) -> None:
+    restarted = RankIdentity(
+        rank=1, local_rank=1, world_size=2, local_world_size=2, run_id="r", restart_count=2
+    )
+    (tmp_path / "rank-0").mkdir()
+    (tmp_path / "attempt-1").mkdir()
+    (tmp_path / "run_summary.json").write_text("{}")  # the failed attempt's job summary
+    cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}"])
+    assert rank_overrides(restarted, cfg, cores=2)[0] == f"log_dir={tmp_path / 'attempt-2' / 'rank-1'}"
+    assert restarted.job_directory(restarted.directory(tmp_path)) == tmp_path
+    with pytest.raises(ConfigError, match="attempt-1"):
+        rank_overrides(TWO_RANKS, cfg, cores=2)  # a first attempt in a folder of earlier ones is refused

@@ -38,6 +38,7 @@ SHORT_NAMES: dict[str, str] = {
     "gpu_xid_errors": "GPU XID errors",
     "gpu_ecc_uncorrected": "GPU ECC errors",
     "gpu_throttle": "GPU throttle",
+    "rank_restarts": "restarts",
 }
 _RESULT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "not_applicable": ("n/a", "dim")}
 

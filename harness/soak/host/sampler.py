@@ -128,6 +128,8 @@ class JobProgress:
     top: ProgressTail = field(init=False)
     ranks: dict[int, ProgressTail] = field(default_factory=dict)
     last: dict[str, Any] | None = None
+    attempt: int = 0  # the latest elastic-restart attempt whose folder was found
+    _top_ranks: Path | None = None  # that attempt's folder of rank folders (None: log_dir itself)
 
     def __post_init__(self) -> None:
         self.top = ProgressTail(self.log_dir / "progress.jsonl")
@@ -151,14 +153,25 @@ class JobProgress:
         return self.last
 
     def _find_ranks(self) -> None:
-        try:
-            names = [e.name for e in os.scandir(self.log_dir) if e.name.startswith("rank-")]
-        except OSError:
-            return
-        for name in names:
-            suffix = name.removeprefix("rank-")
-            if suffix.isdigit() and int(suffix) not in self.ranks:
-                self.ranks[int(suffix)] = ProgressTail(self.log_dir / name / "progress.jsonl")
+        """The ranks' progress files: ``rank-<R>/``, and after the N-th elastic restart
+        ``attempt-<N>/rank-<R>/`` (a rank's latest attempt is the one read)."""
+        for attempt, folder in sorted(_numbered(self.log_dir, "attempt").items()):
+            if attempt <= self.attempt:
+                continue
+            self.attempt, self.ranks = attempt, {}
+            self._top_ranks = folder
+        for rank, folder in _numbered(self._top_ranks or self.log_dir, "rank").items():
+            if rank not in self.ranks:
+                self.ranks[rank] = ProgressTail(folder / "progress.jsonl")
+
+
+def _numbered(folder: Path, prefix: str) -> dict[int, Path]:
+    """``{N: folder/<prefix>-<N>}`` of the entries there (empty when the folder is not readable)."""
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.startswith(prefix + "-")]
+    except OSError:
+        return {}
+    return {int(n.split("-", 1)[1]): folder / n for n in names if n.split("-", 1)[1].isdigit()}
 
 
 def _record_time(record: dict[str, Any]) -> float:
@@ -216,7 +229,7 @@ class Sampler:
         for proc in processes:
             label = self.ranks.label(proc["pid"], proc["start_ticks"])
             if label is not None:
-                proc["rank"] = label["rank"]
+                proc["rank"], proc["restart_count"] = label["rank"], label["restart_count"]
                 known = self.tracker.known.get((proc["pid"], proc["start_ticks"]))
                 if known is not None:
                     known.update(

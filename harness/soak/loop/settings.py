@@ -46,6 +46,7 @@ class MonitorSettings:
         False  # a declining env steps/s fails the run (harness.soak.verdicts.drift)
     )
     fail_on_gpu_throttle: bool = False  # a GPU throttle episode fails the run (harness.soak.verdicts.gpu)
+    allow_restarts: int = 0  # elastic restarts of a torchrun job that do not fail the run
     forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
     sampler: SamplerChoice = "auto"  # harness.soak.host.sampling
     progress_every_s: float | None = None  # plain progress: a line per sample, or one per this many s

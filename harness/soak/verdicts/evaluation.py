@@ -128,6 +128,8 @@ CRITERIA: tuple[str, ...] = (
     "oom_kills",
     *GPU_ROWS,
 )
+# Rows only a job of several ranks has, right after trainer_returncode (a single-rank table stays as it was).
+RANK_ROWS: tuple[str, ...] = ("rank_restarts",)
 NEEDS_SUMMARY: frozenset[str] = frozenset(CRITERIA[2:15])
 RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[4:15])
 RESOURCE_LEAK: frozenset[str] = frozenset(CRITERIA[15:18])
@@ -170,6 +172,8 @@ class MonitorObservation:
     gpu_health: Mapping[str, Any] | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record
     fail_on_gpu_throttle: bool = False  # a throttled sample fails the run only when asked
     first_death: Mapping[str, Any] | None = None  # harness.soak.verdicts.first_death.first_death(...)
+    rank_restarts: int | None = None  # elastic restarts seen (ranks.restarts_seen); None: no ranks
+    allow_restarts: int = 0  # --allow-restarts
 
     @property
     def judges_summary(self) -> bool:
@@ -327,6 +331,7 @@ _ROW_CLASS = {
     "gpu_xid_errors": "gpu_fault",
     "gpu_ecc_uncorrected": "gpu_fault",
     "gpu_throttle": "gpu_throttle",
+    "rank_restarts": "rank_failure",
 }
 
 
@@ -457,6 +462,7 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         _row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
         *gpu_rows(obs.gpu_health, obs.fail_on_gpu_throttle),
     ]
+    rows[2:2] = _rank_rows(obs)  # a hidden crash ranks with the exit code, above what it left behind
     failed = [c for c in rows if c.result == "fail"]
     if not failed:
         return Evaluation("passed", None, None, rows)
@@ -480,6 +486,14 @@ def _detail(obs: MonitorObservation, classification: str) -> str | None:
     if classification in ("trainer_failure", "rank_failure") and obs.first_death is not None:
         return death_sentence(obs.first_death)
     return obs.monitor_detail
+
+
+def _rank_rows(obs: MonitorObservation) -> list[Criterion]:
+    """The rows only a job of several ranks has (``RANK_ROWS``); none for a single process."""
+    if obs.rank_restarts is None:
+        return []
+    expected = f"<= {obs.allow_restarts} elastic restart(s) (--allow-restarts)"
+    return [_row("rank_restarts", expected, obs.rank_restarts, obs.rank_restarts <= obs.allow_restarts)]
 
 
 def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, Criterion]:

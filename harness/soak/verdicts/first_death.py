@@ -28,8 +28,9 @@ def first_death(
     window_s: float = WINDOW_S,
     min_samples: int = MIN_SAMPLES,
 ) -> dict[str, Any] | None:
-    """``{pid, start_ticks, name, role, rank, last_seen_t, gone_by_t, before_root_s, exit}`` of the first
-    descendant gone before the root, or None."""
+    """``{pid, start_ticks, name, role, rank, last_seen_t, gone_by_t, before_root_s, exit, together}`` of
+    the first descendant gone before the root, or None. ``together`` lists the others that went in the
+    same sample interval (their order is not observable at this sampling rate)."""
     seen: dict[tuple[int, int], dict[str, Any]] = {}
     root_last = None
     times = [float(s["t"]) for s in samples]
@@ -50,10 +51,15 @@ def first_death(
     ]  # fmt: skip
     if not gone:
         return None
-    first = min(gone, key=lambda e: e["last"])
-    proc = first["proc"]
+    earliest = min(e["last"] for e in gone)
+    group = sorted(
+        (e for e in gone if e["last"] == earliest),
+        key=lambda e: (e["proc"].get("rank") is None, e["proc"]["pid"]),
+    )
+    first, proc = group[0], group[0]["proc"]
     status = reaped.get((int(proc["pid"]), int(proc["start_ticks"])))
     return {
+        "together": [_who(e["proc"]) for e in group[1:]],
         "pid": proc["pid"],
         "start_ticks": proc["start_ticks"],
         "name": proc.get("name"),
@@ -64,6 +70,23 @@ def first_death(
         "before_root_s": round(root_t - times[first["last"] + 1], 3),
         "exit": exit_text(status),
     }
+
+
+def death_to_name(
+    samples: Sequence[Mapping[str, Any]],
+    root_pid: int | None,
+    reaped: Mapping[tuple[int, int], int],
+    returncode: int | None,
+    restarts: int | None,
+    allowed_restarts: int,
+) -> dict[str, Any] | None:
+    """The first death worth naming: for a command that exited non-zero, within the window; for a job
+    that restarted more often than allowed, the first of the whole run (the restart hid it); else None."""
+    if returncode not in (0, None):
+        return first_death(samples, root_pid, reaped)
+    if restarts is not None and restarts > allowed_restarts:
+        return first_death(samples, root_pid, reaped, window_s=float("inf"))
+    return None
 
 
 def exit_text(status: int | None) -> str:
@@ -78,11 +101,17 @@ def exit_text(status: int | None) -> str:
     return f"exit code {status}"
 
 
+def _who(proc: Mapping[str, Any]) -> str:
+    rank = f"rank {proc['rank']} " if isinstance(proc.get("rank"), int) else ""
+    return f"{rank}pid {proc['pid']} ({proc.get('role') or proc.get('name') or '?'})"
+
+
 def death_sentence(death: Mapping[str, Any]) -> str:
-    """The clause the failure reason adds, naming the first death."""
-    rank = f"rank {death['rank']} " if isinstance(death.get("rank"), int) else ""
-    who = f"{rank}pid {death['pid']} ({death.get('role') or death.get('name') or '?'})"
+    """The clause the failure reason adds, naming the first death (and any that went with it)."""
+    together = death.get("together") or []
+    also = f" (with {', '.join(together[:3])} in the same interval)" if together else ""
     return (
-        f"first death: {who} went between t={death['last_seen_t']:g} s and t={death['gone_by_t']:g} s, "
-        f"at least {death['before_root_s']:g} s before the root's last sample; {death['exit']}"
+        f"first death: {_who(death)}{also} went between t={death['last_seen_t']:g} s and "
+        f"t={death['gone_by_t']:g} s, at least {death['before_root_s']:g} s before the root's last sample; "
+        f"{death['exit']}"
     )

@@ -16,13 +16,14 @@ SEVERITY = {"bounded": 0, "insufficient_data": 1, "growing": 2}
 SUMMARY_KEYS = ("status", "failure_classification", "failure_reason", "exit_code", "params_checksum")
 
 
-def ranks_section(
+def ranks_section(  # noqa: PLR0913 — each input is a different record of the watch
     known_processes: Sequence[Mapping[str, Any]],
     rank_progress: Mapping[int, Mapping[str, Any]],
     run_summary: Mapping[str, Any] | None,
     per_process: Mapping[str, Any] | None,
     root_pid: int | None,
     samples: Sequence[Mapping[str, Any]] = (),
+    allowed_restarts: int = 0,
 ) -> dict[str, Any] | None:
     """One entry per rank, with the job's own facts; None when the run had no ranks."""
     job = (run_summary or {}).get("distributed") or {}
@@ -46,6 +47,8 @@ def ranks_section(
         "agent": _identity(agent, "agent") if agent is not None else None,
         "first_failure": run_summary.get("failure_reason") if failed and run_summary is not None else None,
         "params_identical": job.get("params_identical"),
+        "restarts": restarts_seen(samples) or 0,
+        "allowed_restarts": allowed_restarts,
         "ranks": entries,
     }
 
@@ -73,6 +76,18 @@ def _entry(
         "last_progress": {k: progress.get(k) for k in PROGRESS_KEYS} if progress is not None else None,
         "leak_verdicts": worst,
     }
+
+
+def restarts_seen(samples: Sequence[Mapping[str, Any]]) -> int | None:
+    """The highest TORCHELASTIC_RESTART_COUNT among the ranks' processes: the job's elastic restarts;
+    None when no process of a rank was seen (not a job of several ranks)."""
+    counts = [
+        int(p["restart_count"])
+        for sample in samples
+        for p in sample.get("processes") or []
+        if isinstance(p.get("restart_count"), int)
+    ]
+    return max(counts) if counts else None
 
 
 def _last_seen(samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:

@@ -49,3 +49,37 @@ def test_a_rank_that_never_exits_is_named_in_the_shutdown_hang(tmp_path: Path) -
     assert reason.split("shutdown timeout): ", 1)[1].startswith("pid ") and ", rank 1)" in reason, reason
     assert "rank 1 is not inside a collective (the straggler; at stall_outside_collective" in reason, reason
     assert_nothing_left(outcome)
+
+
+def _restarting(tmp: Path, allow: int) -> SoakOutcome:
+    tmp.mkdir()
+    log_dir, output = tmp / "run", tmp / "soak.json"
+    argv = [
+        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "30",
+        "--min-duration-seconds", "0", "--min-trend-samples", "4", "--live", "off", "--shm-attribution", "evidence",
+        "--allow-restarts", str(allow), "--", *TORCHRUN, "--max-restarts", "1",
+        str(FAULTS / "ranks_job.py"), str(log_dir), "fail_once",
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    return SoakOutcome(done.returncode, done.stdout, done.stderr, output)
+
+
+def test_an_elastic_restart_that_hid_a_crash_fails_unless_allowed(tmp_path: Path) -> None:
+    hidden = _restarting(tmp_path / "strict", allow=0)
+    art = hidden.artifact
+    assert art["trainer_returncode"] == 0  # torchrun restarted the job and it "completed"
+    assert art["failure_classification"] == "rank_failure", art["failure_reason"]
+    assert art["failure_reason"].startswith(
+        "criterion rank_restarts failed: expected <= 0 elastic restart(s)"
+    )
+    # the rank that exited and the peer it took down went in one sample interval: both are named
+    assert "; first death: rank " in art["failure_reason"] and "rank 1 pid " in art["failure_reason"]
+    assert art["ranks"]["restarts"] == 1 and [r["attempts"] for r in art["ranks"]["ranks"]] == [
+        [0, 1],
+        [0, 1],
+    ]
+    allowed = _restarting(tmp_path / "lenient", allow=1).artifact
+    row = next(c for c in allowed["criteria"] if c["name"] == "rank_restarts")
+    assert (row["result"], row["value"]) == ("pass", 1)
+    assert allowed["failure_classification"] != "rank_failure"

@@ -172,3 +172,22 @@ def test_the_rank_that_fails_is_named_not_the_peer_it_took_down(tmp_path: Path) 
     survivor = job_summary["distributed"]["ranks"][0]
     assert survivor["failure_classification"] in ("peer_failure", "external_cancellation")
     _no_process_mentions(job)
+
+
+def test_an_elastic_restart_of_the_trainer_forms_its_group_again_and_completes(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    fault = [
+        "training.test_fault=learner_exception",
+        "training.test_fault_iteration=10",
+        "training.test_fault_rank=1",
+    ]
+    cmd = [
+        *TORCHRUN, "--max-restarts", "1", "-m", "runtime.cli", *ROUTE, f"log_dir={job}", "algo.max_iterations=20",
+        *SMALL, *fault,
+    ]  # fmt: skip
+    result = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_run_summary(job / "run_summary.json")
+    assert summary["status"] == "completed" and summary["distributed"]["restart_count"] == 1
+    assert summary["distributed"]["params_identical"] is True
+    _no_process_mentions(job)

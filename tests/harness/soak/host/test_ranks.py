@@ -83,3 +83,12 @@ def test_a_single_process_run_reads_only_its_own_progress(tmp_path: Path) -> Non
     progress = JobProgress(tmp_path)
     assert progress.poll() == {"time": 1.0, "iteration": 1}
     assert progress.by_rank == {}
+
+
+def test_after_an_elastic_restart_each_ranks_latest_attempt_is_read(tmp_path: Path) -> None:
+    _write(tmp_path / "rank-1" / "progress.jsonl", {"time": 5.0, "iteration": 40})
+    progress = JobProgress(tmp_path)
+    assert progress.poll() == {"time": 5.0, "iteration": 40}
+    _write(tmp_path / "attempt-1" / "rank-1" / "progress.jsonl", {"time": 9.0, "iteration": 2})
+    assert progress.poll() == {"time": 9.0, "iteration": 2}
+    assert progress.by_rank == {1: {"time": 9.0, "iteration": 2}} and progress.attempt == 1

@@ -44,3 +44,13 @@ def test_a_rank_and_a_status_the_monitor_reaped_are_named() -> None:
     assert death is not None and death["rank"] == 1 and death["exit"] == "killed by SIGKILL"
     assert death_sentence(death).startswith("first death: rank 1 pid 5 (trainer)")
     assert exit_text(3) == "exit code 3"
+
+
+def test_processes_gone_in_the_same_interval_are_named_together() -> None:
+    samples = _samples([[1, 2, 3, 4]] * 3 + [[1, 4], [1]])
+    death = first_death(samples, 1, {})
+    assert death is not None and death["pid"] == 2 and death["together"] == ["pid 3 (worker)"]
+    assert (
+        "first death: pid 2 (worker) (with pid 3 (worker) in the same interval) went between"
+        in death_sentence(death)
+    )

@@ -27,7 +27,11 @@ from harness.compare.fields import dig
 
 PROBE_SETTINGS: tuple[str, ...] = ("test_step_sleep_ms",)  # the probe's test-only settings
 PROBE_FLAGS: dict[str, str] = {"--test-step-sleep-ms": "test_step_sleep_ms"}  # its option -> setting
-RUN_SETTINGS: tuple[str, ...] = ("training.test_fault", "training.test_fault_iteration")  # runtime's
+RUN_SETTINGS: tuple[str, ...] = (  # the runtime's
+    "training.test_fault",
+    "training.test_fault_iteration",
+    "training.test_fault_rank",
+)
 _OVERRIDE = re.compile(r"^\s*[+~]?\s*(training\.test_[A-Za-z0-9_]*)\s*=(.*)$", re.DOTALL)
 
 

@@ -1,14 +1,12 @@
 """`soak`: `soak run` (the owner-routed trainer), `soak monitor -- CMD` (any command), `soak report`.
 
 Thin typer wrappers: settings are built and validated here (bad input -> exit 2 before anything is
-spawned or written), the work is ``harness.soak.outcome.run_monitor``. Never imports torch.
+spawned or written), the trainer's route in ``harness.soak.route``, the work in
+``harness.soak.outcome.run_monitor``. Never imports torch.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,148 +44,17 @@ from harness.soak.options import (
     TrendSamples,
 )
 from harness.soak.outcome import run_monitor
+from harness.soak.route import (
+    TrainRoute,
+    check_extra_overrides,
+    check_train_config,
+    cuda_blocker,
+    run_settings,
+)
 from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
 from runtime.choices import Algo, Sim, Task
 
 EXIT_BAD_INPUT = 2
-#: keys `soak run` owns; an --extra-override of any of them is rejected (leading +/~ ignored)
-OWNED_KEYS: dict[str, str] = {
-    "algo": "--algo",
-    "algo.name": "--algo",
-    "task": "--task",
-    "task.name": "--task",
-    "sim": "--sim",
-    "training.sim_backend": "--sim",
-    "training.no_play": "play mode (always true in a soak)",
-    "log_dir": "--log-dir",
-    "algo.num_envs": "--num-envs",
-    "algo.max_iterations": "--iterations",
-}
-
-
-def check_extra_overrides(overrides: list[str]) -> None:
-    """Reject malformed or owned ``--extra-override`` values (SettingsError names the value)."""
-    for item in overrides:
-        key, sep, _value = item.partition("=")
-        key = key.strip().lstrip("+~")
-        if not sep or not key:
-            raise SettingsError(f"--extra-override {item!r}: must be dotted.key=value")
-        if key in OWNED_KEYS or key == "owner" or key.startswith("owner."):
-            owner = OWNED_KEYS.get(key, "the owner route")
-            raise SettingsError(
-                f"--extra-override {item!r}: {key} is owned by `soak run` ({owner}); set it there instead"
-            )
-
-
-@dataclass(frozen=True)
-class TrainRoute:
-    """The owner-routed trainer `soak run` spawns: its route, its budget, its run directory and the free
-    ``--extra-override`` values."""
-
-    algo: str
-    task: str
-    sim: str
-    num_envs: int
-    iterations: int
-    log_dir: Path
-    extra: tuple[str, ...] = ()
-    nproc_per_node: int = 1  # ranks: above 1, torchrun starts the trainer once per rank
-    max_restarts: int = 0  # torchrun's --max-restarts (soak run --allow-restarts)
-
-
-def train_overrides(route: TrainRoute) -> list[str]:
-    """The ``dotted.key=value`` overrides `soak run` passes to `train`. ``log_dir`` goes as a YAML
-    double-quoted string (JSON escaping), so a path holding ``: `` or `` #`` stays exactly that path."""
-    return [
-        f"algo.num_envs={route.num_envs}",
-        f"algo.max_iterations={route.iterations}",
-        "training.no_play=true",
-        f"log_dir={json.dumps(str(route.log_dir))}",
-        *route.extra,
-    ]
-
-
-def check_train_config(route: TrainRoute) -> None:
-    """Compose the trainer's configuration from the very overrides `train` will get (no torch import):
-    a bad value in ``--extra-override``, ``--num-envs`` or ``--iterations`` fails here, before anything
-    is spawned or written. Host prerequisites and the task's files are still the trainer's to check."""
-    from runtime.config import ConfigError, compose
-
-    try:
-        cfg = compose(route.algo, route.task, route.sim, train_overrides(route))
-    except ConfigError as exc:
-        raise SettingsError(f"the trainer's configuration is invalid: {exc}") from None
-    if cfg.log_dir != str(route.log_dir):  # the monitor must watch the folder the trainer writes
-        raise SettingsError(f"--log-dir {route.log_dir} would reach the trainer as {cfg.log_dir!r}")
-
-
-def train_command(route: TrainRoute) -> list[str]:
-    """The owner-routed `train` command `soak run` spawns: the trainer itself, or torchrun (the elastic
-    agent, on this host alone) starting it once per rank."""
-    launcher = [sys.executable]
-    if route.nproc_per_node > 1:
-        launcher += [
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            str(route.nproc_per_node),
-            "--max-restarts",
-            str(route.max_restarts),
-        ]
-    return [
-        *launcher,
-        "-m",
-        "runtime.cli",
-        "--algo",
-        route.algo,
-        "--task",
-        route.task,
-        "--sim",
-        route.sim,
-        *train_overrides(route),
-    ]
-
-
-def run_settings(route: TrainRoute, **monitor: Any) -> MonitorSettings:
-    """Monitor settings of a `soak run` of the owner-routed trainer (``monitor``: the remaining
-    MonitorSettings fields: output, timing, live, shm_attribution)."""
-    return MonitorSettings(
-        command=tuple(train_command(route)),
-        mode="run",
-        log_dir=route.log_dir,
-        max_iterations=route.iterations,
-        run_settings={
-            "algo": route.algo,
-            "task": route.task,
-            "sim": route.sim,
-            "num_envs": route.num_envs,
-            "iterations": route.iterations,
-            "extra_overrides": list(route.extra),
-            # a single-rank artifact stays as it was; a job of several ranks says how many
-            **({"nproc_per_node": route.nproc_per_node} if route.nproc_per_node > 1 else {}),
-        },
-        **monitor,
-    )
-
-
-def cuda_blocker(extra: list[str]) -> str | None:
-    """Why an mjwarp soak cannot run here, or None. Checked through NVML (no torch in the monitor).
-
-    ``training.mjwarp_device=cpu`` is the explicit diagnostic lane and needs no GPU.
-    """
-    if any(item.replace(" ", "") == "training.mjwarp_device=cpu" for item in extra):
-        return None
-    from foundation.nvml import gpu_snapshot
-
-    snap = gpu_snapshot()
-    if snap["available"]:
-        return None
-    return (
-        f"--sim mjwarp needs a CUDA GPU and none is usable here ({snap['reason']}). "
-        "For a CPU soak use `--sim mujoco`; `--extra-override training.mjwarp_device=cpu` is the explicit "
-        "MJWarp CPU diagnostic lane (never production evidence)."
-    )
 
 
 def _fail(message: str) -> typer.Exit:

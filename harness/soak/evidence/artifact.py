@@ -18,7 +18,8 @@ from typing import Any
 from foundation import schema
 from foundation.atomic import write_atomic
 from foundation.vocab import RUN_STATUSES, SHUTDOWN_CLASSIFICATIONS
-from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, lookup_or_none
+from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation
+from harness.soak.verdicts.summary_rows import lookup_or_none
 
 ARTIFACT_SCHEMA_VERSION = "0.3.0"
 SCHEMA_NAME = f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"

@@ -90,18 +90,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
-from harness.soak.verdicts.contract import (
-    Violation,
-    inference_violations,
-    replay_violations,
-    schema_violations,
-    shutdown_violations,
-)
 from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.first_death import death_sentence
 from harness.soak.verdicts.gpu import GPU_ROWS, died_after_xid, gpu_rows
 from harness.soak.verdicts.per_process import leak_row
 from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
+from harness.soak.verdicts.summary_rows import (
+    contract_rows,
+    lookup,
+    lookup_or_none,
+    row,
+    summary_rows,
+)
 
 CRITERIA: tuple[str, ...] = (
     "monitor_status",
@@ -133,8 +133,6 @@ RANK_ROWS: tuple[str, ...] = ("rank_restarts",)
 NEEDS_SUMMARY: frozenset[str] = frozenset(CRITERIA[2:15])
 RUN_CONTRACT: frozenset[str] = frozenset(CRITERIA[4:15])
 RESOURCE_LEAK: frozenset[str] = frozenset(CRITERIA[15:18])
-
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -193,132 +191,12 @@ class Evaluation:
         return [c.as_dict() for c in self.criteria]
 
 
-def lookup(data: Mapping[str, Any] | None, dotted: str) -> Any:
-    """``data["a"]["b"]`` for ``"a.b"``; the module's ``_MISSING`` sentinel when any level is absent."""
-    node: Any = data
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
-
-
-def lookup_or_none(data: Mapping[str, Any] | None, dotted: str) -> Any:
-    """Like ``lookup`` but None when any level is absent."""
-    found = lookup(data, dotted)
-    return None if found is _MISSING else found
-
-
 def verdict_map(leak: Mapping[str, Any]) -> dict[str, str]:
     """``{class: verdict}`` from either the full trends result or a bare verdict mapping."""
     inner = leak.get("leak_verdicts", leak)
     if not isinstance(inner, Mapping) or not all(isinstance(v, str) for v in inner.values()):
         raise ValueError("leak_verdicts: expected {class: 'bounded'|'growing'|'insufficient_data'}")
     return dict(inner)
-
-
-def _row(name: str, expected: str, value: Any, ok: bool) -> Criterion:
-    return Criterion(name, expected, value, "pass" if ok else "fail")
-
-
-def _contract_row(name: str, expected: str, violations: list[Violation]) -> Criterion:
-    return _row(name, expected, [v.as_dict() for v in violations], not violations)
-
-
-def _contract_rows(summary: Mapping[str, Any], returncode: int | None) -> dict[str, Criterion]:
-    """The rows of harness.soak.verdicts.contract, by name."""
-    return {
-        "run_summary_schema": _contract_row(
-            "run_summary_schema",
-            "valid run-summary-1 and runtime-manifest-1, schema versions the integer 1",
-            schema_violations(summary),
-        ),
-        "shutdown_contract": _contract_row(
-            "shutdown_contract",
-            "classification in the vocabulary, owner and phase set, exception null or {type, message}, "
-            "cleanup.errors a list, no normal_completion on a non-zero exit",
-            shutdown_violations(summary, returncode),
-        ),
-        "replay_invariants": _contract_row(
-            "replay_invariants", "every replay ingress cross-invariant holds", replay_violations(summary)
-        ),
-        "inference_invariants": _contract_row(
-            "inference_invariants",
-            "every inference ring cross-invariant holds",
-            inference_violations(summary),
-        ),
-    }
-
-
-def _summary_rows(summary: Mapping[str, Any] | None) -> list[Criterion]:
-    """The run_contract rows; a field missing from the summary shows as value "missing: <path>" and fails."""
-
-    def get(path: str) -> Any:
-        found = lookup(summary, path)
-        return f"missing: {path}" if found is _MISSING else found
-
-    def is_int(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
-
-    inflight = "runtime_manifest.inference_flight"
-    ingress = "runtime_manifest.replay_ingress"
-    shutdown = "runtime_manifest.shutdown"
-    depth, lag = get(f"{inflight}.final_queue_depth"), get(f"{inflight}.final_publication_lag")
-    occupancy = get(f"{ingress}.final_occupancy")
-    dropped, early = get(f"{ingress}.dropped_batches"), get(f"{ingress}.early_returns")
-    published, released = get(f"{ingress}.published_sequence"), get(f"{ingress}.release_sequence")
-    slot_rows, steps = get(f"{ingress}.slot_rows"), get("total_env_steps")
-    reason, exception = get("failure_reason"), get(f"{shutdown}.exception")
-    classification, cleanup = get(f"{shutdown}.classification"), get(f"{shutdown}.cleanup.errors")
-    expected_published: Any = None
-    if is_int(slot_rows) and is_int(steps) and slot_rows > 0:
-        expected_published = steps // slot_rows if steps % slot_rows == 0 else steps / slot_rows
-    return [
-        _row("run_status", "completed", get("status"), get("status") == "completed"),
-        _row(
-            "run_failure",
-            "failure_reason null and shutdown exception null",
-            {"failure_reason": reason, "exception": exception},
-            reason is None and exception is None,
-        ),
-        _row(
-            "inference_drained",
-            "final_queue_depth 0 and final_publication_lag 0",
-            {"final_queue_depth": depth, "final_publication_lag": lag},
-            is_int(depth) and is_int(lag) and depth == 0 and lag == 0,
-        ),
-        _row("replay_final_occupancy", "0", occupancy, is_int(occupancy) and occupancy == 0),
-        _row(
-            "replay_no_drops",
-            "dropped_batches 0 and early_returns 0",
-            {"dropped_batches": dropped, "early_returns": early},
-            is_int(dropped) and is_int(early) and dropped == 0 and early == 0,
-        ),
-        _row(
-            "replay_release_sequence",
-            "release_sequence == published_sequence",
-            {"release_sequence": released, "published_sequence": published},
-            is_int(released) and is_int(published) and released == published,
-        ),
-        _row(
-            "replay_published_sequence",
-            "published_sequence == total_env_steps / ingress_slot_rows (an integer)",
-            {
-                "published_sequence": published,
-                "total_env_steps": steps,
-                "ingress_slot_rows": slot_rows,
-                "expected": expected_published,
-            },
-            is_int(published) and is_int(expected_published) and published == expected_published,
-        ),
-        _row(
-            "shutdown_classification",
-            "normal_completion",
-            classification,
-            classification == "normal_completion",
-        ),
-        _row("shutdown_cleanup_errors", "[]", cleanup, cleanup == []),
-    ]
 
 
 _ROW_CLASS = {
@@ -360,8 +238,8 @@ _OOM_EXPECTED = "no tree process killed by the kernel OOM killer"
 
 def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
     """Every row that needs a run_summary, in CRITERIA order; each fails when none could be read."""
-    by_name = {c.name: c for c in _summary_rows(obs.run_summary)}
-    by_name.update(_contract_rows(obs.run_summary or {}, obs.trainer_returncode))
+    by_name = {c.name: c for c in summary_rows(obs.run_summary)}
+    by_name.update(contract_rows(obs.run_summary or {}, obs.trainer_returncode))
     rows = [by_name[name] for name in CRITERIA if name in NEEDS_SUMMARY]
     if not obs.judges_summary:
         return [Criterion(c.name, c.expected, None, "not_applicable") for c in rows]
@@ -374,7 +252,7 @@ def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
 def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
     classes = observation.get("classes") if isinstance(observation, Mapping) else None
     if not isinstance(classes, Mapping):
-        return _row("trend_observation", "an observation record", "no observation record", False)
+        return row("trend_observation", "an observation record", "no observation record", False)
     threshold = observation.get("min_trend_samples") if observation else None
     value = {
         name: f"{entry.get('status')} ({entry.get('samples')} samples)"
@@ -386,7 +264,7 @@ def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
     short = [
         n for n, e in classes.items() if not isinstance(e, Mapping) or e.get("status") == "insufficient_data"
     ]
-    return _row(
+    return row(
         "trend_observation",
         f"every observable resource class has a verdict on >= {threshold} post-start-up samples",
         value,
@@ -397,15 +275,15 @@ def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
 def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list[Criterion]:
     leak_value, leak_ok = leak_row(verdicts, obs.per_process)
     return [
-        _row(
+        row(
             "post_shutdown_residual_processes",
             "[]",
             [dict(p) for p in obs.residual_processes],
             not obs.residual_processes,
         ),
         _shm_row(obs),
-        _row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
-        _row(
+        row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
+        row(
             "min_duration",
             f">= {obs.min_duration_s:g} s",
             round(float(obs.duration_s), 3),
@@ -420,7 +298,7 @@ def _shm_row(obs: MonitorObservation) -> Criterion:
         why = f"not observable: {obs.shm_unobservable}"
         return Criterion("orphaned_shm_segments", "[]", why, "not_applicable")
     segments = [dict(s) for s in obs.orphaned_shm_segments]
-    return _row("orphaned_shm_segments", "[]", segments, not segments)
+    return row("orphaned_shm_segments", "[]", segments, not segments)
 
 
 def _drift_row(obs: MonitorObservation) -> Criterion:
@@ -436,7 +314,7 @@ def _drift_row(obs: MonitorObservation) -> Criterion:
         ok = drift.get("verdict") == "stable"
     if not obs.fail_on_throughput_drift:
         return Criterion("throughput_drift", expected, value, "not_applicable")
-    return _row("throughput_drift", expected, value, ok)
+    return row("throughput_drift", expected, value, ok)
 
 
 def evaluate(obs: MonitorObservation) -> Evaluation:
@@ -449,17 +327,17 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         )
     verdicts = verdict_map(obs.leak_verdicts)
     rows = [
-        _row(
+        row(
             "monitor_status",
             "completed (no start-up timeout, stale progress, shutdown hang, cancellation or monitor error)",
             obs.monitor_failure or "completed",
             obs.monitor_failure is None,
         ),
-        _row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
+        row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
         *_judged_summary_rows(obs),
         *_resource_rows(obs, verdicts),
         _drift_row(obs),
-        _row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
+        row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
         *gpu_rows(obs.gpu_health, obs.fail_on_gpu_throttle),
     ]
     rows[2:2] = _rank_rows(obs)  # a hidden crash ranks with the exit code, above what it left behind
@@ -493,7 +371,7 @@ def _rank_rows(obs: MonitorObservation) -> list[Criterion]:
     if obs.rank_restarts is None:
         return []
     expected = f"<= {obs.allow_restarts} elastic restart(s) (--allow-restarts)"
-    return [_row("rank_restarts", expected, obs.rank_restarts, obs.rank_restarts <= obs.allow_restarts)]
+    return [row("rank_restarts", expected, obs.rank_restarts, obs.rank_restarts <= obs.allow_restarts)]
 
 
 def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, Criterion]:

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from harness.soak.cli import (
+from harness.soak.cli import main
+from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
+from harness.soak.route import (
     OWNED_KEYS,
     TrainRoute,
     check_extra_overrides,
     check_train_config,
-    main,
     train_command,
 )
-from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
 from tests.harness.soak._soakrun import FAULTS, REPO
 
 
@@ -170,7 +170,7 @@ for mod in pkgutil.walk_packages(harness.soak.__path__, "harness.soak."):
     importlib.import_module(mod.name)
 assert "torch" not in sys.modules, "import"
 from pathlib import Path
-from harness.soak.cli import TrainRoute, check_train_config
+from harness.soak.route import TrainRoute, check_train_config
 check_train_config(TrainRoute("flashsac", "g1_motion_tracking", "mjwarp", 8, 5, Path({str(log_dir)!r})))
 assert "torch" not in sys.modules, "check_train_config"
 from pathlib import Path
@@ -238,7 +238,8 @@ def test_soak_demo_bad_input_leaves_no_folder(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_the_demo_soaks_the_lifecycle_with_one_update_per_iteration(tmp_path: Path) -> None:
-    from harness.soak.cli import DEMO_ITERATIONS, demo_route, train_overrides
+    from harness.soak.cli import DEMO_ITERATIONS, demo_route
+    from harness.soak.route import train_overrides
     from runtime.config import compose
 
     route = demo_route(tmp_path / "run", DEMO_ITERATIONS)
@@ -249,7 +250,7 @@ def test_the_demo_soaks_the_lifecycle_with_one_update_per_iteration(tmp_path: Pa
 
 
 def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) -> None:
-    from harness.soak.cli import run_settings
+    from harness.soak.route import run_settings
 
     route = TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 800, tmp_path / "run", ("a.b=1",))
     settings = run_settings(

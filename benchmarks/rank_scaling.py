@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -149,9 +148,9 @@ def collective_rank(algo: str, task: str, rank: int, device: str, repeats: int, 
 
 
 def collective_figures(algo: str, task: str, device: str, repeats: int) -> dict[str, Any]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    from torch.distributed.elastic.utils.distributed import get_free_port
+
+    port = get_free_port()
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     outs = [tempfile.mktemp(suffix=f"-rank{r}.json") for r in range(2)]
     procs = [

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,17 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from torch.distributed.elastic.utils.distributed import get_free_port
 
 from foundation.schema import sorted_errors
 from tests.harness.soak._soakrun import FAULTS, REPO, SoakOutcome, assert_nothing_left
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _node(tmp: Path, name: str, port: int, run_id: str) -> tuple[subprocess.Popen[str], Path]:
@@ -57,7 +51,7 @@ def _rank_process(output: Path, timeout_s: float = 120.0) -> dict[str, Any]:
 
 
 def test_merge_names_the_node_and_rank_that_failed_first(tmp_path: Path) -> None:
-    port = _free_port()
+    port = get_free_port()
     nodes = [_node(tmp_path, name, port, "merge-job") for name in ("a", "b")]
     _rank_process(nodes[0][1])
     victim = _rank_process(nodes[1][1])

@@ -5,7 +5,6 @@ make exactly the update one process makes on the whole batch."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from torch.distributed.elastic.utils.distributed import get_free_port
 
 from runtime.learners import build_learner
 from runtime.learners.base import state_checksum
@@ -24,14 +24,8 @@ RANK_SCRIPT = Path(__file__).with_name("data_parallel_rank.py")
 ROWS = 64
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _run_ranks(algo: str, tmp_path: Path, world: int = 2) -> list[dict[str, Any]]:
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1")
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), OMP_NUM_THREADS="1")
     outs = [tmp_path / f"rank{r}.pt" for r in range(world)]
     procs = [
         subprocess.Popen([sys.executable, str(RANK_SCRIPT), algo, str(r), str(world), str(outs[r])], env=env)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from typing import Any
 
 import psutil
 import pytest
+from torch.distributed.elastic.utils.distributed import get_free_port
 
 from runtime.artifacts import read_run_summary
 
@@ -29,6 +29,20 @@ SMALL = [
     "algo.num_envs=8", "algo.prefill_iterations=4", "algo.batch_size=32", "algo.learning_starts=32",
     "algo.updates_per_iteration=1", "training.no_play=true", "training.group_exit_deadline_s=10",
 ]  # fmt: skip
+
+
+# rank 1 raises in its learner at iteration 10 (the first attempt only; the other rank runs clean)
+RANK_1_FAULT = (
+    "training.test_fault=learner_exception",
+    "training.test_fault_iteration=10",
+    "training.test_fault_rank=1",
+)
+
+
+def _torchrun_train(job: Path, *settings: str, restarts: int = 0) -> list[str]:
+    """The 2-rank trainer under torchrun, at the lifecycle scale, writing the job ``job``."""
+    launcher = [*TORCHRUN, "--max-restarts", str(restarts)]
+    return [*launcher, "-m", "runtime.cli", *ROUTE, f"log_dir={job}", *settings, *SMALL]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -50,16 +64,7 @@ def _no_process_mentions(log_dir: Path) -> None:
 
 def test_two_ranks_under_torchrun_train_with_identical_parameters(tmp_path: Path) -> None:
     job = tmp_path / "job"
-    cmd = [
-        *TORCHRUN,
-        "-m",
-        "runtime.cli",
-        *ROUTE,
-        f"log_dir={job}",
-        "seed=5",
-        "algo.max_iterations=24",
-        *SMALL,
-    ]
+    cmd = _torchrun_train(job, "seed=5", "algo.max_iterations=24")
     result = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_run_summary(job / "run_summary.json")  # schema-validated
@@ -94,12 +99,6 @@ def test_world_size_without_the_other_launch_variables_exits_2_before_anything_i
     assert not job.exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _iteration(progress: Path) -> int:
     lines = progress.read_text().splitlines() if progress.exists() else []
     return int(json.loads(lines[-1])["iteration"]) if lines else 0
@@ -107,7 +106,9 @@ def _iteration(progress: Path) -> int:
 
 def test_a_rank_killed_mid_training_ends_its_peer_as_peer_failure_without_a_hang(tmp_path: Path) -> None:
     job = tmp_path / "job"
-    base = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+    base = _env(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(get_free_port()), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2"
+    )
     cmd = [
         sys.executable,
         "-m",
@@ -148,21 +149,7 @@ def test_a_rank_killed_mid_training_ends_its_peer_as_peer_failure_without_a_hang
 
 def test_the_rank_that_fails_is_named_not_the_peer_it_took_down(tmp_path: Path) -> None:
     job = tmp_path / "job"
-    fault = [
-        "training.test_fault=learner_exception",
-        "training.test_fault_iteration=10",
-        "training.test_fault_rank=1",
-    ]
-    cmd = [
-        *TORCHRUN,
-        "-m",
-        "runtime.cli",
-        *ROUTE,
-        f"log_dir={job}",
-        "algo.max_iterations=100000",
-        *SMALL,
-        *fault,
-    ]
+    cmd = _torchrun_train(job, "algo.max_iterations=100000", *RANK_1_FAULT)
     env = _env()
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode != 0
@@ -176,15 +163,7 @@ def test_the_rank_that_fails_is_named_not_the_peer_it_took_down(tmp_path: Path) 
 
 def test_an_elastic_restart_of_the_trainer_forms_its_group_again_and_completes(tmp_path: Path) -> None:
     job = tmp_path / "job"
-    fault = [
-        "training.test_fault=learner_exception",
-        "training.test_fault_iteration=10",
-        "training.test_fault_rank=1",
-    ]
-    cmd = [
-        *TORCHRUN, "--max-restarts", "1", "-m", "runtime.cli", *ROUTE, f"log_dir={job}", "algo.max_iterations=20",
-        *SMALL, *fault,
-    ]  # fmt: skip
+    cmd = _torchrun_train(job, "algo.max_iterations=20", *RANK_1_FAULT, restarts=1)
     result = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = read_run_summary(job / "run_summary.json")

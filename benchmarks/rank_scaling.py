@@ -36,7 +36,13 @@ def trainer_run(
     algo: str, task: str, worlds: int, ranks: int, iterations: int, overrides: list[str]
 ) -> dict[str, Any]:
     """One real run; the job's env steps/s (sum over ranks) and updates/s per rank, from the summaries."""
-    log_dir = Path(tempfile.mkdtemp(prefix="rank-scaling-")) / "run"
+    with tempfile.TemporaryDirectory(prefix="rank-scaling-") as tmp:
+        return _trainer_run(Path(tmp) / "run", algo, task, worlds, ranks, iterations, overrides)
+
+
+def _trainer_run(  # noqa: PLR0913 — one run's inputs
+    log_dir: Path, algo: str, task: str, worlds: int, ranks: int, iterations: int, overrides: list[str]
+) -> dict[str, Any]:
     launcher = [sys.executable]
     if ranks > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
@@ -45,7 +51,11 @@ def trainer_run(
         f"log_dir={log_dir}", f"algo.num_envs={worlds}", f"algo.max_iterations={iterations}",
         "training.no_play=true", *overrides,
     ]  # fmt: skip
-    subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(
+            f"rank_scaling: the {ranks}-rank trainer exited {done.returncode}:\n{done.stderr[-3000:]}"
+        )
     folders = [log_dir] if ranks == 1 else [log_dir / f"rank-{r}" for r in range(ranks)]
     summaries = [json.loads((f / "run_summary.json").read_text()) for f in folders]
     return {
@@ -75,7 +85,7 @@ def trainer_figures(
 
 
 # -- collective: one update step against its gradient all-reduce ----------------------------------------
-def collective_rank(algo: str, task: str, rank: int, device: str, repeats: int, out: str) -> None:
+def collective_rank(algo: str, task: str, rank: int, device: str, updates: int, out: str) -> None:
     """One rank of the collective measurement (run as a subprocess with MASTER_ADDR/PORT set)."""
     import torch
 
@@ -91,8 +101,6 @@ def collective_rank(algo: str, task: str, rank: int, device: str, repeats: int, 
         rank=rank, local_rank=rank, world_size=2, local_world_size=2, run_id=None, restart_count=0
     )
     torch.set_num_threads(1)
-    if device == "cuda":
-        torch.cuda.set_device(rank)
     group = join_group(identity, device, timeout_s=120.0)
     composed = compose(algo, task, "mujoco", ["algo.num_envs=1"])
     env = make_env(composed)  # the task's dimensions only
@@ -125,7 +133,7 @@ def collective_rank(algo: str, task: str, rank: int, device: str, repeats: int, 
     def timed(fn: Any) -> list[float]:
         fn()  # warm-up
         out: list[float] = []
-        for _ in range(repeats):
+        for _ in range(updates):
             sync()
             start = time.perf_counter()
             fn()
@@ -147,20 +155,23 @@ def collective_rank(algo: str, task: str, rank: int, device: str, repeats: int, 
     leave_group(10.0)
 
 
-def collective_figures(algo: str, task: str, device: str, repeats: int) -> dict[str, Any]:
+def collective_figures(algo: str, task: str, device: str, updates: int) -> dict[str, Any]:
     from torch.distributed.elastic.utils.distributed import get_free_port
 
-    port = get_free_port()
+    port = get_free_port()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    outs = [tempfile.mktemp(suffix=f"-rank{r}.json") for r in range(2)]
-    procs = [
-        subprocess.Popen([sys.executable, __file__, "--collective-rank", str(r), "--algo", algo, "--task", task,
-                          "--device", device, "--repeats", str(repeats), "--out", outs[r]], env=env, cwd=REPO)
-        for r in range(2)
-    ]  # fmt: skip
-    if any(p.wait() != 0 for p in procs):
-        raise SystemExit("a collective rank failed")
-    ranks = [json.loads(Path(o).read_text()) for o in outs]
+    with tempfile.TemporaryDirectory(prefix="rank-scaling-") as tmp:
+        outs = [str(Path(tmp) / f"rank{r}.json") for r in range(2)]
+        # each rank sees only its own GPU, as runtime.cli gives a CUDA rank (runtime.distributed)
+        procs = [
+            subprocess.Popen([sys.executable, __file__, "--collective-rank", str(r), "--algo", algo, "--task", task,
+                              "--device", device, "--timed-updates", str(updates), "--out", outs[r]],
+                             env=env | ({"CUDA_VISIBLE_DEVICES": _device_of(r)} if device == "cuda" else {}), cwd=REPO)
+            for r in range(2)
+        ]  # fmt: skip
+        if any(p.wait() != 0 for p in procs):
+            raise SystemExit("rank_scaling: a collective rank failed (its error is above)")
+        ranks = [json.loads(Path(o).read_text()) for o in outs]
     update = statistics.fmean(r["update_ms"] for r in ranks)
     reduce = statistics.fmean(r["all_reduce_ms"] for r in ranks)
     return {
@@ -171,14 +182,18 @@ def collective_figures(algo: str, task: str, device: str, repeats: int) -> dict[
     }
 
 
+def _device_of(rank: int) -> str:
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return visible[rank] if visible else str(rank)
+
+
 def main(  # noqa: PLR0913 — one parameter per command-line option (typer)
     algo: Annotated[str, typer.Option()] = "sac",
     task: Annotated[str, typer.Option()] = "g1_walk_flat",
     num_envs: Annotated[int, typer.Option(min=2, help="total worlds: E for 1 rank, E/2 per rank for 2")] = 64,
     iterations: Annotated[int, typer.Option(min=1)] = 60,
-    repeats: Annotated[
-        int, typer.Option(min=1, help="alternated trainer runs, or timed updates per rank")
-    ] = 2,
+    repeats: Annotated[int, typer.Option(min=1, help="alternated trainer runs of each size")] = 2,
+    timed_updates: Annotated[int, typer.Option(min=1, help="timed update steps per rank")] = 20,
     override: Annotated[list[str] | None, typer.Option(help="dotted.key=value for every trainer run")] = None,
     device: Annotated[str, typer.Option(help="cpu (gloo) or cuda (NCCL, one GPU per rank)")] = "cpu",
     skip_trainer: Annotated[bool, typer.Option()] = False,
@@ -186,16 +201,22 @@ def main(  # noqa: PLR0913 — one parameter per command-line option (typer)
     out: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Print the rank-scaling figures as JSON (every ratio measured in this run)."""
+    if (collective_rank_ is None) != (out is None):
+        raise typer.BadParameter("--collective-rank and --out go together (they run one rank)")
     if collective_rank_ is not None and out is not None:
-        collective_rank(algo, task, collective_rank_, device, max(repeats, 20), out)
+        collective_rank(algo, task, collective_rank_, device, timed_updates, out)
         return
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"--device {device!r}: must be cpu or cuda")
+    if num_envs % 2:
+        raise typer.BadParameter(f"--num-envs {num_envs}: must be even (E/2 worlds per rank at 2 ranks)")
     report: dict[str, Any] = {
         "host_cpus": os.cpu_count(),
         "algo": algo,
         "task": task,
         "total_worlds": num_envs,
     }
-    report["collective"] = collective_figures(algo, task, device, max(repeats, 20))
+    report["collective"] = collective_figures(algo, task, device, timed_updates)
     if not skip_trainer:
         report["trainer"] = trainer_figures(algo, task, num_envs, iterations, repeats, list(override or []))
     print(json.dumps(report, indent=2))

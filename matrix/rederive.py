@@ -164,7 +164,7 @@ def _observation_of(
         fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,
         first_death=derived.get("first_death"),
         rank_restarts=derived.get("restarts"),
-        allow_restarts=int(dig(artifact, "ranks.allowed_restarts") or 0),
+        allow_restarts=derived.get("allowed_restarts", 0),
     )
 
 
@@ -232,12 +232,19 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     per_process = (
         per_process_verdicts(samples, startup) if _has(artifact, "resource_summary.per_process") else None
     )
+    # the schema holds ranks.allowed_restarts to an integer >= 0 (absent: not a job of several ranks)
     restarts, allowed = restarts_seen(samples), int(dig(artifact, "ranks.allowed_restarts") or 0)
     # the exit statuses the monitor reaped are not recorded; they change the sentence, never the class
     death = death_to_name(
         samples, dig(artifact, "monitor.root_pid"), {}, artifact.get("trainer_returncode"), restarts, allowed
     )
-    derived = {"per_process": per_process, "gpu_health": gpu, "first_death": death, "restarts": restarts}
+    derived = {
+        "per_process": per_process,
+        "gpu_health": gpu,
+        "first_death": death,
+        "restarts": restarts,
+        "allowed_restarts": allowed,
+    }
     out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift, derived))
     return out
 

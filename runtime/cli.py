@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -23,7 +24,14 @@ from runtime.config import (
     resolve_learner_device,
     validate_for_run,
 )
-from runtime.distributed import RankIdentity, check_placement, rank_device_mask, rank_identity, rank_overrides
+from runtime.distributed import (
+    RankIdentity,
+    check_job_dir,
+    check_placement,
+    rank_device_mask,
+    rank_identity,
+    rank_overrides,
+)
 
 EXIT_CONFIG_ERROR = 2
 
@@ -113,7 +121,9 @@ def train(
 
 
 def prepare_rank(identity: RankIdentity, run_cfg: RunConfig, facts: PlatformFacts) -> None:
-    """Refuse a placement the ranks cannot have; give a CUDA rank (and its collector) its one device."""
+    """Refuse a job folder or a placement the ranks cannot have; give a CUDA rank (and its collector) its
+    one device."""
+    check_job_dir(identity.job_directory(Path(str(run_cfg.log_dir))), identity.restart_count)
     device = run_cfg.resolved.learner_device
     check_placement(identity, device, run_cfg.training.cuda_process_sharing, facts)
     if device == "cuda":

@@ -53,9 +53,9 @@ def rank_identity(env: Mapping[str, str]) -> RankIdentity | None:
     """The rank described by ``env``; None for a single process. ConfigError on a partial or
     inconsistent set of launch variables, naming them."""
     # MASTER_ADDR/MASTER_PORT alone are often exported host-wide; only a rank variable makes a rank.
-    present = [name for name in LAUNCH_VARIABLES if name in env]
     if not any(name in env for name in RANK_VARIABLES):
         return None
+    present = [name for name in LAUNCH_VARIABLES if name in env]
     missing = [name for name in LAUNCH_VARIABLES if name not in env]
     if missing:
         raise ConfigError(
@@ -72,6 +72,8 @@ def rank_identity(env: Mapping[str, str]) -> RankIdentity | None:
             f"LOCAL_RANK={values['LOCAL_RANK']} / LOCAL_WORLD_SIZE={local_world} do not fit WORLD_SIZE={world}",
             "LOCAL_RANK",
         )
+    if not 1 <= _count(env, "MASTER_PORT") <= 65535:
+        raise ConfigError(f"MASTER_PORT={env['MASTER_PORT']!r} is not a TCP port (1-65535)", "MASTER_PORT")
     if world == 1:
         return None
     return RankIdentity(
@@ -85,11 +87,11 @@ def rank_identity(env: Mapping[str, str]) -> RankIdentity | None:
 
 
 def _count(env: Mapping[str, str], name: str, default: str | None = None) -> int:
-    text = env.get(name, default)
-    try:
-        return int(str(text))
-    except ValueError:
-        raise ConfigError(f"{name}={text!r} is not an integer; {LAUNCH_HINT}", name) from None
+    """A launch variable that must be a whole number >= 0."""
+    text = str(env.get(name, default)).strip()
+    if not text.isdigit():
+        raise ConfigError(f"{name}={text!r} is not a whole number >= 0; {LAUNCH_HINT}", name)
+    return int(text)
 
 
 def rank_overrides(identity: RankIdentity, cfg: ComposedConfig, cores: int) -> list[str]:
@@ -97,7 +99,6 @@ def rank_overrides(identity: RankIdentity, cfg: ComposedConfig, cores: int) -> l
     (only where the user left the thread counts unset)."""
     if cfg.log_dir is None:
         raise ConfigError("log_dir is required: pass log_dir=/absolute/path/of/a/new/run/dir", "log_dir")
-    _check_job_dir(Path(cfg.log_dir), identity.restart_count)
     share = max(1, cores // identity.local_world_size)
     out = [f"log_dir={identity.directory(Path(cfg.log_dir))}", f"seed={cfg.seed + identity.rank}"]
     if cfg.training.physics_threads is None:
@@ -112,12 +113,15 @@ def rank_overrides(identity: RankIdentity, cfg: ComposedConfig, cores: int) -> l
     return out
 
 
-def _check_job_dir(log_dir: Path, restart_count: int) -> None:
+def check_job_dir(log_dir: Path, restart_count: int) -> None:
     """The job's folder may hold only the ranks' folders (they appear as the ranks start), and after an
     elastic restart also the earlier attempts' folders and their job summary."""
     if log_dir.exists() and not log_dir.is_dir():
         raise ConfigError(f"log_dir {log_dir} exists and is not a directory; choose a new path", "log_dir")
-    names = [p.name for p in log_dir.iterdir()] if log_dir.exists() else []
+    try:
+        names = [p.name for p in log_dir.iterdir()] if log_dir.exists() else []
+    except OSError as exc:
+        raise ConfigError(f"log_dir {log_dir} cannot be listed: {exc}", "log_dir") from None
     strays = sorted(n for n in names if not _is_job_entry(n, restart_count))
     if strays:
         raise ConfigError(

@@ -143,8 +143,10 @@ class Learner(ABC):
         self._sync_actor()
 
     def synchronize(self) -> None:
-        """Average the rank-local statistics over the ranks (a no-op for one rank)."""
+        """Average the rank-local statistics over the ranks (one rank has nothing to average), then copy
+        the state's actor into ``self.actor``."""
         if self.collective.world_size == 1:
+            self._sync_actor()
             return
         flat: dict[str, torch.Tensor] = {}
         for name in self.rank_local_fields:
@@ -202,7 +204,6 @@ class Learner(ABC):
                 sums[key] = sums[key] + value if key in sums else value.detach()
                 counts[key] = counts.get(key, 0) + 1
             self.updates_total += 1
-        self._sync_actor()
         self.synchronize()
         out = {k: float(v) / counts[k] for k, v in sums.items()}
         out["learner/updates_total"] = float(self.updates_total)

@@ -8,12 +8,12 @@ waits for the ranks' files up to a deadline, since a rank that was killed never 
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runtime.artifacts import ArtifactError, read_run_summary
 from runtime.distributed import RankIdentity
 
 # A rank that ended because of another rank (or was stopped from outside) is not the job's first failure.
@@ -111,10 +111,16 @@ def job_summary(
 
 
 def read_rank_summaries(
-    job_dir: Path, world_size: int, deadline_s: float, poll_s: float = 0.2
+    job_dir: Path,
+    world_size: int,
+    deadline_s: float,
+    poll_s: float = 0.2,
+    own: Mapping[int, dict[str, Any]] | None = None,
 ) -> dict[int, dict[str, Any] | None]:
-    """Each rank's run_summary.json (None where none was readable when the deadline passed)."""
+    """Each rank's run_summary.json (None where none was readable and schema-valid when the deadline
+    passed); ``own``: the summaries the caller already holds (not read again)."""
     found: dict[int, dict[str, Any] | None] = dict.fromkeys(range(world_size))
+    found.update(own or {})
     deadline = time.monotonic() + deadline_s
     while True:
         for rank in [r for r, s in found.items() if s is None]:
@@ -126,7 +132,6 @@ def read_rank_summaries(
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None  # not written yet (written atomically, so never half-read)
-    return document if isinstance(document, dict) else None
+        return read_run_summary(path)
+    except ArtifactError:
+        return None  # not written yet (written atomically, so never half-read), or not a run summary

@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import PrefixStore, Store, TCPStore  # the public dist.* names, typed
+
+# dist.TCPStore and friends are these very classes; imported from their module, mypy sees their types
+from torch._C._distributed_c10d import PrefixStore, Store, TCPStore
 
 from runtime import artifacts
 from runtime.distributed import RankIdentity
@@ -38,15 +40,17 @@ class ProcessGroupCollective:
 
     def mean(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """One all_reduce per dtype over the tensors packed end to end (as DDP's buckets do)."""
-        out: list[torch.Tensor | None] = [None] * len(tensors)
+        if any(not t.is_floating_point() for t in tensors):
+            raise TypeError("mean() averages floating-point tensors only (an integer mean would round)")
+        out: list[torch.Tensor] = list(tensors)
         for dtype in dict.fromkeys(t.dtype for t in tensors):
             picked = [i for i, t in enumerate(tensors) if t.dtype == dtype]
             flat = torch.cat([tensors[i].detach().reshape(-1) for i in picked])
             self._call("all_reduce", flat)
-            flat = flat / self.world_size if flat.is_floating_point() else flat // self.world_size
+            flat = flat / self.world_size
             for i, part in zip(picked, torch.split(flat, [tensors[i].numel() for i in picked]), strict=True):
                 out[i] = part.view_as(tensors[i])
-        return [t for t in out if t is not None]
+        return out
 
     def broadcast(self, tensors: Sequence[torch.Tensor], src: int) -> None:
         for tensor in tensors:
@@ -108,18 +112,25 @@ def leave_group(deadline_s: float) -> str | None:
     return errors[0] if errors else None
 
 
-def leave_job(ranks: RankIdentity, job_dir: Path, summary: dict[str, Any], deadline_s: float) -> None:
+def leave_job(ranks: RankIdentity, job_dir: Path, summary: dict[str, Any], deadline_s: float) -> bool:
     """Leave the process group within the deadline; rank 0 then writes the job's summary (in ``job_dir``,
     the job's log_dir) from this attempt's rank summaries (``runtime.manager.job_summary``), waiting for
-    them up to the same deadline."""
+    them up to the same deadline. False when the job summary could not be written (said on stderr)."""
     from runtime.manager.job_summary import job_summary, read_rank_summaries
 
     stuck = leave_group(deadline_s)
     if stuck is not None:
         print(f"train: rank {ranks.rank}: leaving the process group: {stuck}", file=sys.stderr)
     if ranks.rank != 0:
-        return
+        return True
     attempt = ranks.attempt_directory(job_dir)
-    by_rank = read_rank_summaries(attempt, ranks.world_size, deadline_s) | {0: summary}
+    by_rank = read_rank_summaries(attempt, ranks.world_size, deadline_s, own={0: summary})
     folder = attempt.relative_to(job_dir).as_posix()
-    artifacts.write_run_summary(job_dir, job_summary(summary, by_rank, "" if folder == "." else f"{folder}/"))
+    try:
+        artifacts.write_run_summary(
+            job_dir, job_summary(summary, by_rank, "" if folder == "." else f"{folder}/")
+        )
+    except (artifacts.ArtifactError, OSError) as exc:
+        print(f"train: rank 0: the job summary was not written: {exc}", file=sys.stderr)
+        return False
+    return True

@@ -141,12 +141,13 @@ class TrainingSession:
             summary["distributed"] = rank_block(
                 self.ranks, backend_for(self.plan.learner_device), self.params_checksum
             )
-        code = self._write_summary(summary, code)
+        code, written = self._write_summary(summary, code)
         if record.classification != "normal_completion":
             print(f"train: {record.classification}: {record.reason}", file=sys.stderr)
         if self.ranks is not None:
             job_dir = self.ranks.job_directory(self.log_dir)
-            leave_job(self.ranks, job_dir, summary, self.cfg.training.group_exit_deadline_s)
+            if not leave_job(self.ranks, job_dir, written, self.cfg.training.group_exit_deadline_s):
+                code = EXIT_FAILED
         return code
 
     def _drive(self) -> ShutdownRecord:
@@ -174,13 +175,15 @@ class TrainingSession:
             self.cancel_signum = signum
         self.bells.to_learner.set()  # wake any wait so the loop notices promptly
 
-    def _write_summary(self, summary: dict[str, Any], code: int) -> int:
+    def _write_summary(self, summary: dict[str, Any], code: int) -> tuple[int, dict[str, Any]]:
+        """The exit code and the summary as written (a schema failure writes a failed one instead)."""
         try:
             artifacts.write_run_summary(self.log_dir, summary)
         except artifacts.ArtifactError as exc:  # our own bug; still leave a readable failed summary
-            artifacts.write_run_summary(self.log_dir, reporting.schema_failure_summary(summary, str(exc)))
-            return EXIT_FAILED
-        return code
+            failed = reporting.schema_failure_summary(summary, str(exc))
+            artifacts.write_run_summary(self.log_dir, failed)
+            return EXIT_FAILED, failed
+        return code, summary
 
     # -- startup --------------------------------------------------------------------------------
     def _startup(self) -> None:

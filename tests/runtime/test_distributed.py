@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from runtime.config import ConfigError, PlatformFacts, compose
-from runtime.distributed import RankIdentity, check_placement, rank_device_mask, rank_identity, rank_overrides
+from runtime.distributed import (
+    RankIdentity,
+    check_job_dir,
+    check_placement,
+    rank_device_mask,
+    rank_identity,
+    rank_overrides,
+)
 
 TORCHRUN = {
     "RANK": "1",
@@ -84,12 +91,33 @@ def test_rank_overrides_give_each_rank_its_folder_seed_and_share_of_the_cores(tm
 
 def test_a_job_folder_with_anything_but_rank_folders_is_refused(tmp_path: Path) -> None:
     (tmp_path / "rank-0").mkdir()
-    cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}"])
-    rank_overrides(TWO_RANKS, cfg, cores=2)  # a peer's folder, already made, is expected
+    check_job_dir(tmp_path, restart_count=0)  # a peer's folder, already made, is expected
     (tmp_path / "run_summary.json").write_text("{}")
     with pytest.raises(ConfigError, match=r"run_summary\.json") as err:
-        rank_overrides(TWO_RANKS, cfg, cores=2)
+        check_job_dir(tmp_path, restart_count=0)
     assert err.value.key == "log_dir"
+
+
+def test_a_job_folder_that_cannot_be_listed_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Path) -> None:  # root lists any folder, so the refusal is simulated here
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(ConfigError, match=r"cannot be listed: .*Permission denied") as err:
+        check_job_dir(tmp_path, restart_count=0)
+    assert err.value.key == "log_dir"
+
+
+def test_the_master_port_and_counts_must_be_whole_numbers() -> None:
+    with pytest.raises(ConfigError, match=r"MASTER_PORT='abc'") as err:
+        rank_identity(TORCHRUN | {"MASTER_PORT": "abc"})
+    assert err.value.key == "MASTER_PORT"
+    with pytest.raises(ConfigError, match="not a TCP port"):
+        rank_identity(TORCHRUN | {"MASTER_PORT": "70000"})
+    with pytest.raises(ConfigError, match="TORCHELASTIC_RESTART_COUNT='-1'"):
+        rank_identity(TORCHRUN | {"TORCHELASTIC_RESTART_COUNT": "-1"})
 
 
 def test_a_cpu_learner_needs_no_device_per_rank() -> None:
@@ -132,5 +160,6 @@ def test_a_restarted_attempt_gets_its_own_folder_beside_the_earlier_ones(tmp_pat
     cfg = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path}"])
     assert rank_overrides(restarted, cfg, cores=2)[0] == f"log_dir={tmp_path / 'attempt-2' / 'rank-1'}"
     assert restarted.job_directory(restarted.directory(tmp_path)) == tmp_path
+    check_job_dir(tmp_path, restart_count=2)
     with pytest.raises(ConfigError, match="attempt-1"):
-        rank_overrides(TWO_RANKS, cfg, cores=2)  # a first attempt in a folder of earlier ones is refused
+        check_job_dir(tmp_path, restart_count=0)  # a first attempt in a folder of earlier ones is refused

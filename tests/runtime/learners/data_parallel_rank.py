@@ -44,6 +44,10 @@ def main(algo: str, rank: int, world: int, out: str) -> None:
     learner.state, _ = step(
         learner.nets, learner.hp, learner.state, shard(toy_batch(ROWS * world), rank), mine, 0.5 * mine
     )
+    mine_only = toy_batch(ROWS, seed=10 + rank)  # data only this rank sees: its statistics differ
+    learner.add_transitions(
+        mine_only.obs, mine_only.action, mine_only.reward, mine_only.next_obs, mine_only.terminated
+    )
     learner.synchronize()
     torch.save({"joined": joined, "checksum": learner.checksum(), "state": state_to_dict(learner.state)}, out)
     leave_group(10.0)

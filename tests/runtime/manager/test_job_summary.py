@@ -87,11 +87,19 @@ def test_a_job_stopped_from_outside_is_cancelled() -> None:
     )
 
 
+def _valid_summary(rank: int) -> dict[str, Any]:
+    """A schema-valid run summary of ``rank`` (the soak fixtures' completed one, with its rank block)."""
+    fixture = Path(__file__).parents[2] / "harness" / "soak" / "fixtures" / "run_summary_completed.json"
+    return json.loads(fixture.read_text()) | {"distributed": _summary(rank)["distributed"]}
+
+
 def test_rank_summaries_are_awaited_until_the_deadline(tmp_path: Path) -> None:
-    (tmp_path / "rank-1").mkdir()
-    (tmp_path / "rank-1" / "run_summary.json").write_text(json.dumps(_summary(1)))
-    (tmp_path / "rank-2").mkdir()
-    (tmp_path / "rank-2" / "run_summary.json").write_text("[1, 2]")  # not a summary
-    found = read_rank_summaries(tmp_path, 3, deadline_s=0.3, poll_s=0.05)
-    assert found[0] is None and found[2] is None
+    for rank, text in ((1, json.dumps(_valid_summary(1))), (2, "[1, 2]"), (3, "{}")):
+        (tmp_path / f"rank-{rank}").mkdir()
+        (tmp_path / f"rank-{rank}" / "run_summary.json").write_text(text)  # ranks 2 and 3: not summaries
+    own = {0: _valid_summary(0)}
+    found = read_rank_summaries(tmp_path, 5, deadline_s=0.3, poll_s=0.05, own=own)
+    assert found[0] is own[0]  # the caller's own summary, not read again
+    assert found[2] is None and found[3] is None and found[4] is None
     assert found[1] is not None and found[1]["distributed"]["rank"] == 1
+    assert job_summary(own[0], found)["distributed"]["ranks"][3]["status"] == "missing"  # no KeyError

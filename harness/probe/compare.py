@@ -37,6 +37,7 @@ from harness.ci.compare import compare_suite
 from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.compare.fields import host_differences, host_identity, setting_differences
+from harness.compare.output_path import OutputPathError, json_output_path
 from harness.compare.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -285,14 +286,10 @@ def validate_report(report: Mapping[str, Any]) -> None:
 def json_output(flag: str, value: str | None) -> Path | None:
     """``value`` as the absolute ``.json`` path in an existing directory that ``flag`` must name (None:
     not asked); CompareInputError naming ``flag`` otherwise."""
-    if value is None:
-        return None
-    out = Path(value)
-    if not out.is_absolute() or out.suffix != ".json" or not out.parent.is_dir():
-        raise CompareInputError(
-            flag, f"must be an absolute .json path in an existing directory, got {value!r}"
-        )
-    return out
+    try:
+        return json_output_path(flag, value)
+    except OutputPathError as exc:
+        raise CompareInputError(flag, exc.reason) from None
 
 
 def run_compare(

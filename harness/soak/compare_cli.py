@@ -33,6 +33,7 @@ from harness.ci.cases import CiSuite
 from harness.ci.compare import compare_suite
 from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.compare.fields import host_differences, host_identity, setting_differences
+from harness.compare.output_path import OutputPathError, json_output_path
 from harness.soak.evidence.artifact import ArtifactError, load_artifact
 from harness.soak.evidence.report import locate_samples, read_samples
 from harness.soak.verdicts.compare import (
@@ -124,14 +125,10 @@ def _identity(artifact: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _json_output(value: str | None) -> Path | None:
-    if value is None:
-        return None
-    out = Path(value)
-    if not out.is_absolute() or out.suffix != ".json" or not out.parent.is_dir():
-        raise SoakCompareError(
-            "--json-file", f"must be an absolute .json path in an existing directory, got {value!r}"
-        )
-    return out
+    try:
+        return json_output_path("--json-file", value)
+    except OutputPathError as exc:
+        raise SoakCompareError(exc.flag, exc.reason) from None
 
 
 def report_text(report: Mapping[str, Any]) -> str:

@@ -51,7 +51,7 @@ def _with_ranks(result: MonitorResult) -> str | None:
 
     if result.monitor_failure not in ("timeout/stale_tick", "shutdown_hang") or result.forensics is None:
         return result.monitor_detail
-    ranks = straggler_sentence(result.forensics.section(), result.known_processes)
+    ranks = straggler_sentence(result.forensics.captures, result.known_processes)
     return "; ".join(part for part in (result.monitor_detail, ranks) if part) or None
 
 
@@ -69,7 +69,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.verdicts.observation import observe_classes
     from harness.soak.verdicts.oom import assess
     from harness.soak.verdicts.per_process import per_process_verdicts
-    from harness.soak.verdicts.ranks import ranks_section, restarts_seen
+    from harness.soak.verdicts.ranks import last_seen_by_rank, ranks_section, restarts_seen
     from harness.soak.verdicts.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
@@ -141,13 +141,11 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         startup_end_t=result.startup_end_t,
         run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
         ranks=ranks_section(
+            observation,
             result.known_processes,
             result.rank_progress,
-            run_summary,
-            observation.per_process,
+            last_seen_by_rank(result.samples),
             result.root_pid,
-            result.samples,
-            settings.allow_restarts,
         ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),

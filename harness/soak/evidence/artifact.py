@@ -339,6 +339,8 @@ def load_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ArtifactError(f"{source}: cannot read: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{source}: not JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from exc
+    except UnicodeDecodeError as exc:  # a binary file (a compressed samples file, say), not an artifact
+        raise ArtifactError(f"{source}: not UTF-8 text (byte {exc.start}): not a soak artifact") from exc
     if not isinstance(data, dict):
         raise ArtifactError(f"{source}: $: expected a JSON object, got {type(data).__name__}")
     version = data.get("artifact_schema_version")

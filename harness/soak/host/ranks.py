@@ -3,12 +3,13 @@
 torchrun exports ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``TORCHELASTIC_RUN_ID`` and
 ``TORCHELASTIC_RESTART_COUNT`` to each worker; the worker's own children (our collector) inherit them.
 The agent has none of them. A process's environment is fixed at exec, so it is read once per process
-identity (pid and start ticks).
+identity and command line: a worker sampled between its fork and its exec still has the agent's
+environment and argv, and is read again once it has its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,10 +43,10 @@ def rank_label(environ: Mapping[str, str]) -> dict[str, Any] | None:
 class RankLabels:
     """Rank labels of the tree's processes, read once per identity (an unreadable one stays None)."""
 
-    seen: dict[tuple[int, int], dict[str, Any] | None] = field(default_factory=dict)
+    seen: dict[tuple[int, int, tuple[str, ...]], dict[str, Any] | None] = field(default_factory=dict)
 
-    def label(self, pid: int, start_ticks: int) -> dict[str, Any] | None:
-        identity = (pid, start_ticks)
+    def label(self, pid: int, start_ticks: int, cmdline: Sequence[str] = ()) -> dict[str, Any] | None:
+        identity = (pid, start_ticks, tuple(cmdline))
         if identity not in self.seen:
             try:
                 environ = psutil.Process(pid).environ()

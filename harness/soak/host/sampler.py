@@ -129,7 +129,6 @@ class JobProgress:
     ranks: dict[int, ProgressTail] = field(default_factory=dict)
     last: dict[str, Any] | None = None
     attempt: int = 0  # the latest elastic-restart attempt whose folder was found
-    _top_ranks: Path | None = None  # that attempt's folder of rank folders (None: log_dir itself)
 
     def __post_init__(self) -> None:
         self.top = ProgressTail(self.log_dir / "progress.jsonl")
@@ -142,9 +141,11 @@ class JobProgress:
     def by_rank(self) -> dict[int, dict[str, Any]]:
         return {rank: tail.last for rank, tail in sorted(self.ranks.items()) if tail.last is not None}
 
-    def poll(self) -> dict[str, Any] | None:
+    def poll(self, rescan: bool = True) -> dict[str, Any] | None:
+        """The freshest record; ``rescan``: look for new rank folders (only worth it when the log dir
+        changed since the last poll)."""
         top = self.top.poll()
-        if top is None:
+        if top is None and rescan:
             self._find_ranks()
         for tail in self.ranks.values():
             tail.poll()
@@ -155,12 +156,11 @@ class JobProgress:
     def _find_ranks(self) -> None:
         """The ranks' progress files: ``rank-<R>/``, and after the N-th elastic restart
         ``attempt-<N>/rank-<R>/`` (a rank's latest attempt is the one read)."""
-        for attempt, folder in sorted(_numbered(self.log_dir, "attempt").items()):
-            if attempt <= self.attempt:
-                continue
-            self.attempt, self.ranks = attempt, {}
-            self._top_ranks = folder
-        for rank, folder in _numbered(self._top_ranks or self.log_dir, "rank").items():
+        latest = max(_numbered(self.log_dir, "attempt"), default=0)
+        if latest > self.attempt:
+            self.attempt, self.ranks = latest, {}
+        attempt_dir = self.log_dir / f"attempt-{self.attempt}" if self.attempt else self.log_dir
+        for rank, folder in _numbered(attempt_dir, "rank").items():
             if rank not in self.ranks:
                 self.ranks[rank] = ProgressTail(folder / "progress.jsonl")
 
@@ -227,11 +227,11 @@ class Sampler:
         """Tag the processes of a torchrun job's ranks with their rank (only those: a single-rank tree's
         records stay as they were), here and in the tracker's record of every process seen."""
         for proc in processes:
-            label = self.ranks.label(proc["pid"], proc["start_ticks"])
+            label = self.ranks.label(proc["pid"], proc["start_ticks"], proc.get("cmdline") or ())
             if label is not None:
                 proc["rank"], proc["restart_count"] = label["rank"], label["restart_count"]
                 known = self.tracker.known.get((proc["pid"], proc["start_ticks"]))
-                if known is not None:
+                if known is not None and "rank" not in known:  # the label is fixed: record it once
                     known.update(
                         rank=label["rank"],
                         restart_count=label["restart_count"],
@@ -254,7 +254,7 @@ class Sampler:
         assign_roles(processes, self.tracker.root_pid)
         self._label_ranks(processes)
         liveness = self.liveness.scan(now)
-        progress = self.progress.poll()
+        progress = self.progress.poll(rescan=liveness["changed"])
         record: dict[str, Any] = {
             "t": round(now - self.t0, 3),
             "wall": wall,

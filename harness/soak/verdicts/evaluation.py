@@ -219,8 +219,7 @@ def _classify(obs: MonitorObservation, first: Criterion, failed: Sequence[Criter
     if first.name == "trainer_returncode":
         if any(c.name == "shutdown_contract" for c in failed) and obs.run_summary is not None:
             return "shutdown_contract_violation"  # e.g. exit 1 while the summary claims normal_completion
-        ranks, why = (lookup_or_none(obs.run_summary, k) for k in ("distributed.ranks", "failure_reason"))
-        if ranks and why:
+        if job_failure(obs) is not None:
             return "rank_failure"  # a job of several ranks: which rank failed first, not rank 0's view
         shutdown = lookup(obs.run_summary, "runtime_manifest.shutdown.classification")
         return str(shutdown) if shutdown in SHUTDOWN_FAILURES else "trainer_failure"
@@ -350,17 +349,20 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
     )
 
 
+def job_failure(obs: MonitorObservation) -> str | None:
+    """The failure sentence of a failed job of several ranks, from its job summary (it names the first
+    rank that failed); None for a single process or a job that completed."""
+    ranks, why = (lookup_or_none(obs.run_summary, k) for k in ("distributed.ranks", "failure_reason"))
+    return str(why) if ranks and why else None
+
+
 def _detail(obs: MonitorObservation, classification: str) -> str | None:
     """What the reason adds to its lead row: the job summary's sentence naming the first rank that
     failed, else the first death in the tree for a command that failed without saying why, else the
     monitor's own detail."""
-    job_reason = lookup_or_none(obs.run_summary, "failure_reason")
-    if (
-        classification == "rank_failure"
-        and lookup_or_none(obs.run_summary, "distributed.ranks")
-        and job_reason
-    ):
-        return str(job_reason)
+    job_reason = job_failure(obs)
+    if classification == "rank_failure" and job_reason is not None:
+        return job_reason
     if classification in ("trainer_failure", "rank_failure") and obs.first_death is not None:
         return death_sentence(obs.first_death)
     return obs.monitor_detail
@@ -371,7 +373,7 @@ def _rank_rows(obs: MonitorObservation) -> list[Criterion]:
     if obs.rank_restarts is None:
         return []
     expected = f"<= {obs.allow_restarts} elastic restart(s) (--allow-restarts)"
-    return [row("rank_restarts", expected, obs.rank_restarts, obs.rank_restarts <= obs.allow_restarts)]
+    return [row(RANK_ROWS[0], expected, obs.rank_restarts, obs.rank_restarts <= obs.allow_restarts)]
 
 
 def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, Criterion]:

@@ -149,7 +149,8 @@ def failure_detail(
         return idle_sentence(idle_processes(samples, limits.stale_progress_s))
     if failure == "shutdown_hang" and samples:
         alive = samples[-1].get("processes") or []
-        ranked = sorted(alive, key=lambda p: p.get("rank", -1), reverse=True)  # a job's ranks first
+        # a job's ranks first, in rank order, then the rest as sampled
+        ranked = sorted(alive, key=lambda p: (not isinstance(p.get("rank"), int), p.get("rank", 0)))
         listed = ", ".join(f"pid {p['pid']} ({_who(p)})" for p in ranked[:5])
         waited = limits.post_shutdown_grace_s + limits.shutdown_timeout_s
         return (

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.compare.fields import dig
+
 MERGE_SCHEMA_VERSION = 1
 CONSEQUENTIAL = ("peer_failure", "external_cancellation")
 
@@ -68,7 +70,7 @@ def _node(path: str, artifact: Mapping[str, Any]) -> dict[str, Any]:
     started = float(artifact["timing"]["started_at"])
     ranks = artifact["ranks"]["ranks"]
     node_ranks = {r["node_rank"] for r in ranks if isinstance(r.get("node_rank"), int)}
-    host = ((artifact.get("context") or {}).get("host") or {}).get("hostname")
+    host = dig(artifact, "context.host.hostname")
     return {
         "artifact": path,
         "host": host,

@@ -9,23 +9,29 @@ single-rank artifact stays as it was.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from harness.soak.verdicts.stacks import first_project_frame
+
+if TYPE_CHECKING:
+    from harness.soak.verdicts.evaluation import MonitorObservation
 
 PROGRESS_KEYS = ("iteration", "total_env_steps", "env_steps_per_s", "phase", "final")
 SEVERITY = {"bounded": 0, "insufficient_data": 1, "growing": 2}
 SUMMARY_KEYS = ("status", "failure_classification", "failure_reason", "exit_code", "params_checksum")
 
 
-def ranks_section(  # noqa: PLR0913 — each input is a different record of the watch
+def ranks_section(
+    obs: MonitorObservation,
     known_processes: Sequence[Mapping[str, Any]],
     rank_progress: Mapping[int, Mapping[str, Any]],
-    run_summary: Mapping[str, Any] | None,
-    per_process: Mapping[str, Any] | None,
+    last_seen: Mapping[int, float],
     root_pid: int | None,
-    samples: Sequence[Mapping[str, Any]] = (),
-    allowed_restarts: int = 0,
 ) -> dict[str, Any] | None:
-    """One entry per rank, with the job's own facts; None when the run had no ranks."""
+    """One entry per rank, with the job's own facts; None when the run had no ranks. ``obs``: the
+    observation judged (its run summary, per-process verdicts and restarts); ``last_seen``:
+    ``last_seen_by_rank(samples)``."""
+    run_summary, per_process = obs.run_summary, obs.per_process
     job = (run_summary or {}).get("distributed") or {}
     from_summary = {int(e["rank"]): e for e in job.get("ranks") or []}
     tagged = [p for p in known_processes if isinstance(p.get("rank"), int)]
@@ -33,7 +39,6 @@ def ranks_section(  # noqa: PLR0913 — each input is a different record of the 
     if not ranks:
         return None
     verdicts = _verdicts_by_identity(per_process)
-    last_seen = _last_seen(samples)
     entries = [
         _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, verdicts)
         | {"last_seen_t": last_seen.get(rank)}
@@ -47,8 +52,8 @@ def ranks_section(  # noqa: PLR0913 — each input is a different record of the 
         "agent": _identity(agent, "agent") if agent is not None else None,
         "first_failure": run_summary.get("failure_reason") if failed and run_summary is not None else None,
         "params_identical": job.get("params_identical"),
-        "restarts": restarts_seen(samples) or 0,
-        "allowed_restarts": allowed_restarts,
+        "restarts": obs.rank_restarts or 0,
+        "allowed_restarts": obs.allow_restarts,
         "ranks": entries,
     }
 
@@ -90,7 +95,7 @@ def restarts_seen(samples: Sequence[Mapping[str, Any]]) -> int | None:
     return max(counts) if counts else None
 
 
-def _last_seen(samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+def last_seen_by_rank(samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:
     """The t of the last sample that held a process of each rank."""
     seen: dict[int, float] = {}
     for sample in samples:
@@ -131,13 +136,15 @@ def collective_call(stack: Mapping[str, Any]) -> str | None:
 def _innermost(stack: Mapping[str, Any]) -> str:
     for thread in stack.get("threads") or []:
         frames = thread.get("frames") or []
-        pick = next((f for f in frames if f.get("project")), frames[0] if frames else None)
-        if pick is not None:
+        if frames:
+            pick = frames[first_project_frame(frames) or 0]
             return f"{pick.get('function')} ({pick.get('file')}:{pick.get('line')})"
     return "no Python frame"
 
 
-def straggler_sentence(forensics: Mapping[str, Any] | None, known: Sequence[Mapping[str, Any]]) -> str | None:
+def straggler_sentence(
+    captures: Sequence[Mapping[str, Any]], known: Sequence[Mapping[str, Any]]
+) -> str | None:
     """Which ranks wait inside a collective and which do not (the stragglers), from the stacks taken
     before the kill; None without stacks of at least one rank."""
     ranks = {
@@ -147,7 +154,7 @@ def straggler_sentence(forensics: Mapping[str, Any] | None, known: Sequence[Mapp
     }
     waiting: dict[int, str] = {}
     outside: dict[int, str] = {}
-    for capture in (forensics or {}).get("captures") or []:
+    for capture in captures:
         for proc in capture.get("processes") or []:
             rank = ranks.get((int(proc["pid"]), int(proc["start_ticks"])))
             stack = proc.get("stack") or {}

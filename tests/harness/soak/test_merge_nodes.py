@@ -42,8 +42,8 @@ def _rank_process(output: Path, timeout_s: float = 120.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         lines = samples.read_text().splitlines() if samples.exists() else []
-        for line in reversed(lines[-1:]):
-            ranked = [p for p in json.loads(line)["processes"] if "rank" in p]
+        if len(lines) >= 2:  # the last line may still be being written: read the one before it
+            ranked = [p for p in json.loads(lines[-2])["processes"] if "rank" in p]
             if ranked:
                 return min(ranked, key=lambda p: p["pid"])
         time.sleep(0.25)

@@ -40,18 +40,55 @@ def test_processes_outside_a_job_of_ranks_have_no_label() -> None:
     assert rank_label(WORKER | {"RANK": "one"}) is None
 
 
+SLEEPER = "import time; time.sleep(30)"
+
+
+def _execed(pid: int) -> list[str]:
+    """The command line of ``pid`` once it has exec'd the sleeper (before that it is its parent's)."""
+    proc, deadline = psutil.Process(pid), time.monotonic() + 20
+    while proc.cmdline()[-1:] != [SLEEPER]:
+        assert time.monotonic() < deadline, "the child did not start"
+        time.sleep(0.02)
+    return proc.cmdline()
+
+
 def test_a_real_process_environment_is_read_once_per_identity() -> None:
     env = dict(os.environ, **WORKER)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    plain = {k: v for k, v in os.environ.items() if k not in WORKER}
+    child = subprocess.Popen([sys.executable, "-c", SLEEPER], env=env)
+    other = subprocess.Popen([sys.executable, "-c", SLEEPER], env=plain)
     try:
         ticks = int(psutil.Process(child.pid).create_time() * 100)  # any stable key works for the cache
         labels = RankLabels()
-        assert labels.label(child.pid, ticks) == rank_label(WORKER)
-        assert labels.label(os.getpid(), 0) == rank_label(dict(os.environ))
+        argv = _execed(child.pid)
+        assert labels.label(child.pid, ticks, argv) == rank_label(WORKER)
+        assert labels.label(other.pid, ticks, _execed(other.pid)) is None  # its own environment, not ours
+    finally:
+        for proc in (child, other):
+            proc.kill()
+            proc.wait()
+    assert labels.label(child.pid, ticks, argv) == rank_label(WORKER)  # the cache: the process is gone
+
+
+EXEC_LATER = (
+    "import os, sys, time\n"
+    "time.sleep(1.0)\n"
+    f"os.execve(sys.executable, [sys.executable, '-c', {SLEEPER!r}], dict(os.environ, **{{0!r}}))"
+)
+
+
+def test_a_worker_sampled_before_its_exec_is_read_again_after_it() -> None:
+    plain = {k: v for k, v in os.environ.items() if k not in WORKER}
+    child = subprocess.Popen([sys.executable, "-c", EXEC_LATER.format(WORKER)], env=plain)
+    try:
+        proc = psutil.Process(child.pid)
+        labels = RankLabels()
+        assert labels.label(child.pid, 7, proc.cmdline()) is None  # still the launcher's environment
+        _execed(child.pid)
+        assert labels.label(child.pid, 7, proc.cmdline()) == rank_label(WORKER)
     finally:
         child.kill()
         child.wait()
-    assert labels.label(child.pid, ticks) == rank_label(WORKER)  # the cache: the process is gone
 
 
 def _write(path: Path, *records: dict[str, object]) -> None:

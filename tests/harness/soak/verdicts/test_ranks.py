@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.soak.verdicts.ranks import ranks_section
+from harness.soak.verdicts.evaluation import MonitorObservation
+from harness.soak.verdicts.ranks import ranks_section, straggler_sentence
 
 AGENT = {"pid": 10, "start_ticks": 1, "name": "python"}
 
@@ -30,15 +31,23 @@ PER_PROCESS = {
 }
 
 
+def _obs(summary: dict[str, Any] | None, restarts: int | None = None) -> MonitorObservation:
+    return MonitorObservation(
+        mode="monitor", monitor_failure=None, trainer_returncode=0, run_summary=summary, residual_processes=[],
+        orphaned_shm_segments=[], leak_verdicts={}, duration_s=1.0, min_duration_s=0.0, per_process=PER_PROCESS,
+        rank_restarts=restarts, allow_restarts=2,
+    )  # fmt: skip
+
+
 def test_a_single_process_run_has_no_ranks_section() -> None:
-    assert ranks_section([AGENT], {}, {"status": "completed"}, PER_PROCESS, 10) is None
+    assert ranks_section(_obs({"status": "completed"}), [AGENT], {}, {}, 10) is None
 
 
 def test_each_rank_with_its_processes_attempts_progress_and_worst_verdicts() -> None:
     progress = {
         1: {"iteration": 7, "total_env_steps": 56, "env_steps_per_s": 3.5, "phase": "train", "time": 1.0}
     }
-    section = ranks_section(KNOWN, progress, None, PER_PROCESS, 10)
+    section = ranks_section(_obs(None, restarts=1), KNOWN, progress, {1: 7.5}, 10)
     assert section is not None
     assert section["agent"] == {**AGENT, "role": "agent"} and section["run_id"] == "job"
     assert section["world_size"] == 2 and section["first_failure"] is None
@@ -48,6 +57,8 @@ def test_each_rank_with_its_processes_attempts_progress_and_worst_verdicts() -> 
     assert rank1["leak_verdicts"] == {"pss": "growing", "fd_total": "insufficient_data"}  # not rank 0's
     assert rank0["leak_verdicts"] == {"pss": "bounded"}
     assert rank1["last_progress"]["iteration"] == 7 and rank0["last_progress"] is None
+    assert (rank1["last_seen_t"], rank0["last_seen_t"]) == (7.5, None)
+    assert (section["restarts"], section["allowed_restarts"]) == (1, 2)
     assert rank1["status"] is None  # no job summary: nothing claimed
 
 
@@ -65,6 +76,25 @@ def test_the_job_summary_gives_each_ranks_end_and_the_first_failure() -> None:
             ],
         },
     }  # fmt: skip
-    section = ranks_section(KNOWN, {}, summary, PER_PROCESS, 10)
+    section = ranks_section(_obs(summary), KNOWN, {}, {}, 10)
     assert section is not None and section["first_failure"] == "rank 1: ValueError: nan"
     assert [r["failure_classification"] for r in section["ranks"]] == ["peer_failure", "learner_failure"]
+
+
+def _captured(pid: int, *functions: tuple[str, str]) -> dict[str, Any]:
+    frames = [{"function": f, "file": path, "line": 3, "project": "faults" in path} for f, path in functions]
+    return {"pid": pid, "start_ticks": 2, "stack": {"status": "captured", "threads": [{"frames": frames}]}}
+
+
+def test_the_rank_outside_every_collective_is_the_straggler() -> None:
+    waiting = _captured(
+        11, ("all_reduce", "/x/torch/distributed/distributed_c10d.py"), ("main", "/r/train.py")
+    )
+    stalled = _captured(12, ("sleep", "/usr/lib/time.py"), ("stall", "/r/faults/job.py"))
+    collector = _captured(13, ("recv", "/usr/lib/multiprocessing/connection.py"))  # not torch.distributed
+    sentence = straggler_sentence([{"processes": [waiting, stalled, collector]}], KNOWN)
+    assert sentence == (
+        "rank 1 is not inside a collective (the straggler; at stall (/r/faults/job.py:3)); "
+        "waiting in a collective: rank 0 (all_reduce)"
+    )
+    assert straggler_sentence([], KNOWN) is None

@@ -231,14 +231,12 @@ class Sampler:
             if label is not None:
                 proc["rank"], proc["restart_count"] = label["rank"], label["restart_count"]
                 known = self.tracker.known.get((proc["pid"], proc["start_ticks"]))
-                if known is not None and "rank" not in known:  # the label is fixed: record it once
-                    known.update(
-                        rank=label["rank"],
-                        restart_count=label["restart_count"],
-                        run_id=label["run_id"],
-                        node_rank=label["node_rank"],
-                        role=proc["role"],
-                    )
+                if known is None:
+                    continue
+                known["role"] = proc["role"]  # the latest: a rank names itself trainer after it starts
+                if "rank" not in known:  # the label is fixed: record it once
+                    fixed = ("rank", "restart_count", "run_id", "node_rank")
+                    known.update({key: label[key] for key in fixed})
 
     def sample(self, *, wall: float, now: float) -> dict[str, Any]:
         """One sample record (schema in the module docstring)."""

@@ -119,3 +119,35 @@ def test_reward_scale_maps_rms_return_to_half_support() -> None:
     d = float(reward_scale(learner.hp, learner.state.reward_stats))
     # constant reward 3 -> return 30 -> normalised return v_max / 2 = 2
     assert math.isclose(3.0 / d / (1 - 0.9), 2.0, rel_tol=1e-5)
+
+
+def test_ensemble_batch_norm_matches_torch_batch_norm_per_member_with_its_gradients() -> None:
+    # the two-pass variance is an implementation choice: output, gradients and the recorded statistics
+    # must be torch's batch norm per ensemble member within float tolerance
+    torch.manual_seed(0)
+    members, rows, dim = 2, 64, 24
+    norm = FlashBatchNorm(members, dim)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-0.5, 0.5)
+    x = (torch.randn(members, rows, dim) * 3 + 1).requires_grad_()
+    ref_x = x.detach().clone().requires_grad_()
+    stats: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    out = norm(x, True, stats)
+    ref = torch.stack(
+        [
+            torch.nn.functional.batch_norm(
+                ref_x[e], None, None, norm.weight[e], norm.bias[e], training=True, eps=norm.eps
+            )
+            for e in range(members)
+        ]
+    )
+    torch.testing.assert_close(out, ref)
+    upstream = torch.randn_like(out)
+    grads = torch.autograd.grad((out * upstream).sum(), [x, norm.weight, norm.bias])
+    ref_grads = torch.autograd.grad((ref * upstream).sum(), [ref_x, norm.weight, norm.bias])
+    for got, want in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    mean, unbiased_var = stats[norm.key]
+    torch.testing.assert_close(mean, ref_x.mean(1))
+    torch.testing.assert_close(unbiased_var, ref_x.var(1, correction=1))

@@ -2,8 +2,10 @@
 
 Every ``cell(...)`` marker (``@pytest.mark.cell(algo, task, backend, kind=KIND)``, ``marks=`` of a
 ``pytest.param`` or a module's ``pytestmark``) must name a cell the inventory declares, with string
-literals so that it can be read without importing the tests. Every cell that is not Unsupported must
-have bound tests, one at least of each kind its policy lists. ``matrix check`` fails on any finding.
+literals so that it can be read without importing the tests; ``ranks=N`` (an integer literal >= 2) binds
+the test to the cells of a job of N ranks instead of the single-rank ones. Every cell that is not
+Unsupported must have bound tests of its rank count, one at least of each kind its policy lists.
+``matrix check`` fails on any finding.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from matrix.model import TEST_KINDS, CellKey, Inventory
+from matrix.model import TEST_KINDS, Binding, CellKey, Inventory, marker_text
 
 TESTS_REL = "tests"
 _AXES = ("algo", "task", "backend")
+_KEYWORDS = {*_AXES, "kind", "ranks"}
 Cell = tuple[str, str, str]  # algo, task, backend
 
 
@@ -30,6 +33,11 @@ class CellMarker:
     cell: Cell | None = None
     kind: str | None = None
     problem: str | None = None
+    ranks: int = 1
+
+    def binding(self) -> Binding | None:
+        """``(algo, task, backend, ranks)`` this marker binds to, None when it could not be read."""
+        return None if self.cell is None else (*self.cell, self.ranks)
 
     def describe(self) -> str:
         """``kind at file:line (test)``."""
@@ -61,26 +69,39 @@ def _literal(node: ast.expr) -> str | None:
     return None
 
 
+def _ranks(node: ast.expr | None) -> int | None:
+    """The ``ranks=`` value: 1 when absent, N for an integer literal >= 2, else None (unreadable)."""
+    if node is None:
+        return 1
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2:
+        return node.value
+    return None
+
+
 def _read_call(call: ast.Call, file: str, test: str) -> CellMarker:
-    """The cell and kind of one marker call; a problem when they are not plain string literals."""
+    """The cell, kind and ranks of one marker call; a problem when they are not plain literals."""
     named = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
-    unknown = sorted(set(named) - {*_AXES, "kind"})
+    unknown = sorted(set(named) - _KEYWORDS)
     values = [*call.args, *(named[a] for a in _AXES if a in named)]
     literals = [_literal(v) for v in values]
     kind_node = named.get("kind")
     kind = _literal(kind_node) if kind_node is not None else None
+    ranks = _ranks(named.get("ranks"))
     base = CellMarker(file, call.lineno, test)
     if unknown or len(call.keywords) != len(named):
         return _with(
             base,
-            f"cell marker takes algo, task, backend and kind only, got {', '.join(unknown) or '**kwargs'}",
+            "cell marker takes algo, task, backend, kind and ranks only, got "
+            f"{', '.join(unknown) or '**kwargs'}",
         )
     if len(values) != 3 or any(v is None for v in literals):
         return _with(base, "cell marker needs (algo, task, backend) as three non-empty string literals")
     if kind_node is not None and kind not in TEST_KINDS:
         return _with(base, f"cell marker kind must be a string literal, one of {', '.join(TEST_KINDS)}")
+    if ranks is None:
+        return _with(base, "cell marker ranks must be an integer literal >= 2 (leave it out for one rank)")
     algo, task, backend = (str(v) for v in literals)
-    return CellMarker(file, call.lineno, test, (algo, task, backend), kind)
+    return CellMarker(file, call.lineno, test, (algo, task, backend), kind, ranks=ranks)
 
 
 def _with(marker: CellMarker, problem: str) -> CellMarker:
@@ -132,32 +153,26 @@ def collect_markers(repo: Path) -> tuple[CellMarker, ...]:
     return tuple(out)
 
 
-def key_cell(key: CellKey) -> Cell:
-    """The (algo, task, backend) a marker names for ``key``."""
-    return key.algo, key.task, key.backend
-
-
 def bound_to(markers: Sequence[CellMarker], key: CellKey) -> list[CellMarker]:
-    """The readable markers that bind a test to ``key``'s algo/task/backend."""
-    return [m for m in markers if m.cell == key_cell(key)]
+    """The readable markers that bind a test to ``key``'s algo/task/backend and rank count."""
+    return [m for m in markers if m.binding() == key.binding()]
 
 
 def audit(inventory: Inventory, markers: Sequence[CellMarker]) -> list[str]:
     """Findings of the two-way audit (pure; empty when the bindings and the inventory agree)."""
-    declared = {key_cell(c.key) for c in inventory.cells}
+    declared = {c.key.binding() for c in inventory.cells}
     findings = [f"{m.where()}: {m.problem}" for m in markers if m.problem is not None]
     for m in markers:
-        if m.cell is not None and m.cell not in declared:
-            findings.append(f"{m.where()}: cell({', '.join(m.cell)}) names no cell of matrix/inventory.yaml")
+        binding = m.binding()
+        if binding is not None and binding not in declared:
+            findings.append(f"{m.where()}: {marker_text(binding)} names no cell of matrix/inventory.yaml")
     for policy in inventory.cells:
         if policy.unsupported_reason is not None:
             continue
         bound = bound_to(markers, policy.key)
         label = policy.key.label()
         if not bound:
-            findings.append(
-                f"{label}: no test in {TESTS_REL}/ is marked cell({', '.join(key_cell(policy.key))})"
-            )
+            findings.append(f"{label}: no test in {TESTS_REL}/ is marked {policy.key.marker()}")
             continue
         have = {m.kind for m in bound}
         missing = [k for k in policy.test_kinds if k not in have]

@@ -202,7 +202,10 @@ def check_cmd(
         err.print("test bindings and matrix/inventory.yaml disagree:")
         for line in findings:
             err.print(f"  {line}", markup=False)
-        err.print("fix: mark a real test of the cell with @pytest.mark.cell(algo, task, backend, kind=...)")
+        err.print(
+            "fix: mark a real test of the cell with @pytest.mark.cell(algo, task, backend, kind=...) "
+            "(and ranks=N for a cell of N ranks)"
+        )
     if summary:
         err.print("support matrix is out of date (hand edit, new evidence, or a runtime change):")
         for line in summary:
@@ -300,15 +303,25 @@ def explain_lines(result: CellResult, bound: Sequence[CellMarker] = ()) -> list[
     return lines
 
 
+RanksOption = Annotated[
+    int,
+    typer.Option("--ranks", help="the cell's rank count: 1 (default), or N for a torchrun job of N ranks"),
+]
+
+
 @app.command("explain")
-def explain_cmd(algo: str, task: str, backend: str, platform: str, repo: RepoOption = None) -> None:
+def explain_cmd(
+    algo: str, task: str, backend: str, platform: str, ranks: RanksOption = 1, repo: RepoOption = None
+) -> None:
     """Print a cell's grade, every piece of evidence considered with its verdict, and each higher grade's blockers."""
+    if ranks < 1:
+        raise _fail(f"--ranks: {ranks} is not a rank count; give 1 (the default) or N >= 2 ranks")
     try:
         root = _repo(repo)
         state = _state(root)
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
-    key = CellKey(algo, task, backend, platform)
+    key = CellKey(algo, task, backend, platform, ranks)
     match = [r for r in state.results if r.policy.key == key]
     if not match:
         known = sorted(r.policy.key.label() for r in state.results)

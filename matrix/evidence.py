@@ -15,7 +15,15 @@ from typing import Any
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
 from matrix.hooks import hooks_in
-from matrix.model import EVIDENCE_KINDS, LANES, PLATFORM_SYSTEM, PLATFORMS, BoundTally, EvidenceFacts
+from matrix.model import (
+    EVIDENCE_KINDS,
+    LANES,
+    PLATFORM_SYSTEM,
+    PLATFORMS,
+    Binding,
+    BoundTally,
+    EvidenceFacts,
+)
 from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors
 from matrix.soak_sampler import sampler_of, unchecked_of
@@ -118,10 +126,11 @@ def _as_int(value: Any) -> int | None:
 def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
     """Facts of a filed JUnit summary (see matrix.junit)."""
     problems = list(schema_errors(doc, JUNIT_SCHEMA))
-    tests: dict[tuple[str, str, str], BoundTally] = {}
+    tests: dict[Binding, BoundTally] = {}
     for cell in dig(doc, "cells") or []:
         if isinstance(cell, Mapping):
-            key = (str(cell.get("algo")), str(cell.get("task")), str(cell.get("backend")))
+            ranks = _as_int(cell.get("ranks", 1)) or 1  # absent: one rank (a bad value is a schema problem)
+            key = (str(cell.get("algo")), str(cell.get("task")), str(cell.get("backend")), ranks)
             tests[key] = BoundTally(
                 *(
                     int(cell.get(k, 0)) if isinstance(cell.get(k, 0), int) else 0
@@ -149,6 +158,7 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         status_detail=f"{totals.get('tests')} tests: {totals.get('passed')} passed, {failed} failed, "
         f"{errors} errors, {totals.get('skipped')} skipped",
         problems=tuple(problems),
+        ranks=None,  # each bound test carries its own rank count in ``tests``
         tests=tests,
         time=doc.get("timestamp") if isinstance(doc, Mapping) else None,
     )
@@ -243,9 +253,44 @@ def _soak_outcome(doc: Mapping[str, Any], facts: dict[str, Any]) -> tuple[bool, 
             f"predates re-derivable soak evidence (no {', '.join(missing)}), so its verdict cannot be "
             "re-derived and it does not count; re-run the soak and ingest the new artifact"
         )
+    if doc.get("mode") == "run":
+        problems += soak_rank_problems(doc)
     backend = facts["backend"]
     devices = [(backend, soak_mjwarp_device(facts["overrides"]))] if isinstance(backend, str) else []
     return status == "passed", detail, problems, devices
+
+
+def soak_ranks(doc: Mapping[str, Any]) -> int:
+    """The rank count a `soak run` ran its trainer with: ``run_settings.nproc_per_node`` (written only
+    for a job of several ranks), 1 when absent or not a count (see :func:`soak_rank_problems`)."""
+    declared = _as_int(dig(doc, "run_settings.nproc_per_node"))
+    return declared if declared is not None and declared >= 1 else 1
+
+
+def soak_rank_problems(doc: Mapping[str, Any]) -> list[str]:
+    """Why a `soak run` artifact's rank count cannot be believed: ``run_settings.nproc_per_node`` that is
+    not a count, that claims several ranks with no ``ranks`` section, or that ``ranks.world_size``
+    contradicts. Such an artifact would grade a topology it may not have run, so it never counts."""
+    declared = dig(doc, "run_settings.nproc_per_node")
+    if declared is not None and (_as_int(declared) is None or declared < 1):
+        return [f"run_settings.nproc_per_node is {declared!r}, not a rank count (an integer >= 1)"]
+    ranks = soak_ranks(doc)
+    section = doc.get("ranks")
+    if not isinstance(section, Mapping):
+        if ranks > 1:
+            return [
+                f"run_settings.nproc_per_node says {ranks} ranks but the artifact has no ranks section, "
+                "so nothing shows the job ran with that many ranks"
+            ]
+        return []
+    world = section.get("world_size")
+    if world == ranks:
+        return []
+    said = f"says {ranks} rank{'s' if ranks > 1 else ''}" if declared is not None else "is absent (one rank)"
+    return [
+        f"run_settings.nproc_per_node {said} but ranks.world_size is {world!r}: the artifact contradicts "
+        "itself about its rank count"
+    ]
 
 
 def _probe_outcome(
@@ -296,7 +341,8 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
     """Facts of a filed soak or probe artifact, checked against the shipped schema of its version.
 
     A probe measures environment stepping for a task and its backends, independent of the learner, so
-    it covers every entrypoint (algo) of that task and backend.
+    it covers every entrypoint (algo) of that task and backend, at every rank count; a soak covers only
+    the rank count it ran with.
     """
     kind = entry["kind"]
     doc = doc if isinstance(doc, Mapping) else {}
@@ -339,6 +385,7 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         status_detail=detail,
         problems=tuple(problems),
         covers=tuple((algo, task, backend) for backend, _ in devices) if task else (),
+        ranks=soak_ranks(doc) if kind == "soak" else None,  # a probe measures physics alone: any count
         duration_s=float(duration)
         if isinstance(duration, int | float) and not isinstance(duration, bool)
         else None,

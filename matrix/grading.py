@@ -62,8 +62,7 @@ def _general_disqualifier(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
 
 def _junit_verdict(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
     """None when the lane's bound tests meet Tested (all passed, enough of them), else why not."""
-    key = policy.key
-    tally = ev.tests[(key.algo, key.task, key.backend)]
+    tally = ev.tests[policy.key.binding()]
     if tally.failed or tally.errors:
         return f"bound tests failed: {tally.failed} failed, {tally.errors} errors"
     if tally.passed < policy.min_passed:
@@ -83,7 +82,7 @@ def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts) -> str | None:
 
 
 def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
-    """Verdict of one piece of evidence (already known to cover the cell's algo/task/backend)."""
+    """Verdict of one piece of evidence (already known to cover the cell's algo/task/backend and ranks)."""
     reason = _general_disqualifier(policy, ev)
     if reason is None and ev.kind == "junit":
         reason = _junit_verdict(policy, ev)
@@ -91,7 +90,7 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
         reason = _soak_verdict(policy.soak, ev)
     counts = reason is None
     if ev.kind == "junit" and counts:
-        tally = ev.tests[(policy.key.algo, policy.key.task, policy.key.backend)]
+        tally = ev.tests[policy.key.binding()]
         reason = f"counts: all {tally.passed} bound tests passed (none failed, skipped or xfailed)"
     elif ev.kind == "soak" and counts:
         reason = f"counts: passing soak, {ev.duration_s} s, {ev.num_envs} envs, {ev.iterations} iterations"
@@ -146,7 +145,7 @@ def _tested_shortfalls(policy: CellPolicy, junit: Sequence[EvidenceVerdict]) -> 
     if not any(v.counts for v in junit):
         return [
             f"no fresh, clean {key.platform} JUnit evidence (lane {policy.test_lane!r}) in which every test "
-            f"marked cell({key.algo}, {key.task}, {key.backend}) passed, at least {policy.min_passed}, "
+            f"marked {key.marker()} passed, at least {policy.min_passed}, "
             "none failed, skipped or xfailed"
         ]
     return []
@@ -161,8 +160,10 @@ def _benchmarked_shortfalls(
         out.append(f"no fresh, clean, passing {platform} probe artifact for this cell")
     if not any(v.counts for v in soaks):
         under = [v.id for v in soaks if v.verdict.startswith("soak under")]
+        ranks = policy.key.ranks
+        of_ranks = f" of {ranks} ranks (soak run --nproc-per-node {ranks})" if ranks > 1 else ""
         out.append(
-            f"no fresh, clean, passing {platform} soak artifact meeting the cell budget"
+            f"no fresh, clean, passing {platform} soak artifact{of_ranks} meeting the cell budget"
             + (f" (under budget: {', '.join(under)})" if under else "")
         )
     return out

@@ -1,8 +1,9 @@
 """The at-a-glance view of the matrix document (pure): a grid of grades, a footnote per fail-closed
 reason, and the per-cell detail that lists only the evidence recorded for the cell's own platform.
 
-Rows are entrypoint x task, columns backend x platform (platforms in ``PLATFORMS`` order). Each grid
-cell carries a one-line reason for the next grade; the full reasons are in its ``title`` and detail.
+Rows are entrypoint x task x ranks (a job of several ranks has a row of its own, right after the
+single-rank row), columns backend x platform (platforms in ``PLATFORMS`` order). Each grid cell carries
+a one-line reason for the next grade; the full reasons are in its ``title`` and detail.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from matrix.model import PLATFORMS
+from matrix.model import PLATFORMS, cell_label
 
 Doc = Mapping[str, Any]
 
@@ -30,11 +31,18 @@ class GridCell:
 
 @dataclass(frozen=True)
 class GridRow:
-    """One entrypoint x task row; ``cells`` follow the grid's columns (None: no cell declared there)."""
+    """One entrypoint x task x ranks row; ``cells`` follow the grid's columns (None: no cell declared
+    there)."""
 
     algo: str
     task: str
     cells: tuple[GridCell | None, ...]
+    ranks: int = 1
+
+    @property
+    def topology(self) -> str:
+        """`` · N ranks`` after the task of a job of several ranks, empty for one rank."""
+        return f" \u00b7 {self.ranks} ranks" if self.ranks > 1 else ""
 
 
 @dataclass(frozen=True)
@@ -71,14 +79,24 @@ class CellDetail:
     historical: tuple[EvidenceLine, ...]
 
 
+def _ranks(cell: Doc) -> int:
+    return int(cell.get("ranks", 1))
+
+
 def label(cell: Doc) -> str:
-    """``algo/task/backend@platform`` of a document cell."""
-    return f"{cell['algo']}/{cell['task']}/{cell['backend']}@{cell['platform']}"
+    """``algo/task/backend@platform`` of a document cell (`` (N ranks)`` appended for N > 1)."""
+    return cell_label(cell["algo"], cell["task"], cell["backend"], cell["platform"], _ranks(cell))
 
 
 def anchor(cell: Doc) -> str:
-    """The HTML id of a cell's detail section."""
-    return f"cell-{cell['algo']}-{cell['task']}-{cell['backend']}-{cell['platform']}"
+    """The HTML id of a cell's detail section (``-Nranks`` appended for a job of N > 1 ranks)."""
+    ranks = _ranks(cell)
+    tail = f"-{ranks}ranks" if ranks > 1 else ""
+    return f"cell-{cell['algo']}-{cell['task']}-{cell['backend']}-{cell['platform']}{tail}"
+
+
+def _row(cell: Doc) -> tuple[str, str, int]:
+    return cell["algo"], cell["task"], _ranks(cell)
 
 
 def _counting_kinds(cell: Doc) -> set[str]:
@@ -146,19 +164,19 @@ def build_grid(doc: Doc) -> Grid:
     """The grid of ``doc``'s cells; footnotes are numbered by distinct fail-closed reason."""
     cells = doc["cells"]
     columns = _columns(cells)
-    by_key = {(c["algo"], c["task"], c["backend"], c["platform"]): c for c in cells}
+    by_key = {(*_row(c), c["backend"], c["platform"]): c for c in cells}
     notes: dict[str, list[str]] = {}
-    for c in sorted(cells, key=lambda c: (c["algo"], c["task"], *_column_order(c))):
+    for c in sorted(cells, key=_grid_order):
         if c["unsupported_reason"]:
             notes.setdefault(c["unsupported_reason"], []).append(label(c))
     numbers = {reason: n for n, reason in enumerate(notes, start=1)}
     rows = []
-    for algo, task in sorted({(c["algo"], c["task"]) for c in cells}):
+    for algo, task, ranks in sorted({_row(c) for c in cells}):
         row = []
         for backend, platform in columns:
-            c = by_key.get((algo, task, backend, platform))
+            c = by_key.get((algo, task, ranks, backend, platform))
             row.append(None if c is None else _grid_cell(c, numbers))
-        rows.append(GridRow(algo, task, tuple(row)))
+        rows.append(GridRow(algo, task, tuple(row), ranks))
     spans: dict[str, int] = {}
     for _, platform in columns:
         spans[platform] = spans.get(platform, 0) + 1
@@ -168,6 +186,11 @@ def build_grid(doc: Doc) -> Grid:
 
 def _column_order(cell: Doc) -> tuple[int, str]:
     return PLATFORMS.index(cell["platform"]), cell["backend"]
+
+
+def _grid_order(cell: Doc) -> tuple[str, str, int, int, str]:
+    """Row (algo, task, ranks), then column."""
+    return (*_row(cell), *_column_order(cell))
 
 
 def _grid_cell(cell: Doc, numbers: Mapping[str, int]) -> GridCell:
@@ -203,7 +226,7 @@ def details(doc: Doc) -> tuple[CellDetail, ...]:
     """Every cell's detail, in grid order (row, then column)."""
     platform_of = {e["id"]: e["platform"] for e in doc["evidence"]}
     reports = {e["id"]: e.get("report") for e in doc["evidence"]}
-    ordered = sorted(doc["cells"], key=lambda c: (c["algo"], c["task"], *_column_order(c)))
+    ordered = sorted(doc["cells"], key=_grid_order)
     return tuple(cell_detail(c, platform_of, reports) for c in ordered)
 
 

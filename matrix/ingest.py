@@ -32,8 +32,8 @@ from matrix.evidence import (
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import head_commit, runtime_fingerprint
 from matrix.hooks import hooks_in
-from matrix.junit import summarize_junit
-from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError
+from matrix.junit import cell_property, summarize_junit
+from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError, ranks_suffix
 from matrix.rederive import check_soak_evidence, samples_file
 from matrix.schema_check import validate_or_raise
 
@@ -125,7 +125,8 @@ def _subject(kind: str, facts: EvidenceFacts) -> str:
     algos = sorted({a or "any" for a, _, _ in facts.covers})
     tasks = sorted({t for _, t, _ in facts.covers})
     backends = sorted({b for _, _, b in facts.covers})
-    return "_".join(["+".join(algos), "+".join(tasks), "+".join(backends)])
+    ranks = [f"{facts.ranks}ranks"] if facts.ranks is not None and facts.ranks > 1 else []
+    return "_".join(["+".join(algos), "+".join(tasks), "+".join(backends), *ranks])
 
 
 def ingest(
@@ -177,8 +178,9 @@ def ingest(
     facts = attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo)))
     ev_id = "-".join([kind, platform, _slug(_subject(kind, facts)), (facts.commit or "")[:12], sha[:12]])
     rel = f"matrix/evidence/{kind}/{ev_id}.json"
-    covers = tuple(sorted(f"{a or '*'}/{t}/{b}" for a, t, b in facts.covers)) or tuple(
-        sorted("/".join(k) for k in facts.tests)
+    suffix = ranks_suffix(facts.ranks) if facts.ranks is not None else ""
+    covers = tuple(sorted(f"{a or '*'}/{t}/{b}{suffix}" for a, t, b in facts.covers)) or tuple(
+        sorted(cell_property(*k) for k in facts.tests)
     )
     entries = load_index(repo)
     if any(e["id"] == ev_id for e in entries):

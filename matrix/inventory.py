@@ -1,4 +1,8 @@
-"""Load and validate ``matrix/inventory.yaml``: schema, version, known names, unique cells."""
+"""Load and validate ``matrix/inventory.yaml``: schema, version, known names, unique cells.
+
+Axes: algo, task, backend, platform and the optional ``ranks`` (default 1; an integer >= 1 or a list of
+them); a list on any axis expands to the cross product.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,12 @@ def read_yaml(path: Path, display: str) -> Any:
 
 def _as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
+
+
+def _ranks(entry: dict[str, Any]) -> list[int]:
+    """The rank counts of one entry (schema-checked integers >= 1; default 1)."""
+    value = entry.get("ranks", 1)
+    return [value] if isinstance(value, int) else list(value)
 
 
 def _budget(raw: dict[str, Any]) -> SoakBudget:
@@ -114,10 +124,10 @@ def parse_inventory(document: Any, registry: Registry, display: str) -> Inventor
     for index, entry in enumerate(document["cells"]):
         axes = _axes(entry, index, known, display)
         _check_test_policy(entry, index, display)
-        for algo, task, backend, platform in itertools.product(
-            axes["algo"], axes["task"], axes["backend"], axes["platform"]
+        for algo, task, backend, platform, ranks in itertools.product(
+            axes["algo"], axes["task"], axes["backend"], axes["platform"], _ranks(entry)
         ):
-            key = CellKey(algo, task, backend, platform)
+            key = CellKey(algo, task, backend, platform, ranks)
             if key in seen:
                 raise MatrixInputError(
                     display,
@@ -127,7 +137,7 @@ def parse_inventory(document: Any, registry: Registry, display: str) -> Inventor
             seen[key] = index
             cells.append(_policy(entry, key))
     order = {p: i for i, p in enumerate(PLATFORMS)}
-    cells.sort(key=lambda c: (order[c.key.platform], c.key.algo, c.key.task, c.key.backend))
+    cells.sort(key=lambda c: (order[c.key.platform], c.key.algo, c.key.task, c.key.backend, c.key.ranks))
     return Inventory(
         schema_version=document["schema_version"],
         canonical_soak=_budget(document["canonical_soak"]),

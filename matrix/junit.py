@@ -2,7 +2,8 @@
 
 The summary is what gets filed: small, deterministic (no host names, no durations), schema-checked
 against ``schemas/junit-summary-1.schema.json``. Cell bindings come from testcase properties named
-``cell`` (``algo/task/backend``); run facts from suite properties named ``matrix.*``.
+``cell`` (``algo/task/backend`` for one rank, ``algo/task/backend/ranks=N`` for a job of N ranks); run
+facts from suite properties named ``matrix.*``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import hashlib
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from matrix.model import LANES, PLATFORMS, MatrixInputError
+from matrix.model import LANES, PLATFORMS, Binding, MatrixInputError
 
 JUNIT_SUMMARY_VERSION = 1
 CELL_PROPERTY = "cell"
 SUITE_PREFIX = "matrix."
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "errors": 3}
-Cell = tuple[str, str, str]  # algo, task, backend
+RANKS_PREFIX = "ranks="
 
 
 def _properties(node: ET.Element) -> list[tuple[str, str]]:
@@ -146,11 +147,11 @@ def _suite_facts(suites: list[ET.Element]) -> dict[str, str]:
 
 def _outcomes_and_bindings(
     suites: list[ET.Element], display: str
-) -> tuple[dict[str, str], dict[str, set[Cell]]]:
+) -> tuple[dict[str, str], dict[str, set[Binding]]]:
     """Worst outcome per test id (a teardown error after a pass makes the test an error) and the cells
     each test is bound to."""
     outcomes: dict[str, str] = {}
-    bindings: dict[str, set[Cell]] = {}
+    bindings: dict[str, set[Binding]] = {}
     for suite in suites:
         for case in suite.iter("testcase"):
             test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
@@ -163,24 +164,50 @@ def _outcomes_and_bindings(
     return outcomes, bindings
 
 
-def _cell(display: str, test_id: str, value: str) -> Cell:
+def cell_property(algo: str, task: str, backend: str, ranks: int = 1) -> str:
+    """The ``cell`` property value: ``algo/task/backend``, and ``/ranks=N`` appended for N > 1."""
+    return f"{algo}/{task}/{backend}" + (f"/{RANKS_PREFIX}{ranks}" if ranks > 1 else "")
+
+
+def _ranks(part: str) -> int | None:
+    """N of a ``ranks=N`` part (N >= 2: one rank is written without it), None when malformed."""
+    count = part.removeprefix(RANKS_PREFIX)
+    if part == count or not count.isdigit() or count != str(int(count)) or int(count) < 2:
+        return None
+    return int(count)
+
+
+def _cell(display: str, test_id: str, value: str) -> Binding:
     parts = value.split("/")
-    if len(parts) != 3 or not all(parts):
+    ranks = _ranks(parts[3]) if len(parts) == 4 else 1
+    if len(parts) not in (3, 4) or not all(parts[:3]) or ranks is None:
         raise MatrixInputError(
-            display, f"testcase {test_id} property cell", f"{value!r} is not algo/task/backend"
+            display,
+            f"testcase {test_id} property cell",
+            f"{value!r} is not algo/task/backend or algo/task/backend/ranks=N (N >= 2)",
         )
-    return parts[0], parts[1], parts[2]
+    return parts[0], parts[1], parts[2], ranks
 
 
-def _cell_entries(outcomes: dict[str, str], bindings: dict[str, set[Cell]]) -> list[dict[str, Any]]:
+def _entry(cell: Binding) -> dict[str, Any]:
+    """A new summary entry of one bound cell (``ranks`` only for a job of several ranks)."""
+    algo, task, backend, ranks = cell
+    return {
+        "algo": algo,
+        "task": task,
+        "backend": backend,
+        **({"ranks": ranks} if ranks > 1 else {}),
+        **{k: 0 for k in _RANK},
+        "tests": [],
+    }
+
+
+def _cell_entries(outcomes: dict[str, str], bindings: dict[str, set[Binding]]) -> list[dict[str, Any]]:
     """Per bound cell, sorted: its outcome counts and test ids."""
-    cells: dict[Cell, dict[str, Any]] = {}
+    cells: dict[Binding, dict[str, Any]] = {}
     for test_id, bound in bindings.items():
         for cell in bound:
-            entry = cells.setdefault(
-                cell,
-                {"algo": cell[0], "task": cell[1], "backend": cell[2], **{k: 0 for k in _RANK}, "tests": []},
-            )
+            entry = cells.setdefault(cell, _entry(cell))
             entry[outcomes[test_id]] += 1
             entry["tests"].append(test_id)
     for entry in cells.values():

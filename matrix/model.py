@@ -38,18 +38,48 @@ class MatrixInputError(Exception):
         self.field = field
 
 
+# (algo, task, backend, ranks): what ``@pytest.mark.cell(algo, task, backend, ranks=N)`` names.
+Binding = tuple[str, str, str, int]
+
+
+def ranks_suffix(ranks: int) -> str:
+    """`` (N ranks)`` for a job of several ranks, empty for one (single-rank labels stay as they were)."""
+    return f" ({ranks} ranks)" if ranks > 1 else ""
+
+
+def cell_label(algo: str, task: str, backend: str, platform: str, ranks: int = 1) -> str:
+    """The one label form of a cell: ``sac/g1_walk_flat/mujoco@linux-cpu (2 ranks)``."""
+    return f"{algo}/{task}/{backend}@{platform}{ranks_suffix(ranks)}"
+
+
+def marker_text(binding: Binding) -> str:
+    """``cell(algo, task, backend)``, with ``, ranks=N`` for a job of several ranks."""
+    algo, task, backend, ranks = binding
+    return f"cell({algo}, {task}, {backend}{f', ranks={ranks}' if ranks > 1 else ''})"
+
+
 @dataclass(frozen=True, order=True)
 class CellKey:
-    """One matrix cell: entrypoint (algo) x task x backend x platform."""
+    """One matrix cell: entrypoint (algo) x task x backend x platform x ranks (the trainer's processes:
+    1, or a torchrun job of that many ranks on one host)."""
 
     algo: str
     task: str
     backend: str
     platform: str
+    ranks: int = 1
 
     def label(self) -> str:
-        """``algo/task/backend@platform``."""
-        return f"{self.algo}/{self.task}/{self.backend}@{self.platform}"
+        """``algo/task/backend@platform``, with `` (N ranks)`` appended for a job of several ranks."""
+        return cell_label(self.algo, self.task, self.backend, self.platform, self.ranks)
+
+    def binding(self) -> Binding:
+        """What a test marker binds to: ``(algo, task, backend, ranks)`` (any platform)."""
+        return self.algo, self.task, self.backend, self.ranks
+
+    def marker(self) -> str:
+        """How a test names this cell in messages: ``cell(sac, g1_walk_flat, mujoco, ranks=2)``."""
+        return marker_text(self.binding())
 
 
 @dataclass(frozen=True)
@@ -106,7 +136,7 @@ class Inventory:
 
 @dataclass(frozen=True)
 class BoundTally:
-    """Outcomes of the tests bound to one (algo, task, backend) in one JUnit summary."""
+    """Outcomes of the tests bound to one (algo, task, backend, ranks) in one JUnit summary."""
 
     passed: int = 0
     failed: int = 0
@@ -119,7 +149,9 @@ class EvidenceFacts:
     """One filed piece of evidence, normalized from its file at generation time.
 
     ``problems`` are reasons it can never count (schema-invalid, tampered, platform contradiction);
-    ``fresh`` compares the runtime fingerprint at ``commit`` with HEAD's.
+    ``fresh`` compares the runtime fingerprint at ``commit`` with HEAD's. ``ranks`` is the rank count
+    a soak ran with; None covers every rank count (a probe measures physics in isolation; a JUnit
+    summary binds each test to its own rank count in ``tests``).
     """
 
     id: str
@@ -136,7 +168,8 @@ class EvidenceFacts:
     problems: tuple[str, ...] = ()
     # (algo or None for "any algo", task, backend) this evidence speaks about.
     covers: tuple[tuple[str | None, str, str], ...] = ()
-    tests: dict[tuple[str, str, str], BoundTally] = field(default_factory=dict)
+    ranks: int | None = 1
+    tests: dict[Binding, BoundTally] = field(default_factory=dict)
     duration_s: float | None = None
     num_envs: int | None = None
     iterations: int | None = None
@@ -145,9 +178,11 @@ class EvidenceFacts:
     unchecked: tuple[str, ...] = ()  # criteria that sampler declared it could not check
 
     def covers_cell(self, key: CellKey) -> bool:
-        """True when this evidence is about key's algo/task/backend (any platform)."""
+        """True when this evidence is about key's algo/task/backend and rank count (any platform)."""
         if self.kind == "junit":
-            return (key.algo, key.task, key.backend) in self.tests
+            return key.binding() in self.tests
+        if self.ranks is not None and self.ranks != key.ranks:
+            return False
         return any(
             (algo is None or algo == key.algo) and task == key.task and backend == key.backend
             for algo, task, backend in self.covers

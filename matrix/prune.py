@@ -1,7 +1,8 @@
 """``matrix prune``: drop surplus historical evidence from ``matrix/evidence/`` (git history keeps it).
 
 Historical evidence (a runtime fingerprint other than HEAD's) never counts again, yet every collection
-adds a copy per cell. Pruning keeps the newest ``keep`` historical pieces per (cell, kind, platform) and
+adds a copy per cell. Pruning keeps the newest ``keep`` historical pieces per (cell, kind, platform) (the
+cell with its rank count: a 2-rank soak never stands in for a single-rank one) and
 removes the rest with their index entries and soak reports; fresh and invalid evidence always stays.
 "Newest" is by git history: the fewest commits between the evidence's commit and HEAD. The selection is
 pure; :func:`apply_prune` writes the new index and the regenerated pages as one unit, then deletes the
@@ -26,7 +27,7 @@ from matrix.render import render_all
 # ``matrix check`` warns above this many historical evidence files (README, "Support-matrix evidence").
 HISTORICAL_WARN_LIMIT = 40
 DEFAULT_KEEP = 1
-Group = tuple[str, str, str, str, str]  # (algo, task, backend, platform, kind)
+Group = tuple[str, str, str, int, str, str]  # (algo, task, backend, ranks, platform, kind)
 Regrade = Callable[[tuple[EvidenceFacts, ...]], tuple[CellResult, ...]]
 
 
@@ -39,10 +40,11 @@ class PrunePlan:
 
 
 def groups(ev: EvidenceFacts, keys: Sequence[CellKey]) -> set[Group]:
-    """The (cell, kind, platform) groups ``ev`` belongs to: each declared algo/task/backend it covers,
-    on the platform it was recorded for; evidence covering no declared cell forms its own group."""
-    found = {(k.algo, k.task, k.backend, ev.platform, ev.kind) for k in keys if ev.covers_cell(k)}
-    return found or {("*", "*", "*", ev.platform, ev.kind)}
+    """The (cell, kind, platform) groups ``ev`` belongs to: each declared algo/task/backend and rank
+    count it covers, on the platform it was recorded for; evidence covering no declared cell forms its
+    own group (rank count 0: none)."""
+    found = {(*k.binding(), ev.platform, ev.kind) for k in keys if ev.covers_cell(k)}
+    return found or {("*", "*", "*", 0, ev.platform, ev.kind)}
 
 
 def plan_prune(

@@ -1,7 +1,8 @@
 """pytest plugin: record ``@pytest.mark.cell(algo, task, backend)`` and run facts in the JUnit XML.
 
 Use: ``pytest -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml=PATH``.
-Each bound testcase gets a ``cell`` property (``algo/task/backend``); the suite gets ``matrix.commit``,
+Each bound testcase gets a ``cell`` property (``algo/task/backend``, or ``algo/task/backend/ranks=N``
+for a marker with ``ranks=N``: a job of N ranks); the suite gets ``matrix.commit``,
 ``matrix.dirty``, ``matrix.worktree_digest``, ``matrix.system``, ``matrix.gpu_available``,
 ``matrix.platform`` and ``matrix.lane``, measured when the session starts.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.junit import CELL_PROPERTY, SUITE_PREFIX
+from matrix.junit import CELL_PROPERTY, SUITE_PREFIX, cell_property
 from matrix.model import LANES, PLATFORMS
 
 
@@ -26,15 +27,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def cell_values(item: pytest.Item) -> list[str]:
-    """``algo/task/backend`` for every cell marker on ``item`` (marker args or algo=, task=, backend=)."""
+    """The ``cell`` property of every cell marker on ``item`` (marker args or algo=, task=, backend=;
+    ``ranks=N``, an integer >= 2, for a job of N ranks)."""
     out: list[str] = []
     for mark in item.iter_markers(name="cell"):
         args = list(mark.args) + [mark.kwargs[k] for k in ("algo", "task", "backend") if k in mark.kwargs]
+        ranks = mark.kwargs.get("ranks", 1)
         if len(args) != 3 or not all(isinstance(a, str) and a and "/" not in a for a in args):
             raise pytest.UsageError(
                 f"{item.nodeid}: @pytest.mark.cell needs (algo, task, backend), got {mark}"
             )
-        out.append("/".join(args))
+        if "ranks" in mark.kwargs and (type(ranks) is not int or ranks < 2):
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.cell ranks must be an integer >= 2 (leave it out for one "
+                f"rank), got {ranks!r}"
+            )
+        out.append(cell_property(args[0], args[1], args[2], ranks))
     return sorted(set(out))
 
 

@@ -44,6 +44,7 @@ def cell_doc(result: CellResult) -> dict[str, Any]:
         "task": p.key.task,
         "backend": p.key.backend,
         "platform": p.key.platform,
+        "ranks": p.key.ranks,
         "grade": result.grade,
         "unsupported_reason": p.unsupported_reason,
         "blockers": [{"grade": g, "reasons": list(reasons)} for g, reasons in result.blockers],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Collect and file linux-cpu support-matrix evidence from a CLEAN checkout, then regenerate the matrix.
 #   1. the whole CPU test lane as JUnit with cell bindings (any failure -> the lane is rejected);
-#   2. a probe per task and a soak per linux-cpu/mujoco cell at the inventory's soak budget;
+#   2. a probe per task and a soak per linux-cpu/mujoco cell at the inventory's soak budget (the 2-rank
+#      cell's soak runs the trainer as a 2-rank torchrun job: soak run --nproc-per-node 2);
 #   3. `matrix ingest` each artifact (validated, filed under matrix/evidence/), `matrix generate`, then
 #      `matrix prune` (drops surplus historical evidence, which git history keeps).
 # Commit matrix/evidence, docs/support-matrix.md and reports/support-matrix.* afterwards: evidence and
@@ -48,6 +49,16 @@ for algo in sac flashsac; do
       --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task-$COMMIT.json"
   done
 done
+
+# The 2-rank cell (matrix/inventory.yaml: sac/g1_walk_flat/mujoco, ranks: 2): the same trainer as a 2-rank
+# torchrun job, at the same budget per rank (--num-envs is per rank: each rank owns algo.num_envs worlds;
+# --iterations is each rank's count). Only a 2-rank soak counts for that cell, and it never counts for the
+# single-rank one. Both ranks share the host's cores, so each runs at roughly half the single-rank speed:
+# the single-rank count of 7000 lasts ~600 s on a host twice as fast, so the budget's 5000 iterations (the
+# count cannot go below it) take ~850 s there and ~1700 s on the shared 2-core host, well over 600 s.
+$RUN soak run --nproc-per-node 2 --algo sac --task g1_walk_flat --sim mujoco --num-envs 64 --iterations 5000 \
+  --min-duration-seconds 600 --sample-interval-seconds 5 --live plain \
+  --log-dir "$OUT/soak-sac-g1_walk_flat-2ranks" --output "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json"
 
 $RUN matrix ingest "$OUT/junit-cpu.xml" --platform linux-cpu --lane cpu
 for artifact in "$OUT"/probe-*.json "$OUT"/soak-*.json; do

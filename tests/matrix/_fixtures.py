@@ -170,10 +170,14 @@ def soak_artifact(
     iterations: int = 100,
     duration_s: float = 120.0,
     overrides: Iterable[str] = (),
+    nproc_per_node: int = 1,
+    world_size: int | None = None,
 ) -> dict[str, Any]:
     """An honest ``soak run`` artifact (0.3.0), built by the monitor's own code over the soak fixtures'
     clean samples (``SOAK_SAMPLES``) and a completed (or, ``passed=False``, collector-failure)
-    run_summary, so that ``matrix ingest`` re-derives the same verdicts."""
+    run_summary, so that ``matrix ingest`` re-derives the same verdicts. ``nproc_per_node`` > 1 is a
+    ``soak run --nproc-per-node N`` artifact with a ``ranks`` section of ``world_size`` ranks (default N;
+    0: no section)."""
     import hashlib
 
     from harness.soak.evidence.artifact import MonitorRecord, build_artifact
@@ -214,7 +218,9 @@ def soak_artifact(
             "num_envs": num_envs,
             "iterations": iterations,
             "extra_overrides": list(overrides),
+            **({"nproc_per_node": nproc_per_node} if nproc_per_node > 1 else {}),
         },
+        ranks=ranks_section(nproc_per_node if world_size is None else world_size, iterations),
         samples_sha256=hashlib.sha256(text.encode()).hexdigest(),
     )
     return build_artifact(
@@ -223,6 +229,21 @@ def soak_artifact(
         record=record,
         context=context(commit, dirty=dirty, gpu=gpu, system=system),
     )
+
+
+def ranks_section(world_size: int, iterations: int) -> dict[str, Any] | None:
+    """A schema-valid ``ranks`` section of a completed job of ``world_size`` ranks (None below 2)."""
+    if world_size < 2:
+        return None
+    entries = [
+        {"rank": r, "node_rank": 0, "status": "completed", "failure_classification": None,
+         "failure_reason": None, "exit_code": 0, "params_checksum": "abc", "attempts": [0],
+         "processes": [{"pid": 100 + r, "start_ticks": 1, "name": "python", "role": f"rank {r} trainer"}],
+         "last_progress": {"iteration": iterations, "final": True}, "leak_verdicts": {}, "last_seen_t": 100.0}
+        for r in range(world_size)
+    ]  # fmt: skip
+    return {"world_size": world_size, "run_id": "job", "agent": None, "first_failure": None,
+            "params_identical": True, "restarts": 0, "allowed_restarts": 0, "ranks": entries}  # fmt: skip
 
 
 def _stats(phase: bool) -> dict[str, Any]:

@@ -33,13 +33,14 @@ def run_matrix(monkeypatch: pytest.MonkeyPatch, repo: Path) -> Invoke:
     return invoke
 
 
-def cell(repo: Path, algo: str, task: str, backend: str, platform: str) -> dict[str, Any]:
-    """One cell of the generated reports/support-matrix.json."""
+def cell(repo: Path, algo: str, task: str, backend: str, platform: str, ranks: int = 1) -> dict[str, Any]:
+    """One cell of the generated reports/support-matrix.json (of ``ranks`` ranks)."""
     doc = json.loads((repo / "reports" / "support-matrix.json").read_text())
     found: dict[str, Any]
     (found,) = [
         c
         for c in doc["cells"]
-        if (c["algo"], c["task"], c["backend"], c["platform"]) == (algo, task, backend, platform)
+        if (c["algo"], c["task"], c["backend"], c["platform"], c["ranks"])
+        == (algo, task, backend, platform, ranks)
     ]
     return found

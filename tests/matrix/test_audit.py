@@ -55,7 +55,7 @@ def test_markers_are_read_from_decorators_params_and_pytestmark() -> None:
         ("import pytest\n\n@pytest.mark.cell('sac', 'g1_walk_flat', 'mujoco', kind='bench')\ndef test_x(): pass\n",
          "one of train, fault, soak, smoke"),
         ("import pytest\n\n@pytest.mark.cell('sac', 'g1_walk_flat', 'mujoco', lane='cpu')\ndef test_x(): pass\n",
-         "takes algo, task, backend and kind only"),
+         "takes algo, task, backend, kind and ranks only"),
         ("import pytest\n\n@pytest.mark.cell\ndef test_x(): pass\n", "without arguments"),
         ("def test_x(:\n", "does not parse"),
     ],
@@ -126,7 +126,9 @@ def test_the_shipped_inventory_and_tests_agree_and_cpu_cells_need_the_new_budget
     inventory = parse_inventory(doc, REGISTRY, "matrix/inventory.yaml")
     assert audit(inventory, collect_markers(REPO)) == []
     cpu = [c for c in inventory.cells if c.key.platform == "linux-cpu" and c.unsupported_reason is None]
-    assert len(cpu) == 4
+    assert len(cpu) == 5 and [c.key.label() for c in cpu if c.key.ranks > 1] == [
+        "sac/g1_walk_flat/mujoco@linux-cpu (2 ranks)"
+    ]
     for policy in cpu:
         assert policy.soak is not None and policy.test_lane == "cpu"
         assert policy.min_passed >= 3 and {"train", "fault", "soak"} <= set(policy.test_kinds)

@@ -22,7 +22,7 @@ POLICY = CellPolicy(
 )
 JUNIT = EvidenceFacts(
     id="junit-a", kind="junit", file="f", platform="linux-cpu", lane="cpu", commit="c" * 40, dirty=False,
-    passed=True, status_detail="ok", fresh=True, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(passed=2)},
+    passed=True, status_detail="ok", fresh=True, tests={("sac", "g1_walk_flat", "mujoco", 1): BoundTally(passed=2)},
 )  # fmt: skip
 PROBE = EvidenceFacts(
     id="probe-a", kind="probe", file="f", platform="linux-cpu", lane=None, commit="c" * 40, dirty=False,
@@ -68,9 +68,9 @@ def test_every_grade_is_reachable() -> None:
         ((JUNIT, replace(PROBE, fresh=False), SOAK), "Tested", "historical"),
         ((replace(JUNIT, lane="cuda"), PROBE, SOAK), "Configured", "wrong lane"),
         ((replace(JUNIT, dirty=True), PROBE, SOAK), "Configured", "dirty tree"),
-        ((replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(passed=3, failed=1)}),), "Configured",
+        ((replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco", 1): BoundTally(passed=3, failed=1)}),), "Configured",
          "bound tests failed"),
-        ((replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(skipped=3)}),), "Configured",
+        ((replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco", 1): BoundTally(skipped=3)}),), "Configured",
          "0 bound tests passed"),
     ],
 )  # fmt: skip
@@ -107,7 +107,7 @@ def test_blockers_name_every_higher_grade() -> None:
 
 def test_a_failing_bound_test_in_any_counted_lane_run_blocks_tested() -> None:
     failing = replace(
-        JUNIT, id="junit-b", tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(passed=1, failed=1)}
+        JUNIT, id="junit-b", tests={("sac", "g1_walk_flat", "mujoco", 1): BoundTally(passed=1, failed=1)}
     )
     assert grade(evidence=(JUNIT, failing)).grade == "Configured"
 
@@ -125,7 +125,7 @@ CPU_SOAK = replace(SOAK, duration_s=650.0, num_envs=64, iterations=6000)
 
 
 def _junit(**tally: int) -> EvidenceFacts:
-    return replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco"): BoundTally(**tally)})
+    return replace(JUNIT, tests={("sac", "g1_walk_flat", "mujoco", 1): BoundTally(**tally)})
 
 
 NO_TESTED = (

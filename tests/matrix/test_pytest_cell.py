@@ -104,3 +104,29 @@ def test_plugin_rejects_a_malformed_marker(repo: Path) -> None:
     )
     done = run_lane(repo)
     assert done.returncode != 0 and "needs (algo, task, backend)" in done.stdout + done.stderr
+
+
+RANKS_TESTS = """
+import pytest
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train")
+def test_one_rank():
+    pass
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train", ranks=2)
+def test_two_ranks():
+    pass
+"""
+
+
+def test_plugin_records_the_rank_count_of_a_multi_rank_binding(repo: Path) -> None:
+    (repo / "lane_tests").mkdir()
+    (repo / "lane_tests" / "test_lane.py").write_text(RANKS_TESTS)
+    commit_all(repo, "lane tests")
+    done = run_lane(repo, "--matrix-platform", "linux-cpu", "--matrix-lane", "cpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    xml = repo / "runs" / "junit.xml"
+    assert 'value="sac/g1_walk_flat/mujoco/ranks=2"' in xml.read_text()
+    one, two = summarize_junit(xml.read_bytes(), str(xml))["cells"]
+    assert "ranks" not in one and one["tests"] == ["lane_tests.test_lane::test_one_rank"]
+    assert two["ranks"] == 2 and two["tests"] == ["lane_tests.test_lane::test_two_ranks"]

@@ -88,9 +88,10 @@ def test_grid_first_and_each_cell_lists_only_its_own_platform(
     html = (repo / "reports" / "support-matrix.html").read_text()
     doc = json.loads((repo / "reports" / "support-matrix.json").read_text())
     platform_of = {e["id"]: e["platform"] for e in doc["evidence"]}
-    # The grid comes first: 4 rows (entrypoint x task), 6 columns (backend x platform), 24 cells.
+    # The grid comes first: 5 rows (entrypoint x task, and the 2-rank sac/g1_walk_flat row), 6 columns
+    # (backend x platform), 24 single-rank cells and 2 of 2 ranks (mujoco on linux-cuda and linux-cpu).
     grid = html[html.index('id="grid"') : html.index("</table>", html.index('id="grid"'))]
-    assert grid.count("<tr>") == 2 + 4 and grid.count('class="cell"') == 24
+    assert grid.count("<tr>") == 2 + 5 and grid.count('class="cell"') == 24 + 2
     assert html.index('id="grid"') < html.index('id="capabilities"') < html.index('id="cells"')
     cpu = section(html, CPU_CELL)
     counted, _, rest = cpu.partition('<details class="historical">')
@@ -103,7 +104,7 @@ def test_grid_first_and_each_cell_lists_only_its_own_platform(
     assert platform_of[cuda_soak] == "linux-cuda" and "soak under the cell" in cuda
     # The JSON stays complete: the linux-cuda cell still records every covering piece with its verdict.
     (json_cuda,) = [c for c in doc["cells"] if c["backend"] == "mujoco" and c["platform"] == "linux-cuda"
-                    and c["algo"] == "sac" and c["task"] == "g1_walk_flat"]  # fmt: skip
+                    and c["algo"] == "sac" and c["task"] == "g1_walk_flat" and c["ranks"] == 1]  # fmt: skip
     assert len(json_cuda["evidence"]) == 7
     assert sum(e["verdict"].startswith("wrong platform") for e in json_cuda["evidence"]) == 6
 

@@ -31,6 +31,7 @@ def _soak(tmp: Path, *extra: str) -> SoakOutcome:
     return SoakOutcome(done.returncode, done.stdout, done.stderr, output)
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="soak", ranks=2)
 def test_a_clean_two_rank_soak_passes_with_every_rank_in_the_artifact(tmp_path: Path) -> None:
     outcome = _soak(tmp_path)
     art = outcome.artifact
@@ -50,6 +51,7 @@ def test_a_clean_two_rank_soak_passes_with_every_rank_in_the_artifact(tmp_path: 
     assert_nothing_left(outcome)
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault", ranks=2)
 def test_a_rank_that_fails_is_a_rank_failure_naming_that_rank(tmp_path: Path) -> None:
     fault = [
         "training.test_fault=learner_exception",

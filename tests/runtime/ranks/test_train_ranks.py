@@ -62,6 +62,7 @@ def _no_process_mentions(log_dir: Path) -> None:
     raise AssertionError(f"processes of the job outlived it: {[p.pid for p in left]}")
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train", ranks=2)
 def test_two_ranks_under_torchrun_train_with_identical_parameters(tmp_path: Path) -> None:
     job = tmp_path / "job"
     cmd = _torchrun_train(job, "seed=5", "algo.max_iterations=24")
@@ -104,6 +105,7 @@ def _iteration(progress: Path) -> int:
     return int(json.loads(lines[-1])["iteration"]) if lines else 0
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault", ranks=2)
 def test_a_rank_killed_mid_training_ends_its_peer_as_peer_failure_without_a_hang(tmp_path: Path) -> None:
     job = tmp_path / "job"
     base = _env(
@@ -147,6 +149,7 @@ def test_a_rank_killed_mid_training_ends_its_peer_as_peer_failure_without_a_hang
     _no_process_mentions(job)
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault", ranks=2)
 def test_the_rank_that_fails_is_named_not_the_peer_it_took_down(tmp_path: Path) -> None:
     job = tmp_path / "job"
     cmd = _torchrun_train(job, "algo.max_iterations=100000", *RANK_1_FAULT)
@@ -161,6 +164,7 @@ def test_the_rank_that_fails_is_named_not_the_peer_it_took_down(tmp_path: Path) 
     _no_process_mentions(job)
 
 
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault", ranks=2)
 def test_an_elastic_restart_of_the_trainer_forms_its_group_again_and_completes(tmp_path: Path) -> None:
     job = tmp_path / "job"
     cmd = _torchrun_train(job, "algo.max_iterations=20", *RANK_1_FAULT, restarts=1)

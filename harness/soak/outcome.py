@@ -67,7 +67,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.verdicts.first_death import death_to_name
     from harness.soak.verdicts.gpu import annotate_drift, assess_gpu
     from harness.soak.verdicts.observation import observe_classes
-    from harness.soak.verdicts.oom import assess
+    from harness.soak.verdicts.oom import ExitEvidence, assess
     from harness.soak.verdicts.per_process import per_process_verdicts
     from harness.soak.verdicts.ranks import last_seen_by_rank, ranks_section, restarts_seen
     from harness.soak.verdicts.trends import leak_verdicts
@@ -81,7 +81,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         result.kernel_log,
         (result.root_pid, result.trainer_returncode),
         run_summary,
-        result.reaped,
+        ExitEvidence(result.reaped, result.fork_events),
     )
     restarts = restarts_seen(result.samples)
     verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize

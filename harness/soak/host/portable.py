@@ -228,10 +228,11 @@ class PortableSampler:
         return st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
 
     def sample_process(
-        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None
+        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None, *, maps: bool = True
     ) -> tuple[dict[str, Any], set[str]]:
         """One process record (the Linux reader's shape; a class psutil cannot give is null) and the
-        shm names it has open (empty where there is no shm directory)."""
+        shm names it has open (empty where there is no shm directory). ``maps`` is accepted for the
+        interface: this sampler never reads maps per sample (see ``_shm_names``)."""
         if not isinstance(st, PortableStat):
             raise TypeError(f"the portable sampler samples its own psutil stats, got {type(st).__name__}")
         memory: dict[str, int | None] = dict.fromkeys(MEMORY_FIELDS)

@@ -203,7 +203,7 @@ class HostReader:
         self.kmsg.open()
 
     def _watch_cgroup_of(self, pid: int | str) -> None:
-        text, _ = _read_text(self.proc_root / str(pid) / "cgroup")
+        text, _ = _read_text(Path(f"{self.proc_root}/{pid}/cgroup"))  # one join: this runs per process
         found = memory_cgroup(text) if text is not None else None
         if found is not None and found not in self.cgroups:
             self.cgroups[found] = counter_file(found[0], found[1], self.cgroup_root)

@@ -96,6 +96,8 @@ def count_fds(targets: Iterable[str]) -> dict[str, int]:
 def shm_names_from_maps(maps_text: str) -> set[str]:
     """``/dev/shm`` entry names mapped in a ``/proc/<pid>/maps`` listing (path is the 6th column)."""
     names: set[str] = set()
+    if SHM_DIR not in maps_text:  # most listings map nothing there: skip splitting thousands of lines
+        return names
     for line in maps_text.splitlines():
         parts = line.split(maxsplit=5)
         if len(parts) == 6:
@@ -256,6 +258,7 @@ class ProcReader:
 
     def __init__(self, proc_root: Path = Path("/proc")) -> None:
         self.root = proc_root
+        self._root = str(proc_root)  # reads build plain strings: pathlib's joins cost more than a read
         self.clock_ticks = os.sysconf("SC_CLK_TCK")
         self.page_size = os.sysconf("SC_PAGE_SIZE")
         self.rollups = RollupSchedule(self.memory_rollup)  # PSS reads are costly: harness.soak.host.rollup
@@ -263,7 +266,7 @@ class ProcReader:
     def stat(self, pid: int) -> StatFields | None:
         """Parsed stat of ``pid`` or None if it does not exist (any more)."""
         try:
-            return parse_stat((self.root / str(pid) / "stat").read_text())
+            return parse_stat(_read_text(f"{self._root}/{pid}/stat"))
         except (OSError, ValueError):
             return None
 
@@ -280,7 +283,7 @@ class ProcReader:
 
     def fd_targets(self, pid: int) -> list[str]:
         """readlink of every open fd of ``pid`` (fds closed mid-scan are skipped)."""
-        fd_dir = self.root / str(pid) / "fd"
+        fd_dir = f"{self._root}/{pid}/fd"
         targets: list[str] = []
         try:
             names = os.listdir(fd_dir)
@@ -288,7 +291,7 @@ class ProcReader:
             return targets
         for name in names:
             try:
-                targets.append(os.readlink(fd_dir / name))
+                targets.append(os.readlink(f"{fd_dir}/{name}"))
             except OSError:
                 continue
         return targets
@@ -296,7 +299,7 @@ class ProcReader:
     def maps_shm(self, pid: int) -> set[str]:
         """``/dev/shm`` names mapped by ``pid``."""
         try:
-            return shm_names_from_maps((self.root / str(pid) / "maps").read_text())
+            return shm_names_from_maps(_read_text(f"{self._root}/{pid}/maps"))
         except OSError:
             return set()
 
@@ -305,7 +308,7 @@ class ProcReader:
         kernel sums the mappings, so the cost grows with resident pages, not with the mapping count).
         Each is None where the file cannot be read (kernel before 4.14, no ptrace read access, gone)."""
         try:
-            text = (self.root / str(pid) / "smaps_rollup").read_text()
+            text = _read_text(f"{self._root}/{pid}/smaps_rollup")
         except OSError:
             return dict(NO_ROLLUP)
         return parse_smaps_rollup(text)
@@ -313,7 +316,8 @@ class ProcReader:
     def cmdline(self, pid: int) -> list[str]:
         """argv of ``pid`` (empty for kernel threads / vanished processes)."""
         try:
-            raw = (self.root / str(pid) / "cmdline").read_bytes()
+            with open(f"{self._root}/{pid}/cmdline", "rb") as f:
+                raw = f.read()
         except OSError:
             return []
         return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
@@ -324,16 +328,19 @@ class ProcReader:
         return st is not None and st.start_ticks == start_ticks and st.state not in ("Z", "X")
 
     def sample_process(
-        self, st: StatFields, gpu_by_pid: Mapping[int, int | None] | None
+        self, st: StatFields, gpu_by_pid: Mapping[int, int | None] | None, *, maps: bool = True
     ) -> tuple[dict[str, Any], set[str]]:
-        """One process record of a sample (schema in docs/soak.md) and the shm names it has open/mapped.
+        """One process record of a sample (schema in docs/soak.md) and the shm names it has open (and,
+        with ``maps``, mapped: the sampler asks for the maps only while a segment is unexplained).
 
         ``gpu_by_pid`` is None when per-process GPU memory is unavailable (record gets null).
         """
         targets = self.fd_targets(st.pid)
         rss_bytes = st.rss_pages * self.page_size
         rollup, rollup_age = self.rollups.values(st.pid, st.start_ticks, rss_bytes)
-        shm = {n for n in (shm_name(t) for t in targets) if n is not None} | self.maps_shm(st.pid)
+        shm = {n for n in (shm_name(t) for t in targets) if n is not None}
+        if maps:
+            shm |= self.maps_shm(st.pid)
         if gpu_by_pid is None:
             gpu: int | None = None
         else:
@@ -353,6 +360,11 @@ class ProcReader:
             "gpu_memory_bytes": gpu,
         }
         return record, shm
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
 def _prctl() -> Any:

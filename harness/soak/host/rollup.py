@@ -46,7 +46,7 @@ class RollupSchedule:
 
     read: Callable[[int], Rollup]
     budget_ms: float = 1.0
-    sample_budget_ms: float = 10.0
+    sample_budget_ms: float = 5.0
     max_period: int = 30
     rss_move_bytes: int = 8 << 20
     rss_move_fraction: float = 0.02

@@ -191,6 +191,7 @@ class Sampler:
     host: HostReader = field(default_factory=HostReader)
     gpu: GpuWatch | None = None  # GPU health; None takes no reading
     shm_seen: set[str] = field(default_factory=set)
+    shm_before: frozenset[tuple[str, int]] = frozenset()  # (name, inode) in /dev/shm before the spawn
     ranks: RankLabels = field(default_factory=RankLabels)
     liveness: LivenessState = field(init=False)
     progress: JobProgress = field(init=False)
@@ -238,14 +239,29 @@ class Sampler:
                     fixed = ("rank", "restart_count", "run_id", "node_rank")
                     known.update({key: label[key] for key in fixed})
 
+    def _maps_needed(self) -> bool:
+        """Whether this sample reads the tree's memory maps. A mapping is evidence only for a ``/dev/shm``
+        entry the run may own: one new since the spawn whose name no open fd or earlier mapping of the
+        tree explained. While there is none, which is most samples, the maps (the longest per-process
+        read) are not read; while one stays unexplained, every sample reads them."""
+        root = self.reader.capabilities.shm_root
+        if root is None:
+            return False
+        try:
+            entries = {(entry.name, entry.inode()) for entry in os.scandir(root)}
+        except OSError:
+            return True
+        return any(name not in self.shm_seen for name, _ in entries - self.shm_before)
+
     def sample(self, *, wall: float, now: float) -> dict[str, Any]:
         """One sample record (schema in the module docstring)."""
         started = time.perf_counter()
         members = self.tracker.members(self.reader.all_stats())
         gpu_block, gpu_by_pid = self._gpu()
+        maps = self._maps_needed()
         processes = []
         for st in members:
-            proc, shm = self.reader.sample_process(st, gpu_by_pid)
+            proc, shm = self.reader.sample_process(st, gpu_by_pid, maps=maps)
             processes.append(proc)
             self.shm_seen |= shm
         host = self.host.read(st.pid for st in members)

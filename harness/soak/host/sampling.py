@@ -36,7 +36,7 @@ class ProcessSampler(Protocol):
     def cmdline(self, pid: int) -> list[str]: ...
     def is_alive(self, pid: int, start_ticks: int) -> bool: ...
     def sample_process(
-        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None
+        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None, *, maps: bool = True
     ) -> tuple[dict[str, Any], set[str]]: ...
     def totals(self, processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]: ...
     def tracker(self, monitor_pid: int, root: ProcessStat, exclude: set[int], token: str) -> TreeTracker: ...
@@ -60,12 +60,12 @@ class LinuxSampler(ProcReader):
     capabilities = LINUX_CAPABILITIES
 
     def sample_process(
-        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None
+        self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None, *, maps: bool = True
     ) -> tuple[dict[str, Any], set[str]]:
         """ProcReader.sample_process of a stat this sampler listed."""
         if not isinstance(st, StatFields):
             raise TypeError(f"the linux sampler samples its own /proc stats, got {type(st).__name__}")
-        return super().sample_process(st, gpu_by_pid)
+        return super().sample_process(st, gpu_by_pid, maps=maps)
 
     def totals(self, processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]:
         return totals_of(processes, gpu_available)

@@ -37,6 +37,7 @@ from typing import Any
 from foundation.vocab import MonitorFailure
 from harness.soak.evidence.live import LiveView, summarize
 from harness.soak.host.forensics import Forensics
+from harness.soak.host.forks import ForkWatch
 from harness.soak.host.gpu_watch import GpuWatch
 from harness.soak.host.pressure import HostReader
 from harness.soak.host.sampler import JobProgress, LivenessState, Sampler
@@ -75,6 +76,7 @@ class MonitorResult:
     host_tail: list[dict[str, Any]] = field(default_factory=list)  # host readings after the loop
     kernel_log: dict[str, Any] = field(default_factory=dict)  # KmsgTail.status() and the OOM kills it logged
     reaped: dict[tuple[int, int], int] = field(default_factory=dict)  # adopted orphans' exit statuses
+    fork_events: dict[str, Any] = field(default_factory=dict)  # ForkWatch.finish(): SIGKILLed descendants
     sampler: dict[str, Any] = field(default_factory=dict)  # the artifact's `sampler` section
     gpu_health: dict[str, Any] | None = None  # GpuWatch.finish(): the run's GPUs, start to end
 
@@ -130,6 +132,9 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     supervisor: Supervisor | None = None
     host = HostReader()
     host.start()  # before the spawn: the kernel log from here on
+    forks = ForkWatch()
+    forks.open()  # before the spawn too: the root's first forks queue until follow()
+    t0 = time.monotonic()
     # before the spawn too: NVML delivers only the XID events that happen after registration
     gpu = GpuWatch.begin((os.environ if settings.env is None else settings.env).get("CUDA_VISIBLE_DEVICES"))
     try:
@@ -148,6 +153,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
                 env=env,
             )
             result.root_pid = proc.pid
+            forks.follow(proc.pid)
             guard.await_exec(proc.pid, reader)
             root = reader.stat(proc.pid)
             if root is None:  # cannot happen before we reap it; fail closed rather than guess
@@ -155,7 +161,8 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             tracker = reader.tracker(os.getpid(), root, {guard.watchdog.pid}, guard.token)
             supervisor = Supervisor(proc, tracker, reader, guard, result.forensics)
             supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
-            sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host, gpu=gpu)
+            before = frozenset((name, int(info["inode"])) for name, info in shm_before.items())
+            sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host, gpu=gpu, shm_before=before)
             view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
             result.loop_cpu_s = -time.process_time()
             try:
@@ -194,6 +201,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
         raise
     finally:
         result.kernel_log = {**host.kmsg.status(), "kills": list(host.kmsg.kills)}
+        result.fork_events = forks.finish(t0)
         host.close()
         gpu.close()  # idempotent: finish() closed it unless the run failed before the loop
         guard.close()

@@ -261,7 +261,17 @@ class OwnershipGuard:
         of the root names the command, not the wrapper; returns early if the wrapper exits."""
         wrapper = self.wrap(())
         deadline = time.monotonic() + timeout_s
+        before = reader.stat(pid)
         while reader.cmdline(pid)[: len(wrapper)] == wrapper and time.monotonic() < deadline:
+            time.sleep(0.002)
+        # The kernel switches the argument area before it renames the task: for a moment the new
+        # command line shows beside the wrapper's name. Wait briefly for the name (a command whose name
+        # is the wrapper's own keeps it, and waits the whole 0.1 s).
+        settle = min(deadline, time.monotonic() + 0.1)
+        while before is not None and time.monotonic() < settle:
+            now = reader.stat(pid)
+            if now is None or now.comm != before.comm:
+                break
             time.sleep(0.002)
 
     def update(self, known: Iterable[Mapping[str, Any]], shm_seen: Iterable[str]) -> None:

@@ -51,7 +51,12 @@ class Supervisor:
             self.guard.update(self.tracker.known.values(), shm_seen)
 
     def reap_adopted(self) -> None:
-        """Reap zombies re-parented to the monitor (we are their subreaper); the root is reaped by Popen."""
+        """Reap zombies re-parented to the monitor (we are their subreaper); the root is reaped by Popen.
+
+        The loop calls this four times a second: a peek (``WNOWAIT`` leaves the child unreaped) tells
+        whether any child of the monitor has exited at all, and the tree is read only when one has."""
+        if not _a_child_exited():
+            return
         me = os.getpid()
         for pid, ticks in list(self.tracker.known):
             if pid == self.proc.pid:
@@ -129,3 +134,11 @@ class Supervisor:
         if survivors:
             self.wait_quiet(5.0, until_all_dead=True)
         return survivors
+
+
+def _a_child_exited() -> bool:
+    """True when some child of this process has exited and is not reaped yet (it stays unreaped)."""
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False

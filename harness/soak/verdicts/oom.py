@@ -17,6 +17,11 @@ signal of its own, and after the post-shutdown grace). A tree process is ``oom_k
 
 The last RSS/PSS reported is from the last sample that saw the process holding memory (an exiting
 victim is listed with RSS 0).
+
+A process no sample saw (it lived less than one sample interval) is judged from the kernel's own
+reports instead (``unsampled_kills``): the process-events connector says it descended from the root by
+fork and died by SIGKILL, the kernel log names its PID as an OOM victim, and the counters rose between
+the reading before the one whose kernel-log poll found that record and that reading.
 """
 
 from __future__ import annotations
@@ -109,6 +114,15 @@ def _kmsg_window(
 
 
 @dataclass(frozen=True)
+class ExitEvidence:
+    """What the monitor knows of its tree's exits beyond the samples: the statuses of the adopted orphans
+    it reaped (``waitpid``), and the fork-events block (harness.soak.host.forks; None where not watched)."""
+
+    reaped: Mapping[tuple[int, int], int] = field(default_factory=dict)
+    fork_events: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class OomInputs:
     """Everything the rule looks at. ``kernel_log_used`` is False where /dev/kmsg could not be read."""
 
@@ -171,6 +185,40 @@ def _kill_record(
     }
 
 
+def _reading_at(readings: Sequence[Reading], index: int) -> int | None:
+    """Position of the reading whose host block has ``reading`` = ``index``."""
+    return next((i for i, r in enumerate(readings) if _int(r.host.get("reading")) == index), None)
+
+
+def unsampled_kills(
+    inputs: OomInputs, sigkilled: Sequence[Mapping[str, Any]], sampled: set[int]
+) -> list[dict[str, Any]]:
+    """Descendants no sample saw that the OOM killer took (module docstring). ``sigkilled`` are the
+    fork-event records (``pid``, ``parent``, ``forked_t``, ``exited_t``) of descendants that died by
+    SIGKILL; ``sampled`` the PIDs any sample saw."""
+    out = []
+    for victim in sigkilled:
+        if victim["pid"] in sampled:
+            continue  # the sampled rule judges it
+        record = next((k for k in inputs.kernel_kills if k["pid"] == victim["pid"]), None)
+        at = _reading_at(inputs.readings, int(record["reading"])) if record is not None else None
+        if record is None or at is None:
+            continue
+        rise = counter_rise(inputs.readings[max(0, at - 1)].host, inputs.readings[at].host)
+        if not _rose(rise):
+            continue
+        out.append(
+            {
+                "pid": victim["pid"], "start_ticks": None, "name": record["comm"], "role": None,
+                "cmdline": [], "last_rss_bytes": None, "last_pss_bytes": None,
+                "last_seen_t": victim["forked_t"], "gone_by_t": victim["exited_t"],
+                "exit": {"returncode": -signal.SIGKILL, "signal": "SIGKILL", "source": "fork_events"},
+                "counters": dict(rise), "kernel_log": record["text"], "parent": victim["parent"],
+            }
+        )  # fmt: skip
+    return out
+
+
 def oom_kills(inputs: OomInputs) -> list[dict[str, Any]]:
     """Every tree process the rule (module docstring) says the OOM killer took, in order of death."""
     last_record: dict[Identity, Mapping[str, Any]] = {}  # the last record holding memory
@@ -194,6 +242,10 @@ def describe(kill: Mapping[str, Any]) -> str:
         if exit_info is not None
         else "vanished (a descendant: exit status unseen)"
     )
+    when = f"between t={kill['last_seen_t']:g} s and t={kill['gone_by_t']:g} s"
+    if isinstance(kill.get("parent"), int):  # never sampled: known from the kernel's fork and exit events
+        who = f"pid {kill['pid']} ({kill['name']}; forked by pid {kill['parent']}, never sampled)"
+        when = f"between its fork at t={kill['last_seen_t']:g} s and its exit at t={kill['gone_by_t']:g} s"
     counters = kill["counters"]
     moved = [f"vmstat oom_kill +{counters['vmstat_delta']}"] if counters["vmstat_delta"] else []
     moved += [f"{c['path']} oom_kill +{c['delta']}" for c in counters["cgroups"]]
@@ -201,10 +253,7 @@ def describe(kill: Mapping[str, Any]) -> str:
     if kill["last_pss_bytes"] is not None:
         memory += f", PSS {kill['last_pss_bytes'] / MIB:.1f} MiB"
     logged = "; the kernel log names it" if kill["kernel_log"] else ""
-    return (
-        f"{who} was OOM-killed: {how} between t={kill['last_seen_t']:g} s and t={kill['gone_by_t']:g} s "
-        f"while {', '.join(moved)}{logged}; {memory or 'RSS unknown'}"
-    )
+    return f"{who} was OOM-killed: {how} {when} while {', '.join(moved)}{logged}; {memory or 'RSS unknown'}"
 
 
 def collector_exit(run_summary: Mapping[str, Any] | None) -> dict[int, KnownExit]:
@@ -269,15 +318,16 @@ def assess(
     kernel_log: Mapping[str, Any],
     root: tuple[int | None, int | None],
     run_summary: Mapping[str, Any] | None,
-    reaped: Mapping[tuple[int, int], int] | None = None,
+    exits: ExitEvidence | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """The pass-table lines (one per kill) and the artifact's ``oom`` section of one watched run.
 
     ``root`` is (pid, returncode) of the monitor's own child; ``kernel_log`` is ``KmsgTail.status()``
-    plus its ``kills``; ``reaped`` the exit statuses of adopted orphans the monitor reaped.
+    plus its ``kills``; ``exits`` what the monitor knows of the tree's exits beyond the samples.
     """
+    exits = exits or ExitEvidence()
     known = collector_exit(run_summary)
-    known.update({pid: KnownExit(code, "waitpid") for (pid, _ticks), code in (reaped or {}).items()})
+    known.update({pid: KnownExit(code, "waitpid") for (pid, _ticks), code in exits.reaped.items()})
     pid, returncode = root
     if pid is not None and returncode is not None:
         known[pid] = KnownExit(returncode, "waitpid")
@@ -288,6 +338,11 @@ def assess(
         kernel_log_used=bool(kernel_log.get("used")),
     )
     kills = oom_kills(inputs)
+    sampled = {int(p["pid"]) for s in samples for p in s.get("processes", [])}
+    kills += unsampled_kills(inputs, (exits.fork_events or {}).get("sigkilled", []), sampled)
+    kills.sort(key=lambda k: (k["gone_by_t"], k["pid"]))
     status = {k: v for k, v in kernel_log.items() if k != "kills"}
     section = oom_section(inputs, kills, status, shutdown_cause(kills, run_summary))
+    if exits.fork_events:
+        section["fork_events"] = dict(exits.fork_events)
     return [describe(k) for k in kills], section

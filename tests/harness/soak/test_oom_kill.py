@@ -116,6 +116,30 @@ def test_a_process_oom_killed_in_a_memory_cgroup_is_named(
     )
 
 
+def test_a_child_oom_killed_between_two_samples_is_named_from_the_kernels_reports(
+    tmp_path: Path, limited_cgroup: Path
+) -> None:
+    # 5 s sampling: the child is forked at about 1 s and killed within about half a second, long before
+    # the second sample; the trainer then exits 1 on it
+    outcome = soak_monitor(tmp_path, "oom_kill.py", str(limited_cgroup), "brief", interval=5.0, stale=10.0)
+    art = outcome.artifact
+    forks = art["oom"]["fork_events"]
+    if not forks["used"]:
+        pytest.skip(f"no process events here: {forks['reason']}")
+    if not art["oom"]["kernel_log"]["used"]:
+        pytest.skip(f"no kernel log here: {art['oom']['kernel_log']['reason']}")
+    assert outcome.returncode == 1 and art["trainer_returncode"] == 1
+    assert art["failure_classification"] == "oom_killed", art["failure_reason"]
+    (kill,) = art["oom"]["kills"]
+    root = outcome.monitor["root_pid"]
+    sampled = {p["pid"] for p in outcome.monitor["known_processes"]}
+    assert kill["pid"] not in sampled and kill["parent"] == root
+    assert kill["exit"] == {"returncode": -9, "signal": "SIGKILL", "source": "fork_events"}
+    assert re.search(rf"Killed process {kill['pid']} \(", kill["kernel_log"])
+    assert f"pid {kill['pid']} (python" in art["failure_reason"] and "never sampled" in art["failure_reason"]
+    assert_nothing_left(outcome)
+
+
 def test_the_pressure_plot_renders_in_headless_chromium(
     tmp_path: Path, chromium: Chromium, limited_cgroup: Path
 ) -> None:

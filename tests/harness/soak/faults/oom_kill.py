@@ -3,7 +3,10 @@
 ``python oom_kill.py LOG_DIR CGROUP_DIR MODE``: the test created CGROUP_DIR and set its limit. MODE
 ``child``: start a child, move it into the cgroup, let it allocate until the kernel kills it, keep making
 progress for a second (the monitor samples the tree after the kill), exit 0. MODE ``self``: move this
-process into the cgroup and allocate until killed (the monitor's own child dies by SIGKILL).
+process into the cgroup and allocate until killed (the monitor's own child dies by SIGKILL). MODE
+``brief``: after a second of progress, start a child that allocates at once inside the cgroup and is
+killed within about half a second, between two samples; then fail on it (exit 1), as a trainer whose
+worker died does.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def main() -> None:
         join(cgroup, os.getpid())
         heartbeat_loop(log_dir, 1.0, 0.05)  # sampled inside the cgroup before it fills
         allocate_until_killed(log_dir)
-    child = subprocess.Popen([sys.executable, __file__, "--child"], stdin=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, __file__, f"--{mode}-child"], stdin=subprocess.PIPE)
     join(cgroup, child.pid)
     assert child.stdin is not None
     child.stdin.close()  # the child starts allocating once it is inside the cgroup
@@ -53,12 +56,15 @@ def main() -> None:
         i += 1
         time.sleep(0.05)
     print(f"child {child.pid} exited with {child.returncode}", flush=True)
+    if mode == "brief":
+        sys.exit(1)
     heartbeat_loop(log_dir, 1.0, 0.05)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--child"]:
+    if sys.argv[1:] in (["--child-child"], ["--brief-child"]):
         sys.stdin.read()
-        time.sleep(1.0)  # sampled inside the cgroup before it fills
+        if sys.argv[1] == "--child-child":
+            time.sleep(1.0)  # sampled inside the cgroup before it fills
         allocate_until_killed(None)
     main()

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.soak.evidence.artifact import MonitorRecord, build_artifact, validation_errors
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.oom import assess, counter_rise
+from harness.soak.verdicts.oom import ExitEvidence, assess, counter_rise
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 ROOT, CHILD, OTHER = (100, 5), (101, 6), (102, 7)
@@ -247,7 +247,91 @@ def test_the_artifact_records_the_oom_section_and_the_shutdown_cause() -> None:
 
 
 def test_an_orphan_the_monitor_reaped_is_judged_by_its_exit_status() -> None:
-    _, exited = assess(_run(), [], NO_LOG, (None, None), None, {CHILD: 0})
+    _, exited = assess(_run(), [], NO_LOG, (None, None), None, ExitEvidence({CHILD: 0}))
     assert exited["kills"] == []
-    _, killed = assess(_run(), [], NO_LOG, (None, None), None, {CHILD: -9})
+    _, killed = assess(_run(), [], NO_LOG, (None, None), None, ExitEvidence({CHILD: -9}))
     assert killed["kills"][0]["exit"] == {"returncode": -9, "signal": "SIGKILL", "source": "waitpid"}
+
+
+# -- a process no sample saw: the kernel's fork/exit events and its log --------------------------------
+BRIEF = 103
+
+
+def _brief_run(vmstat_after: int = 1) -> list[dict[str, Any]]:
+    """Only the root is ever sampled; the counters rise between readings 1 and 2."""
+    return [
+        _sample(0.0, _host(0, 0, 0), _proc(ROOT, "python3")),
+        _sample(1.0, _host(1, 0, 0), _proc(ROOT, "python3")),
+        _sample(2.0, _host(2, vmstat_after, 0), _proc(ROOT, "python3")),
+    ]
+
+
+def _log(*pids: int, reading: int = 2) -> dict[str, Any]:
+    kills = [
+        {
+            "pid": p,
+            "comm": "python3",
+            "reading": reading,
+            "text": f"Killed process {p} (python3) total-vm:1kB",
+        }
+        for p in pids
+    ]
+    return {"used": True, "reason": None, "lost_records": 0, "kills": kills}
+
+
+def _forks(*pids: int) -> dict[str, Any]:
+    killed = [{"pid": p, "parent": ROOT[0], "forked_t": 1.2, "exited_t": 1.7} for p in pids]
+    return {"used": True, "reason": None, "forks": 3, "lost": 0, "sigkilled": killed}
+
+
+def _brief(
+    samples: list[dict[str, Any]], log: dict[str, Any], forks: dict[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
+    return assess(samples, [], log, (ROOT[0], 1), None, ExitEvidence(fork_events=forks))
+
+
+def test_a_descendant_killed_between_two_samples_is_named_from_the_kernels_reports() -> None:
+    lines, section = _brief(_brief_run(), _log(BRIEF), _forks(BRIEF))
+    (kill,) = section["kills"]
+    assert kill["pid"] == BRIEF and kill["parent"] == ROOT[0] and kill["start_ticks"] is None
+    assert kill["exit"] == {"returncode": -9, "signal": "SIGKILL", "source": "fork_events"}
+    assert (kill["last_seen_t"], kill["gone_by_t"]) == (1.2, 1.7)
+    assert section["fork_events"]["sigkilled"][0]["pid"] == BRIEF
+    (line,) = lines
+    assert line.startswith(f"pid {BRIEF} (python3; forked by pid {ROOT[0]}, never sampled) was OOM-killed")
+    assert "between its fork at t=1.2 s and its exit at t=1.7 s" in line and "the kernel log names it" in line
+
+
+def test_without_every_piece_of_the_kernels_word_no_unsampled_process_is_named() -> None:
+    assert _brief(_brief_run(), _log(OTHER[0]), _forks(BRIEF))[1]["kills"] == []  # the log names another
+    assert _brief(_brief_run(), _log(BRIEF), _forks(OTHER[0]))[1]["kills"] == []  # not a SIGKILLed descendant
+    assert _brief(_brief_run(vmstat_after=0), _log(BRIEF), _forks(BRIEF))[1]["kills"] == []  # no counter rose
+    assert _brief(_brief_run(), _log(BRIEF, reading=9), _forks(BRIEF))[1]["kills"] == []  # no such reading
+
+
+def test_a_sampled_process_is_judged_by_the_sampled_rule_not_twice() -> None:
+    samples = _run()  # CHILD sampled, then gone while the counters rose
+    lines, section = _brief(samples, _log(CHILD[0], reading=3), _forks(CHILD[0]))
+    (kill,) = section["kills"]
+    assert kill["pid"] == CHILD[0] and kill["start_ticks"] == CHILD[1] and "parent" not in kill
+    assert len(lines) == 1
+
+
+def test_an_artifact_with_an_unsampled_kill_and_fork_events_is_schema_valid() -> None:
+    lines, section = _brief(_brief_run(), _log(BRIEF), _forks(BRIEF))
+    obs = _observation(None, lines, mode="monitor", trainer_returncode=1)
+    record = MonitorRecord(
+        samples=_brief_run(),
+        samples_path="/tmp/samples.jsonl",
+        timing={"sample_interval_s": 1, "startup_timeout_s": 1, "stale_progress_s": 1, "post_shutdown_grace_s": 0,
+                "min_duration_s": 1, "duration_s": 100, "started_at": 0, "finished_at": 1},
+        command=["python3", "trainer.py"],
+        log_dir="/tmp/run",
+        startup_end_t=1.0,
+        oom=section,
+    )  # fmt: skip
+    context = json.loads((FIXTURES / "context.json").read_text())
+    artifact = build_artifact(obs=obs, evaluation=evaluate(obs), record=record, context=context)
+    assert validation_errors(artifact) == []
+    assert artifact["failure_classification"] == "oom_killed"
+    assert artifact["oom"]["kills"][0]["exit"]["source"] == "fork_events"

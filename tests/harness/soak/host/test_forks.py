@@ -1,0 +1,90 @@
+"""harness.soak.host.forks: the connector's messages parsed (pure), the lineage kept from them, and a
+real watch of a process tree whose grandchild dies by SIGKILL before any sample could see it."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.soak.host import forks
+from harness.soak.host.forks import ForkWatch, Lineage, parse_events
+
+
+def _message(what: int, data: tuple[int, int, int, int], stamp_ns: int = 5_000_000_000) -> bytes:
+    body = struct.pack("=IIQ", what, 0, stamp_ns) + struct.pack("=IIII", *data)
+    cn = struct.pack("=IIIIHH", forks.CN_IDX_PROC, forks.CN_VAL_PROC, 0, 0, len(body), 0) + body
+    return struct.pack("=IHHII", 16 + len(cn), forks.NLMSG_DONE, 0, 0, 0) + cn
+
+
+def test_process_forks_and_exits_are_parsed_and_threads_are_skipped() -> None:
+    data = (
+        _message(forks.PROC_EVENT_FORK, (10, 10, 11, 11))  # a process
+        + _message(forks.PROC_EVENT_FORK, (10, 10, 12, 10))  # a thread of 10
+        + _message(forks.PROC_EVENT_EXIT, (11, 11, 9, 17))  # killed by SIGKILL
+        + _message(forks.PROC_EVENT_EXIT, (12, 10, 0, 0))  # the thread ends
+        + _message(0x2, (10, 10, 0, 0))  # an exec: not kept
+    )
+    assert parse_events(data) == [("fork", 10, 11, 5.0), ("exit", 11, 9, 5.0)]
+    assert parse_events(data[:20]) == []  # a truncated datagram gives nothing, never an error
+
+
+def test_the_lineage_follows_descendants_and_keeps_only_their_sigkills() -> None:
+    lineage = Lineage(root=10)
+    for event in [
+        ("fork", 10, 11, 1.0), ("fork", 11, 12, 1.5), ("fork", 99, 13, 1.6),  # 13: not the tree's
+        ("exit", 12, 9, 2.0), ("exit", 11, 256, 2.5), ("exit", 13, 9, 2.6),  # 11 exits with code 1
+    ]:  # fmt: skip
+        lineage.apply(*event)
+    assert lineage.forks == 2
+    assert lineage.killed == [{"pid": 12, "parent": 11, "forked": 1.5, "exited": 2.0}]
+    assert lineage.alive == {}
+
+
+GRANDCHILD = """
+import os, signal, subprocess, sys, time
+time.sleep(0.3)
+child = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+child.wait()
+print(child.pid, flush=True)
+"""
+
+
+def test_a_grandchild_killed_at_once_is_known_with_its_parent() -> None:
+    watch = ForkWatch()
+    watch.open()
+    if watch.reason is not None:
+        pytest.skip(watch.reason)
+    t0 = time.monotonic()
+    root = subprocess.Popen([sys.executable, "-c", GRANDCHILD], stdout=subprocess.PIPE, text=True)
+    watch.follow(root.pid)
+    out, _ = root.communicate(timeout=30)
+    block = watch.finish(t0)
+    killed = int(out.strip())
+    assert block["used"] and block["reason"] is None and block["forks"] >= 1
+    (record,) = [k for k in block["sigkilled"] if k["pid"] == killed]
+    assert record["parent"] == root.pid
+    assert 0 <= record["forked_t"] <= record["exited_t"] <= time.monotonic() - t0
+    assert all(k["pid"] != os.getpid() for k in block["sigkilled"])
+
+
+def test_without_the_connector_the_reason_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(forks.socket, "socket", refuse)
+    watch = ForkWatch()
+    watch.open()
+    watch.follow(1)
+    block = watch.finish(0.0)
+    assert block == {
+        "used": False,
+        "reason": "process events connector: Operation not permitted (it needs CAP_NET_ADMIN)",
+        "forks": 0,
+        "lost": 0,
+        "sigkilled": [],
+    }

@@ -68,8 +68,14 @@ if ! [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || (( BUDGET_S < 60 )); then
   echo "acceptance: ACCEPTANCE_BUDGET_S must be an integer >= 60, got '$BUDGET_S'" >&2
   exit 2
 fi
+# Two GPUs for the NCCL rank benchmark (one rank per GPU): "a,b" device indexes; unset on a one-GPU host
+NCCL_GPUS="${ACCEPTANCE_NCCL_GPUS:-}"
+if [[ -n "$NCCL_GPUS" ]] && ! [[ "$NCCL_GPUS" =~ ^[0-9]+,[0-9]+$ ]]; then
+  echo "acceptance: ACCEPTANCE_NCCL_GPUS must be two device indexes like 0,1, got '$NCCL_GPUS'" >&2
+  exit 2
+fi
 ONLY="${ACCEPTANCE_ONLY:-}"
-KNOWN_STEPS=" cuda-tests probe-acceptance-refused probe-2048 probe-8192 train soak "
+KNOWN_STEPS=" cuda-tests probe-acceptance-refused probe-2048 probe-8192 train soak rank-scaling "
 if [[ -n "$ONLY" ]]; then
   IFS=, read -r -a only_list <<<"$ONLY"
   for name in "${only_list[@]}"; do
@@ -175,6 +181,8 @@ if [[ "$DRY" == "cpu" ]]; then
   step soak 240 0 -- "${PY[@]}" -m harness.soak.cli run --sim mujoco --num-envs 16 --iterations 200 --min-duration-seconds 1 \
     --sample-interval-seconds 0.5 --min-trend-samples 8 --startup-timeout-seconds 120 --stale-progress-seconds 60 \
     --post-shutdown-grace-seconds 2 --live plain --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
+  # the rank benchmark's collective half on gloo: the same script the GPU run gives NCCL
+  step rank-scaling 120 0 -- "${PY[@]}" benchmarks/rank_scaling.py --skip-trainer --timed-updates 5
 else
   echo "acceptance: GPU run into $OUT via $RUNNER (budget ${BUDGET_S}s)"
   step preflight 60 0 -- "${PY[@]}" - "${MODULES[@]}" <<'EOF'
@@ -223,12 +231,21 @@ EOF
     --min-duration-seconds 10 --sample-interval-seconds 0.5 --min-trend-samples 8 --startup-timeout-seconds 90 \
     --stale-progress-seconds 45 --post-shutdown-grace-seconds 5 --live plain \
     --extra-override algo.save_interval=200 --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
+  # NCCL: one rank per GPU, so only where two are given; the update step against its all-reduce
+  if [[ -n "$NCCL_GPUS" ]]; then
+    step rank-scaling 90 0 -- env CUDA_VISIBLE_DEVICES="$NCCL_GPUS" "${PY[@]}" benchmarks/rank_scaling.py \
+      --skip-trainer --device cuda --timed-updates 20
+  else
+    STEPS+=(rank-scaling)
+    STATUS[rank-scaling]="not selected (one GPU: NCCL needs ACCEPTANCE_NCCL_GPUS=a,b)"
+    SECONDS_TAKEN[rank-scaling]=0
+  fi
 fi
 
 # ---- summary ---------------------------------------------------------------------------------------
 FAILED=0
 for name in "${STEPS[@]}"; do
-  [[ "${STATUS[$name]}" == "pass" || "${STATUS[$name]}" == "not selected" ]] || FAILED=1
+  [[ "${STATUS[$name]}" == "pass" || "${STATUS[$name]}" == "not selected"* ]] || FAILED=1
 done
 {
   echo "GPU acceptance summary ($([[ "$DRY" == "cpu" ]] && echo 'CPU DRY RUN, not evidence' || echo 'GPU'))"

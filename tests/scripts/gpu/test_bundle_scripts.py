@@ -57,6 +57,7 @@ def test_bundle_sh_refuses_an_existing_output(tmp_path: Path) -> None:
         ({"ACCEPTANCE_PYTHON": "/nonexistent/python3"}, [], "is not an executable"),
         ({}, ["--python"], "--python needs an interpreter"),
         ({"ACCEPTANCE_ONLY": "soak,bogus"}, [], "unknown step 'bogus'"),
+        ({"ACCEPTANCE_NCCL_GPUS": "0"}, [], "two device indexes like 0,1"),
         ({}, ["--frobnicate"], "usage:"),
     ],
 )

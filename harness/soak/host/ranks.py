@@ -4,7 +4,8 @@ torchrun exports ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``TORCHELASTIC_RUN_ID
 ``TORCHELASTIC_RESTART_COUNT`` to each worker; the worker's own children (our collector) inherit them.
 The agent has none of them. A process's environment is fixed at exec, so it is read once per process
 identity and command line: a worker sampled between its fork and its exec still has the agent's
-environment and argv, and is read again once it has its own.
+environment and argv, and is read again once it has its own. A process that is exiting has given its
+memory back, argv and environment with it (its command line reads empty): it keeps the label it had.
 """
 
 from __future__ import annotations
@@ -44,13 +45,19 @@ class RankLabels:
     """Rank labels of the tree's processes, read once per identity (an unreadable one stays None)."""
 
     seen: dict[tuple[int, int, tuple[str, ...]], dict[str, Any] | None] = field(default_factory=dict)
+    latest: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # last label read, by process
 
     def label(self, pid: int, start_ticks: int, cmdline: Sequence[str] = ()) -> dict[str, Any] | None:
+        if not cmdline and (pid, start_ticks) in self.latest:
+            return self.latest[(pid, start_ticks)]  # exiting: nothing left to read
         identity = (pid, start_ticks, tuple(cmdline))
         if identity not in self.seen:
             try:
                 environ = psutil.Process(pid).environ()
             except (psutil.Error, OSError):
                 environ = {}
-            self.seen[identity] = rank_label(environ)
+            label = rank_label(environ)
+            self.seen[identity] = label
+            if label is not None:
+                self.latest[(pid, start_ticks)] = label
         return self.seen[identity]

@@ -91,6 +91,20 @@ def test_a_worker_sampled_before_its_exec_is_read_again_after_it() -> None:
         child.wait()
 
 
+def test_an_exiting_rank_keeps_its_label_when_its_command_line_reads_empty() -> None:
+    child = subprocess.Popen([sys.executable, "-c", SLEEPER], env=dict(os.environ, **WORKER))
+    try:
+        labels = RankLabels()
+        argv = _execed(child.pid)
+        assert labels.label(child.pid, 7, argv) == rank_label(WORKER)
+    finally:
+        child.kill()
+        child.wait()
+    # an exiting process has given its memory back: argv and environment read empty
+    assert labels.label(child.pid, 7, []) == rank_label(WORKER)
+    assert labels.label(child.pid, 8, []) is None  # another process: never labelled before
+
+
 def _write(path: Path, *records: dict[str, object]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:

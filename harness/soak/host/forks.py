@@ -111,6 +111,9 @@ class ForkWatch:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def open(self) -> None:
+        if not hasattr(socket, "AF_NETLINK"):  # not Linux (the portable sampler's hosts)
+            self.reason = "process events connector: netlink exists on Linux only"
+            return
         try:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
             sock.bind((0, CN_IDX_PROC))

@@ -88,3 +88,11 @@ def test_without_the_connector_the_reason_is_recorded(monkeypatch: pytest.Monkey
         "lost": 0,
         "sigkilled": [],
     }
+
+
+def test_a_host_without_netlink_records_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(forks.socket, "AF_NETLINK")
+    watch = ForkWatch()
+    watch.open()
+    assert watch.reason == "process events connector: netlink exists on Linux only"
+    assert watch.finish(0.0)["used"] is False

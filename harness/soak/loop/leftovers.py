@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from foundation.atomic import write_atomic
 from harness.soak.host.procs import Identity
 from harness.soak.host.shm import ShmSnapshot
+from harness.soak.loop.watchdog import WRAPPER_NAME
 
 if TYPE_CHECKING:
     from harness.soak.host.interface import ProcessStat
@@ -261,18 +262,17 @@ class OwnershipGuard:
         of the root names the command, not the wrapper; returns early if the wrapper exits."""
         wrapper = self.wrap(())
         deadline = time.monotonic() + timeout_s
-        before = reader.stat(pid)
-        while reader.cmdline(pid)[: len(wrapper)] == wrapper and time.monotonic() < deadline:
+        while self._still_wrapper(pid, reader, wrapper) and time.monotonic() < deadline:
             time.sleep(0.002)
-        # The kernel switches the argument area before it renames the task: for a moment the new
-        # command line shows beside the wrapper's name. Wait briefly for the name (a command whose name
-        # is the wrapper's own keeps it, and waits the whole 0.1 s).
-        settle = min(deadline, time.monotonic() + 0.1)
-        while before is not None and time.monotonic() < settle:
-            now = reader.stat(pid)
-            if now is None or now.comm != before.comm:
-                break
-            time.sleep(0.002)
+
+    @staticmethod
+    def _still_wrapper(pid: int, reader: ProcessSampler, wrapper: list[str]) -> bool:
+        """True until the command is in place: the argv is the wrapper's, or the task still has the
+        wrapper's name (exec switches the argv first, then renames the task)."""
+        if reader.cmdline(pid)[: len(wrapper)] == wrapper:
+            return True
+        st = reader.stat(pid)
+        return st is not None and st.comm == WRAPPER_NAME
 
     def update(self, known: Iterable[Mapping[str, Any]], shm_seen: Iterable[str]) -> None:
         """Record the tree identities and the run's segments seen so far (rewritten only on change)."""

@@ -21,6 +21,10 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+# The wrapper's task name until it execs: exec renames the task after it has switched the command line,
+# so the monitor knows the command is in place once this name is gone.
+WRAPPER_NAME = "soak-exec"
 EXIT_EXEC_FAILED = 127  # what a shell returns for a command it cannot run
 
 
@@ -36,6 +40,8 @@ def _exec(argv: list[str]) -> int:
         err = ctypes.get_errno()
         print(f"soak: prctl(PR_SET_PDEATHSIG) failed: {os.strerror(err)}", file=sys.stderr)
         return EXIT_EXEC_FAILED
+    if sys.platform.startswith("linux"):
+        libc.prctl(PR_SET_NAME, WRAPPER_NAME.encode(), 0, 0, 0)  # best effort: the monitor also checks argv
     if os.getppid() != int(argv[0]):
         return EXIT_EXEC_FAILED  # the monitor died before the signal was armed: run nothing
     command = argv[2:]

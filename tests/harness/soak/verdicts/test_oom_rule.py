@@ -223,22 +223,26 @@ def test_oom_killed_outranks_a_stall_and_a_clean_run_has_a_passing_row() -> None
     assert (row.result, row.value) == ("pass", [])
 
 
-def test_the_artifact_records_the_oom_section_and_the_shutdown_cause() -> None:
-    summary = _collector_summary(-9)
-    lines, section = assess(_run(), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 1), summary)
-    obs = _observation(summary, lines)
+def _artifact(obs: MonitorObservation, samples: list[dict[str, Any]], oom: dict[str, Any]) -> dict[str, Any]:
+    """The artifact a monitor would write for ``obs`` with this ``oom`` section."""
     record = MonitorRecord(
-        samples=_run(),
+        samples=samples,
         samples_path="/tmp/samples.jsonl",
         timing={"sample_interval_s": 1, "startup_timeout_s": 1, "stale_progress_s": 1, "post_shutdown_grace_s": 0,
                 "min_duration_s": 1, "duration_s": 100, "started_at": 0, "finished_at": 1},
         command=["train"],
         log_dir="/tmp/run",
         startup_end_t=1.0,
-        oom=section,
+        oom=oom,
     )  # fmt: skip
     context = json.loads((FIXTURES / "context.json").read_text())
-    artifact = build_artifact(obs=obs, evaluation=evaluate(obs), record=record, context=context)
+    return build_artifact(obs=obs, evaluation=evaluate(obs), record=record, context=context)
+
+
+def test_the_artifact_records_the_oom_section_and_the_shutdown_cause() -> None:
+    summary = _collector_summary(-9)
+    lines, section = assess(_run(), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 1), summary)
+    artifact = _artifact(_observation(summary, lines), _run(), section)
     assert validation_errors(artifact) == []
     assert artifact["failure_classification"] == "oom_killed"
     assert artifact["shutdown"]["classification"] == "collector_failure"
@@ -319,19 +323,9 @@ def test_a_sampled_process_is_judged_by_the_sampled_rule_not_twice() -> None:
 
 def test_an_artifact_with_an_unsampled_kill_and_fork_events_is_schema_valid() -> None:
     lines, section = _brief(_brief_run(), _log(BRIEF), _forks(BRIEF))
-    obs = _observation(None, lines, mode="monitor", trainer_returncode=1)
-    record = MonitorRecord(
-        samples=_brief_run(),
-        samples_path="/tmp/samples.jsonl",
-        timing={"sample_interval_s": 1, "startup_timeout_s": 1, "stale_progress_s": 1, "post_shutdown_grace_s": 0,
-                "min_duration_s": 1, "duration_s": 100, "started_at": 0, "finished_at": 1},
-        command=["python3", "trainer.py"],
-        log_dir="/tmp/run",
-        startup_end_t=1.0,
-        oom=section,
-    )  # fmt: skip
-    context = json.loads((FIXTURES / "context.json").read_text())
-    artifact = build_artifact(obs=obs, evaluation=evaluate(obs), record=record, context=context)
+    artifact = _artifact(
+        _observation(None, lines, mode="monitor", trainer_returncode=1), _brief_run(), section
+    )
     assert validation_errors(artifact) == []
     assert artifact["failure_classification"] == "oom_killed"
     assert artifact["oom"]["kills"][0]["exit"]["source"] == "fork_events"

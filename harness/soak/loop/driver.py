@@ -8,7 +8,7 @@ Life of one monitored run:
 1. validate settings (``SettingsError`` -> exit 2, nothing written), refuse while a dead monitor's run is
    still there (harness.soak.loop.leftovers), snapshot ``/dev/shm``, become a child subreaper, write the
    ownership record and start the watchdog, spawn the command through the parent-death exec wrapper
-   (harness.soak.loop.watchdog) in its own session/process group with stdout+stderr to
+   (harness.soak.loop.exec_wrapper) in its own session/process group with stdout+stderr to
    ``<artifact stem>.console.log``;
 2. every ``sample_interval_s``: sample the tree (``Sampler``), append the sample to
    ``<artifact stem>.samples.jsonl`` (flushed per sample), check start-up / stale limits;

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from foundation.atomic import write_atomic
 from harness.soak.host.procs import Identity
 from harness.soak.host.shm import ShmSnapshot
-from harness.soak.loop.watchdog import WRAPPER_NAME
+from harness.soak.loop.exec_wrapper import WRAPPER_NAME
 
 if TYPE_CHECKING:
     from harness.soak.host.interface import ProcessStat
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 RECORD_SCHEMA = 1
 SHM_ROOT = Path("/dev/shm")
 KILL_WAIT_S = 3.0  # how long a cleanup waits for SIGKILLed processes to disappear
-_WATCHDOG = Path(__file__).resolve().with_name("watchdog.py")
-_REPO_ROOT = _WATCHDOG.parents[3]
+_EXEC_WRAPPER = Path(__file__).resolve().with_name("exec_wrapper.py")
+_REPO_ROOT = _EXEC_WRAPPER.parents[3]
 
 
 class LeftoverError(ValueError):
@@ -245,7 +245,7 @@ class OwnershipGuard:
         self.path = directory / f"{me.pid}-{me.start_ticks}.json"
         self._write()
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-P", "-m", "harness.soak.loop.watchdog", "watch", str(self.path)],
+            [sys.executable, "-P", "-m", "harness.soak.loop.watchdog", str(self.path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             start_new_session=True,  # a terminal's SIGINT to the monitor's group must not reach it
@@ -254,7 +254,7 @@ class OwnershipGuard:
 
     def wrap(self, command: Iterable[str]) -> list[str]:
         """``command`` run through the parent-death exec wrapper."""
-        wrapper = [sys.executable, "-I", "-S", str(_WATCHDOG), "exec", str(os.getpid()), "--"]
+        wrapper = [sys.executable, "-I", "-S", str(_EXEC_WRAPPER), str(os.getpid()), "--"]
         return [*wrapper, *command]
 
     def await_exec(self, pid: int, reader: ProcessSampler, timeout_s: float = 5.0) -> None:

@@ -1,28 +1,94 @@
-"""Batched quaternion/frame helpers for the tasks (torch; quaternions are (w, x, y, z))."""
+"""Batched quaternion/frame helpers for the tasks (torch; quaternions are (w, x, y, z)).
+
+The env step runs these on every row each control step, where small tensors make the cost the number
+of ops dispatched, not the arithmetic. So products that are bilinear or quadratic in quaternion
+components are one outer product and one matrix product with a constant coefficient table, instead of
+a dozen elementwise ops per component.
+"""
 
 from __future__ import annotations
 
+import functools
+
 import torch
+
+# Hamilton product a * b: (i, j, k, sign) means out[k] += sign * a[i] * b[j].
+_HAMILTON = (
+    (0, 0, 0, 1), (1, 1, 0, -1), (2, 2, 0, -1), (3, 3, 0, -1),
+    (0, 1, 1, 1), (1, 0, 1, 1), (2, 3, 1, 1), (3, 2, 1, -1),
+    (0, 2, 2, 1), (1, 3, 2, -1), (2, 0, 2, 1), (3, 1, 2, 1),
+    (0, 3, 3, 1), (1, 2, 3, 1), (2, 1, 3, -1), (3, 0, 3, 1),
+)  # fmt: skip
+# Rotation matrix of a unit quaternion as a quadratic form, row-major R[r][c]: (i, j, entry, coefficient)
+# means R[entry] += coefficient * q[i] * q[j] (w, x, y, z = 0..3).
+_ROTATION = (
+    (0, 0, 0, 1), (1, 1, 0, 1), (2, 2, 0, -1), (3, 3, 0, -1),  # w2 + x2 - y2 - z2
+    (1, 2, 1, 2), (0, 3, 1, -2),  # 2(xy - wz)
+    (1, 3, 2, 2), (0, 2, 2, 2),  # 2(xz + wy)
+    (1, 2, 3, 2), (0, 3, 3, 2),  # 2(xy + wz)
+    (0, 0, 4, 1), (1, 1, 4, -1), (2, 2, 4, 1), (3, 3, 4, -1),  # w2 - x2 + y2 - z2
+    (2, 3, 5, 2), (0, 1, 5, -2),  # 2(yz - wx)
+    (1, 3, 6, 2), (0, 2, 6, -2),  # 2(xz - wy)
+    (2, 3, 7, 2), (0, 1, 7, 2),  # 2(yz + wx)
+    (0, 0, 8, 1), (1, 1, 8, -1), (2, 2, 8, -1), (3, 3, 8, 1),  # w2 - x2 - y2 + z2
+)  # fmt: skip
+_TAN_NORM_ENTRIES = (0, 3, 6, 1, 4, 7)  # R's first column, then its second
+_HEADING_ENTRIES = (3, 0)  # R[1][0], R[0][0]: the rotated x axis' y and x
+_GRAVITY_ENTRIES = (6, 7, 8)  # R's third row; projected gravity is its negative
+
+
+def _table(
+    terms: tuple[tuple[int, int, int, int], ...], entries: tuple[int, ...], scale: float
+) -> list[list[float]]:
+    """A [16, len(entries)] coefficient table over the flattened outer product q_i * q_j."""
+    column = {entry: n for n, entry in enumerate(entries)}
+    table = [[0.0] * len(entries) for _ in range(16)]
+    for i, j, entry, coefficient in terms:
+        if entry in column:
+            table[4 * i + j][column[entry]] += scale * coefficient
+    return table
+
+
+# name -> (terms, output entries, scale) of each constant table
+_TABLES = {
+    "hamilton": (_HAMILTON, (0, 1, 2, 3), 1.0),
+    "tan_norm": (_ROTATION, _TAN_NORM_ENTRIES, 1.0),
+    "heading": (_ROTATION, _HEADING_ENTRIES, 1.0),
+    "gravity": (_ROTATION, _GRAVITY_ENTRIES, -1.0),
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _coefficients(name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The constant table ``name`` of :data:`_TABLES` on ``device``, built once per dtype and device."""
+    return torch.tensor(_table(*_TABLES[name]), dtype=dtype, device=device)
+
+
+def _outer_times(a: torch.Tensor, b: torch.Tensor, name: str) -> torch.Tensor:
+    """``vec(a_i * b_j) @ table``: a bilinear form of ``a`` and ``b`` [..., 4] (shapes broadcast)."""
+    outer = (a.unsqueeze(-1) * b.unsqueeze(-2)).flatten(-2)
+    return outer @ _coefficients(name, outer.dtype, outer.device)
+
+
+@functools.lru_cache(maxsize=16)
+def _yaw_embedding(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """[2, 4]: (cos, sin) of the half yaw -> the quaternion (cos, 0, 0, sin)."""
+    return torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]], dtype=dtype, device=device)
+
+
+@functools.lru_cache(maxsize=16)
+def _conjugate_signs(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=dtype, device=device)
 
 
 def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
     """Conjugate of ``q`` [..., 4] (the inverse for unit quaternions)."""
-    return torch.cat([q[..., :1], -q[..., 1:]], dim=-1)
+    return q * _conjugate_signs(q.dtype, q.device)
 
 
 def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Hamilton product ``a * b``; shapes [..., 4] broadcast."""
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        dim=-1,
-    )
+    return _outer_times(a, b, "hamilton")
 
 
 def quat_rotate(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -41,26 +107,21 @@ def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def projected_gravity(q: torch.Tensor) -> torch.Tensor:
     """World down (0, 0, -1) in the frame of unit quaternions ``q`` [..., 4] -> [..., 3].
 
-    Equals ``quat_rotate_inverse(q, down)`` (minus the third row of R(q)) in closed form: no constant
-    tensor to allocate or expand on the device each step."""
-    w, x, y, z = q.unbind(-1)
-    return torch.stack([2 * (w * y - x * z), -2 * (w * x + y * z), 2 * (x * x + y * y) - 1], dim=-1)
+    Equals ``quat_rotate_inverse(q, down)`` (minus the third row of R(q)), for unit ``q``."""
+    return _outer_times(q, q, "gravity")
 
 
 def yaw_quat(q: torch.Tensor) -> torch.Tensor:
-    """The heading-only (rotation about world z) part of ``q`` [..., 4], unit norm."""
-    w, x, y, z = q.unbind(-1)
-    yaw = torch.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-    half = 0.5 * yaw
-    zeros = torch.zeros_like(half)
-    return torch.stack([torch.cos(half), zeros, zeros, torch.sin(half)], dim=-1)
+    """The heading-only (rotation about world z) part of unit ``q`` [..., 4]: the rotation about z that
+    turns world x onto the horizontal direction of the rotated x axis, unit norm."""
+    heading = _outer_times(q, q, "heading")  # R's (1, 0) and (0, 0) entries: the rotated x axis in xy
+    return quat_from_yaw(torch.atan2(heading[..., 0], heading[..., 1]))
 
 
 def quat_from_yaw(yaw: torch.Tensor) -> torch.Tensor:
     """Unit quaternions [..., 4] of rotations by ``yaw`` [...] (rad) about world z."""
     half = 0.5 * yaw
-    zeros = torch.zeros_like(half)
-    return torch.stack([torch.cos(half), zeros, zeros, torch.sin(half)], dim=-1)
+    return torch.stack([torch.cos(half), torch.sin(half)], dim=-1) @ _yaw_embedding(yaw.dtype, yaw.device)
 
 
 def quat_angle_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -70,11 +131,8 @@ def quat_angle_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def quat_to_tan_norm(q: torch.Tensor) -> torch.Tensor:
-    """First two columns of the rotation matrix of ``q`` [..., 4] -> [..., 6] (continuous encoding)."""
-    w, x, y, z = q.unbind(-1)
-    col0 = torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)], dim=-1)
-    col1 = torch.stack([2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)], dim=-1)
-    return torch.cat([col0, col1], dim=-1)
+    """First two columns of the rotation matrix of unit ``q`` [..., 4] -> [..., 6] (continuous encoding)."""
+    return _outer_times(q, q, "tan_norm")
 
 
 def normalize(q: torch.Tensor, eps: float = 1e-9) -> torch.Tensor:

@@ -102,6 +102,7 @@ class TaskEnv(ABC):
     """
 
     semantic_name: ClassVar[str]
+    reward_weights: ClassVar[Mapping[str, float]]
     obs_dim: int
 
     def __init__(
@@ -126,6 +127,9 @@ class TaskEnv(ABC):
         self.episode_step = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.episode_return = torch.zeros(n, dtype=torch.float32, device=self.device)
         self.last_action = torch.zeros(n, self.action_dim, dtype=torch.float32, device=self.device)
+        self._weights = torch.tensor(
+            list(self.reward_weights.values()), dtype=torch.float32, device=self.device
+        )
 
     # -- task hooks -------------------------------------------------------------------------------
     @abstractmethod
@@ -201,6 +205,10 @@ class TaskEnv(ABC):
         self.backend.close()
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _weighted_reward(self, terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The reward [N]: the :attr:`reward_weights` sum of ``terms`` (each [N]), as one matrix product."""
+        return torch.stack([terms[name] for name in self.reward_weights], dim=-1) @ self._weights
+
     def _reset_rows(self, rows: torch.Tensor) -> PublicState:
         state = self._reset_rows_physics(rows)
         self._reset_bookkeeping(rows)

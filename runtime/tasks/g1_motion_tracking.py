@@ -141,6 +141,7 @@ class G1MotionTracking(TaskEnv):
     """Reference-motion tracking for the G1; see the module docstring."""
 
     semantic_name = "G1MotionTracking"
+    reward_weights = REWARD_WEIGHTS
 
     def __init__(
         self, task_cfg: Mapping[str, Any], model: mujoco.MjModel, backend: SimBackend, *, seed: int
@@ -167,12 +168,25 @@ class G1MotionTracking(TaskEnv):
         dev = self.device
         self.clip_fps = clip.fps
         self.num_frames = clip.num_frames
-        self.ref_joint_pos = torch.as_tensor(clip.joint_pos, device=dev)
-        self.ref_joint_vel = torch.as_tensor(clip.joint_vel, device=dev)
-        self.ref_body_pos = torch.as_tensor(clip.body_pos_w, device=dev)
-        self.ref_body_quat = torch.as_tensor(clip.body_quat_w, device=dev)
-        self.ref_body_lin_vel = torch.as_tensor(clip.body_lin_vel_w, device=dev)
-        self.ref_body_ang_vel = torch.as_tensor(clip.body_ang_vel_w, device=dev)
+        # The whole clip as one table [F, 2J + 13B]: joint pos | joint vel | per body pos 3|quat 4|linvel 3|
+        # angvel 3 (the layout of the robot's gathered sensors), so a step reads its reference in one gather.
+        frames = clip.num_frames
+        self.num_bodies = len(clip.body_names)
+        bodies = torch.cat(
+            [torch.as_tensor(a, device=dev) for a in (clip.body_pos_w, clip.body_quat_w)]
+            + [torch.as_tensor(a, device=dev) for a in (clip.body_lin_vel_w, clip.body_ang_vel_w)],
+            dim=-1,
+        )
+        self.reference_table = torch.cat(
+            [
+                torch.as_tensor(clip.joint_pos, device=dev),
+                torch.as_tensor(clip.joint_vel, device=dev),
+                bodies.reshape(frames, -1),
+            ],
+            dim=-1,
+        ).contiguous()
+        self.ref_joint_pos, self.ref_joint_vel, ref = self._split_reference(self.reference_table)
+        self.ref_body_pos, self.ref_body_quat, self.ref_body_lin_vel, self.ref_body_ang_vel = ref
         self.anchor = clip.body_index(ANCHOR_BODY)
         self.end_effectors = torch.tensor([clip.body_index(b) for b in END_EFFECTORS], device=dev)
         self.frames_per_step = self.info.control_dt * clip.fps
@@ -184,7 +198,6 @@ class G1MotionTracking(TaskEnv):
                 start, stop = self.info.sensor_slices[f"{body}_{suffix}"]
                 cols.extend(range(start, stop))
         self.body_cols = torch.tensor(cols, dtype=torch.int64, device=dev)
-        self.num_bodies = len(clip.body_names)
         self.start_frame = torch.zeros(self.num_envs, dtype=torch.int64, device=dev)
         self.obs_dim = 2 * self.action_dim + 3 + 6 + 3 + 3 + 3 * self.action_dim
         self.last_terms: dict[str, torch.Tensor] = {}
@@ -200,22 +213,31 @@ class G1MotionTracking(TaskEnv):
 
     def _bodies(self, sensordata: torch.Tensor) -> Bodies:
         """Robot tracked bodies from ``sensordata`` [n, S]."""
-        packed = torch.index_select(sensordata, 1, self.body_cols).view(-1, self.num_bodies, 13)
-        return Bodies(packed[..., 0:3], packed[..., 3:7], packed[..., 7:10], packed[..., 10:13])
+        return self._split_bodies(torch.index_select(sensordata, 1, self.body_cols))
+
+    def _split_bodies(self, packed: torch.Tensor) -> Bodies:
+        """Views of ``packed`` [n, 13B] (per body pos|quat|linvel|angvel) as :class:`Bodies`."""
+        per_body = packed.view(-1, self.num_bodies, 13)
+        return Bodies(per_body[..., 0:3], per_body[..., 3:7], per_body[..., 7:10], per_body[..., 10:13])
+
+    def _split_reference(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Bodies]:
+        """Views of reference table rows [n, 2J + 13B]: joint pos [n, J], joint vel [n, J], bodies."""
+        joints = self.action_dim
+        return rows[:, :joints], rows[:, joints : 2 * joints], self._split_bodies(rows[:, 2 * joints :])
+
+    def _reference(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Bodies]:
+        """The reference at clip frames ``frame`` [n] (int64), gathered in one op."""
+        return self._split_reference(torch.index_select(self.reference_table, 0, frame))
 
     # -- task hooks -------------------------------------------------------------------------------
     def reference_state(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Physics state of clip frames ``frame`` [k] (int64): ``qpos`` [k, nq], ``qvel`` [k, nv]."""
-        root_quat = self.ref_body_quat[frame, 0]
-        qpos = torch.cat([self.ref_body_pos[frame, 0], root_quat, self.ref_joint_pos[frame]], dim=-1)
+        joint_pos, joint_vel, ref = self._reference(frame)
+        root_quat = ref.quat[:, 0]
+        qpos = torch.cat([ref.pos[:, 0], root_quat, joint_pos], dim=-1)
         # Free joint: linear velocity in world, angular velocity in the body frame.
         qvel = torch.cat(
-            [
-                self.ref_body_lin_vel[frame, 0],
-                quat_rotate_inverse(root_quat, self.ref_body_ang_vel[frame, 0]),
-                self.ref_joint_vel[frame],
-            ],
-            dim=-1,
+            [ref.lin_vel[:, 0], quat_rotate_inverse(root_quat, ref.ang_vel[:, 0]), joint_vel], dim=-1
         )
         return qpos, qvel
 
@@ -233,16 +255,15 @@ class G1MotionTracking(TaskEnv):
         else:
             qpos, qvel, sensors = state.qpos[rows], state.qvel[rows], state.sensordata[rows]
             last_action = self.last_action[rows]
-        frame = self._frame(rows)
+        ref_joint_pos, ref_joint_vel, ref = self._reference(self._frame(rows))
         body_pos, body_quat, _, _ = self._bodies(sensors)
         anchor_pos, anchor_quat = body_pos[:, self.anchor], body_quat[:, self.anchor]
-        ref_anchor_pos = self.ref_body_pos[frame, self.anchor]
-        ref_anchor_quat = self.ref_body_quat[frame, self.anchor]
+        ref_anchor_pos, ref_anchor_quat = ref.pos[:, self.anchor], ref.quat[:, self.anchor]
         root_quat = qpos[:, 3:7]
         return torch.cat(
             [
-                self.ref_joint_pos[frame],
-                self.ref_joint_vel[frame] * JOINT_VEL_SCALE,
+                ref_joint_pos,
+                ref_joint_vel * JOINT_VEL_SCALE,
                 quat_rotate_inverse(anchor_quat, ref_anchor_pos - anchor_pos),
                 quat_to_tan_norm(quat_mul(quat_conjugate(anchor_quat), ref_anchor_quat)),
                 quat_rotate_inverse(root_quat, qvel[:, 0:3]),
@@ -259,15 +280,14 @@ class G1MotionTracking(TaskEnv):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         frame = self._frame(None)
         robot = self._bodies(state.sensordata)
-        ref_pos, ref_quat = self.ref_body_pos[frame], self.ref_body_quat[frame]
+        _, _, ref = self._reference(frame)
+        ref_pos, ref_quat = ref.pos, ref.quat
         anchor_pos, anchor_quat = robot.pos[:, self.anchor], robot.quat[:, self.anchor]
         ref_anchor_pos, ref_anchor_quat = ref_pos[:, self.anchor], ref_quat[:, self.anchor]
         ref_pos_rel, ref_quat_rel = relative_reference(
             ref_pos, ref_quat, ref_anchor_pos, ref_anchor_quat, anchor_pos, anchor_quat
         )
-        reference = Bodies(
-            ref_pos_rel, ref_quat_rel, self.ref_body_lin_vel[frame], self.ref_body_ang_vel[frame]
-        )
+        reference = Bodies(ref_pos_rel, ref_quat_rel, ref.lin_vel, ref.ang_vel)
         terms = {
             **tracking_terms(
                 ref_anchor_pos=ref_anchor_pos,
@@ -282,9 +302,7 @@ class G1MotionTracking(TaskEnv):
             ),
         }
         self.last_terms = terms
-        reward = torch.zeros(self.num_envs, device=self.device)
-        for name, weight in REWARD_WEIGHTS.items():
-            reward += weight * terms[name]
+        reward = self._weighted_reward(terms)
         terminated = deviation_terminated(
             ref_anchor_pos=ref_anchor_pos,
             ref_anchor_quat=ref_anchor_quat,

@@ -75,6 +75,7 @@ class G1WalkFlat(TaskEnv):
     """Velocity-command walking for the G1 on flat ground; see the module docstring."""
 
     semantic_name = "G1WalkFlat"
+    reward_weights = REWARD_WEIGHTS
 
     def __init__(
         self, task_cfg: Mapping[str, Any], model: mujoco.MjModel, backend: SimBackend, *, seed: int
@@ -142,9 +143,7 @@ class G1WalkFlat(TaskEnv):
             "torque": state.actuator_force.square().sum(-1),
         }
         self.last_terms = terms
-        reward = torch.zeros(self.num_envs, device=self.device)
-        for name, weight in REWARD_WEIGHTS.items():
-            reward += weight * terms[name]
+        reward = self._weighted_reward(terms)
         terminated = fallen(qpos[:, 2], gravity, self.min_base_height)
         time_up = torch.zeros_like(terminated)
         return reward, terminated, time_up

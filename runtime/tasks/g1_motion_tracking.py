@@ -172,11 +172,8 @@ class G1MotionTracking(TaskEnv):
         # angvel 3 (the layout of the robot's gathered sensors), so a step reads its reference in one gather.
         frames = clip.num_frames
         self.num_bodies = len(clip.body_names)
-        bodies = torch.cat(
-            [torch.as_tensor(a, device=dev) for a in (clip.body_pos_w, clip.body_quat_w)]
-            + [torch.as_tensor(a, device=dev) for a in (clip.body_lin_vel_w, clip.body_ang_vel_w)],
-            dim=-1,
-        )
+        per_body = (clip.body_pos_w, clip.body_quat_w, clip.body_lin_vel_w, clip.body_ang_vel_w)
+        bodies = torch.cat([torch.as_tensor(a, device=dev) for a in per_body], dim=-1)
         self.reference_table = torch.cat(
             [
                 torch.as_tensor(clip.joint_pos, device=dev),

@@ -49,41 +49,37 @@ def _table(
     return table
 
 
-# name -> (terms, output entries, scale) of each constant table
+# name -> (terms, output entries, scale) of each table over the outer product q_i * q_j
 _TABLES = {
     "hamilton": (_HAMILTON, (0, 1, 2, 3), 1.0),
     "tan_norm": (_ROTATION, _TAN_NORM_ENTRIES, 1.0),
     "heading": (_ROTATION, _HEADING_ENTRIES, 1.0),
     "gravity": (_ROTATION, _GRAVITY_ENTRIES, -1.0),
 }
+# name -> rows of each constant used as it is
+_LITERALS = {
+    "conjugate_signs": [1.0, -1.0, -1.0, -1.0],
+    "yaw_embedding": [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]],  # (cos, sin) of half yaw -> quaternion
+}
 
 
 @functools.lru_cache(maxsize=64)
-def _coefficients(name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """The constant table ``name`` of :data:`_TABLES` on ``device``, built once per dtype and device."""
-    return torch.tensor(_table(*_TABLES[name]), dtype=dtype, device=device)
+def _constant(name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The constant ``name`` (of :data:`_TABLES` or :data:`_LITERALS`) on ``device``, built once per dtype
+    and device."""
+    rows = _LITERALS[name] if name in _LITERALS else _table(*_TABLES[name])
+    return torch.tensor(rows, dtype=dtype, device=device)
 
 
 def _outer_times(a: torch.Tensor, b: torch.Tensor, name: str) -> torch.Tensor:
     """``vec(a_i * b_j) @ table``: a bilinear form of ``a`` and ``b`` [..., 4] (shapes broadcast)."""
     outer = (a.unsqueeze(-1) * b.unsqueeze(-2)).flatten(-2)
-    return outer @ _coefficients(name, outer.dtype, outer.device)
-
-
-@functools.lru_cache(maxsize=16)
-def _yaw_embedding(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """[2, 4]: (cos, sin) of the half yaw -> the quaternion (cos, 0, 0, sin)."""
-    return torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]], dtype=dtype, device=device)
-
-
-@functools.lru_cache(maxsize=16)
-def _conjugate_signs(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=dtype, device=device)
+    return outer @ _constant(name, outer.dtype, outer.device)
 
 
 def quat_conjugate(q: torch.Tensor) -> torch.Tensor:
     """Conjugate of ``q`` [..., 4] (the inverse for unit quaternions)."""
-    return q * _conjugate_signs(q.dtype, q.device)
+    return q * _constant("conjugate_signs", q.dtype, q.device)
 
 
 def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -121,7 +117,9 @@ def yaw_quat(q: torch.Tensor) -> torch.Tensor:
 def quat_from_yaw(yaw: torch.Tensor) -> torch.Tensor:
     """Unit quaternions [..., 4] of rotations by ``yaw`` [...] (rad) about world z."""
     half = 0.5 * yaw
-    return torch.stack([torch.cos(half), torch.sin(half)], dim=-1) @ _yaw_embedding(yaw.dtype, yaw.device)
+    return torch.stack([torch.cos(half), torch.sin(half)], dim=-1) @ _constant(
+        "yaw_embedding", yaw.dtype, yaw.device
+    )
 
 
 def quat_angle_error(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

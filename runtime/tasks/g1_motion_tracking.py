@@ -182,8 +182,6 @@ class G1MotionTracking(TaskEnv):
             ],
             dim=-1,
         ).contiguous()
-        self.ref_joint_pos, self.ref_joint_vel, ref = self._split_reference(self.reference_table)
-        self.ref_body_pos, self.ref_body_quat, self.ref_body_lin_vel, self.ref_body_ang_vel = ref
         self.anchor = clip.body_index(ANCHOR_BODY)
         self.end_effectors = torch.tensor([clip.body_index(b) for b in END_EFFECTORS], device=dev)
         self.frames_per_step = self.info.control_dt * clip.fps
@@ -222,14 +220,14 @@ class G1MotionTracking(TaskEnv):
         joints = self.action_dim
         return rows[:, :joints], rows[:, joints : 2 * joints], self._split_bodies(rows[:, 2 * joints :])
 
-    def _reference(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Bodies]:
+    def reference(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Bodies]:
         """The reference at clip frames ``frame`` [n] (int64), gathered in one op."""
         return self._split_reference(torch.index_select(self.reference_table, 0, frame))
 
     # -- task hooks -------------------------------------------------------------------------------
     def reference_state(self, frame: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Physics state of clip frames ``frame`` [k] (int64): ``qpos`` [k, nq], ``qvel`` [k, nv]."""
-        joint_pos, joint_vel, ref = self._reference(frame)
+        joint_pos, joint_vel, ref = self.reference(frame)
         root_quat = ref.quat[:, 0]
         qpos = torch.cat([ref.pos[:, 0], root_quat, joint_pos], dim=-1)
         # Free joint: linear velocity in world, angular velocity in the body frame.
@@ -252,7 +250,7 @@ class G1MotionTracking(TaskEnv):
         else:
             qpos, qvel, sensors = state.qpos[rows], state.qvel[rows], state.sensordata[rows]
             last_action = self.last_action[rows]
-        ref_joint_pos, ref_joint_vel, ref = self._reference(self._frame(rows))
+        ref_joint_pos, ref_joint_vel, ref = self.reference(self._frame(rows))
         body_pos, body_quat, _, _ = self._bodies(sensors)
         anchor_pos, anchor_quat = body_pos[:, self.anchor], body_quat[:, self.anchor]
         ref_anchor_pos, ref_anchor_quat = ref.pos[:, self.anchor], ref.quat[:, self.anchor]
@@ -277,7 +275,7 @@ class G1MotionTracking(TaskEnv):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         frame = self._frame(None)
         robot = self._bodies(state.sensordata)
-        _, _, ref = self._reference(frame)
+        _, _, ref = self.reference(frame)
         ref_pos, ref_quat = ref.pos, ref.quat
         anchor_pos, anchor_quat = robot.pos[:, self.anchor], robot.quat[:, self.anchor]
         ref_anchor_pos, ref_anchor_quat = ref_pos[:, self.anchor], ref_quat[:, self.anchor]

@@ -21,7 +21,8 @@ def _tracking(env_factory: EnvFactory, n: int, *overrides: str, seed: int = 0) -
 def _feedforward(env: G1MotionTracking) -> torch.Tensor:
     """Actions whose joint targets are the next reference frame's joint positions."""
     frame = (env._frame(None) + 1).clamp(max=env.num_frames - 1)
-    return ((env.ref_joint_pos[frame] - env.info.default_joint_pos) / env.action_scale).clamp(-1.0, 1.0)
+    joint_pos, _, _ = env.reference(frame)
+    return ((joint_pos - env.info.default_joint_pos) / env.action_scale).clamp(-1.0, 1.0)
 
 
 def test_reset_writes_reference_state_at_random_phases(env_factory: EnvFactory) -> None:
@@ -31,11 +32,11 @@ def test_reset_writes_reference_state_at_random_phases(env_factory: EnvFactory) 
     assert env.start_frame.unique().numel() > 1  # type: ignore[no-untyped-call]  # torch leaves Tensor.unique unannotated
     sensors = env.backend.public_state().sensordata
     body_pos, body_quat, lin, ang = env._bodies(sensors)
-    frame = env.start_frame
-    torch.testing.assert_close(body_pos, env.ref_body_pos[frame], atol=1e-4, rtol=0)
-    assert quat_angle_error(body_quat, env.ref_body_quat[frame]).max() < 2e-3
-    torch.testing.assert_close(lin, env.ref_body_lin_vel[frame], atol=1e-3, rtol=0)
-    torch.testing.assert_close(ang, env.ref_body_ang_vel[frame], atol=1e-3, rtol=0)
+    _, _, ref = env.reference(env.start_frame)
+    torch.testing.assert_close(body_pos, ref.pos, atol=1e-4, rtol=0)
+    assert quat_angle_error(body_quat, ref.quat).max() < 2e-3
+    torch.testing.assert_close(lin, ref.lin_vel, atol=1e-3, rtol=0)
+    torch.testing.assert_close(ang, ref.ang_vel, atol=1e-3, rtol=0)
     # Anchor error observation is ~zero right after a reference reset.
     assert obs[:, 58:61].abs().max() < 1e-3
 

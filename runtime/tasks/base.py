@@ -127,7 +127,7 @@ class TaskEnv(ABC):
         self.episode_step = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.episode_return = torch.zeros(n, dtype=torch.float32, device=self.device)
         self.last_action = torch.zeros(n, self.action_dim, dtype=torch.float32, device=self.device)
-        self._weights = torch.tensor(
+        self._reward_weight_vector = torch.tensor(
             list(self.reward_weights.values()), dtype=torch.float32, device=self.device
         )
 
@@ -207,7 +207,7 @@ class TaskEnv(ABC):
     # -- helpers ----------------------------------------------------------------------------------
     def _weighted_reward(self, terms: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """The reward [N]: the :attr:`reward_weights` sum of ``terms`` (each [N]), as one matrix product."""
-        return torch.stack([terms[name] for name in self.reward_weights], dim=-1) @ self._weights
+        return torch.stack([terms[name] for name in self.reward_weights], dim=-1) @ self._reward_weight_vector
 
     def _reset_rows(self, rows: torch.Tensor) -> PublicState:
         state = self._reset_rows_physics(rows)

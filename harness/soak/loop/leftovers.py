@@ -43,7 +43,7 @@ RECORD_SCHEMA = 1
 SHM_ROOT = Path("/dev/shm")
 KILL_WAIT_S = 3.0  # how long a cleanup waits for SIGKILLed processes to disappear
 _EXEC_WRAPPER = Path(__file__).resolve().with_name("exec_wrapper.py")
-_REPO_ROOT = _EXEC_WRAPPER.parents[3]
+_REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 class LeftoverError(ValueError):

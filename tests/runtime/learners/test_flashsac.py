@@ -3,13 +3,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.learners import build_learner
-from runtime.learners.flashsac import FlashSACLearner, categorical_projection, flashsac_step
-from runtime.learners.networks import EnsembleLinear, FlashBatchNorm, FlashRMSNorm
+from runtime.learners.flashsac import FlashSACLearner, FlashState, categorical_projection, flashsac_step
+from runtime.learners.networks import BNStats, EnsembleLinear, FlashBatchNorm, FlashRMSNorm
 from runtime.learners.replay import Batch
 
 from .conftest import ACT, OBS, algo_cfg
@@ -151,3 +152,62 @@ def test_ensemble_batch_norm_matches_torch_batch_norm_per_member_with_its_gradie
     mean, unbiased_var = stats[norm.key]
     torch.testing.assert_close(mean, ref_x.mean(1))
     torch.testing.assert_close(unbiased_var, ref_x.var(1, correction=1))
+
+
+def _reference_batch_norm(
+    self: FlashBatchNorm, x: torch.Tensor, training: bool, stats: BNStats | None
+) -> torch.Tensor:
+    """The ensemble batch norm as torch's own batch norm, one member at a time."""
+    members = range(x.shape[0])
+    if training and stats is not None:
+        stats[self.key] = (x.mean(1).detach(), x.var(1, correction=1).detach())
+    mean = None if training else self.running_mean
+    var = None if training else self.running_var
+    return torch.stack(
+        [
+            torch.nn.functional.batch_norm(
+                x[e],
+                None if mean is None else mean[e],
+                None if var is None else var[e],
+                self.weight[e],
+                self.bias[e],
+                training=training,
+                eps=self.eps,
+            )
+            for e in members
+        ]
+    )
+
+
+def test_two_updates_give_the_losses_and_state_of_torch_batch_norm(
+    batch: Batch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The whole update (critic step, then the actor and temperature step) on the same batch and noise,
+    # once with the learner's batch norm and once with torch's: same losses, same new state.
+    learner = _learner()
+    learner.add_transitions(batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
+    noise = torch.randn(batch.obs.shape[0], ACT, generator=torch.Generator().manual_seed(5))
+
+    def two_updates() -> tuple[FlashState, list[dict[str, torch.Tensor]]]:
+        state, metrics = learner.state, []
+        for _ in range(2):
+            state, step_metrics = flashsac_step(learner.nets, learner.hp, state, batch, noise, noise)
+            metrics.append(step_metrics)
+        return state, metrics
+
+    state, metrics = two_updates()
+    monkeypatch.setattr(FlashBatchNorm, "forward", _reference_batch_norm)
+    ref_state, ref_metrics = two_updates()
+
+    assert "loss/actor" in metrics[1]
+    for got, want in zip(metrics, ref_metrics, strict=True):
+        assert got.keys() == want.keys()
+        for name in got:
+            torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-5, msg=name)
+    for part in ("critic", "critic_buffers", "actor", "actor_buffers", "target_critic", "target_buffers"):
+        got_params, want_params = getattr(state, part), getattr(ref_state, part)
+        for name in got_params:
+            torch.testing.assert_close(
+                got_params[name], want_params[name], rtol=1e-4, atol=1e-5, msg=f"{part}.{name}"
+            )
+    torch.testing.assert_close(state.log_alpha, ref_state.log_alpha)

@@ -6,8 +6,9 @@ import torch
 
 from runtime.learners import build_learner
 from runtime.learners.base import runtime_options
+from runtime.learners.networks import squashed_gaussian
 from runtime.learners.replay import Batch
-from runtime.learners.sac import SACLearner, sac_step
+from runtime.learners.sac import SACLearner, sac_critic_loss, sac_step
 
 from .conftest import ACT, OBS, algo_cfg
 
@@ -76,3 +77,49 @@ def test_runtime_options_forced_off_on_cpu() -> None:
     assert not opts.torch_compile and not opts.cuda_graphs
     for diag in opts.diagnostics.values():
         assert diag["requested"] and not diag["enabled"] and "cpu" in diag["disable_reason"]
+
+
+def _reference_q(critic: dict[str, torch.Tensor], member: int, x: torch.Tensor) -> torch.Tensor:
+    """One twin critic as a plain ReLU MLP of ``F.linear`` calls, read from the ensemble's parameters."""
+    layer = 0
+    while f"layers.{layer}.weight" in critic:
+        weight, bias = critic[f"layers.{layer}.weight"][member], critic[f"layers.{layer}.bias"][member]
+        x = torch.relu(torch.nn.functional.linear(x, weight.T, bias))
+        layer += 1
+    q = torch.nn.functional.linear(x, critic["out.weight"][member].T, critic["out.bias"][member])
+    return q.squeeze(-1)
+
+
+def test_critic_loss_and_gradients_equal_the_plain_twin_q_definition(batch: Batch) -> None:
+    # The batched ensemble is an implementation choice: its loss and gradients must be the textbook
+    # twin-Q soft Bellman loss, member by member, on the same batch.
+    learner = _learner()
+    learner.add_transitions(batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
+    state, hp = learner.state, learner.hp
+    noise = torch.randn(batch.obs.shape[0], ACT, generator=torch.Generator().manual_seed(3))
+    critic = {k: v.detach().clone().requires_grad_() for k, v in state.critic.items()}
+    loss, _ = sac_critic_loss(learner.nets, hp, state, critic, batch, noise)
+
+    ref_critic = {k: v.detach().clone().requires_grad_() for k, v in state.critic.items()}
+    buffers = state.actor_buffers
+
+    def normalize(obs: torch.Tensor) -> torch.Tensor:
+        scaled = (obs - buffers["normalizer.obs_mean"]) / torch.sqrt(buffers["normalizer.obs_var"] + 1e-8)
+        return torch.clamp(scaled, -10.0, 10.0)
+
+    with torch.no_grad():
+        mean, log_std = torch.func.functional_call(learner.actor, (state.actor, buffers), (batch.next_obs,))
+        next_action, next_logp = squashed_gaussian(mean, log_std, noise)
+        next_in = torch.cat([normalize(batch.next_obs), next_action], -1)
+        next_q = torch.minimum(*(_reference_q(state.target_critic, m, next_in) for m in (0, 1)))
+        soft_next = next_q - state.log_alpha.exp() * next_logp
+        target = batch.reward + hp.gamma * (1.0 - batch.terminated) * soft_next
+    now_in = torch.cat([normalize(batch.obs), batch.action], -1)
+    ref_loss = sum(0.5 * ((_reference_q(ref_critic, m, now_in) - target) ** 2).mean() for m in (0, 1))
+    assert isinstance(ref_loss, torch.Tensor)
+
+    torch.testing.assert_close(loss, ref_loss)
+    grads = torch.autograd.grad(loss, list(critic.values()))
+    ref_grads = torch.autograd.grad(ref_loss, list(ref_critic.values()))
+    for name, got, want in zip(critic, grads, ref_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6, msg=name)

@@ -44,7 +44,7 @@ TOPOLOGY_MODES: dict[str, str | None] = {
     "single_task_multi_gpu": "one rank per GPU needs the multi-GPU gate, which is not open in this release",
     "task_per_gpu": "packing independent tasks one per GPU needs the multi-GPU gate, which is not open",
 }
-MULTI_GPU_GATE = "multi-GPU use is behind the multi-GPU gate (docs/production-guide.md, Multi-GPU gate); this release is single-GPU only"
+MULTI_GPU_GATE = "MPS over several GPUs is behind the multi-GPU gate (docs/production-guide.md, Multi-GPU gate); this release runs MPS on one GPU"
 
 
 class CumpsError(Exception):

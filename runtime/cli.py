@@ -105,9 +105,7 @@ def train(
         if print_config:
             Console().print(effective_settings_table(cfg, facts))
             raise typer.Exit(0)
-        run_cfg = validate_for_run(cfg, facts)
-        if identity is not None:
-            prepare_rank(identity, run_cfg, facts)
+        run_cfg = check_run(cfg, facts, identity)
     except ConfigError as exc:
         err.print(f"[bold red]train: configuration error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(EXIT_CONFIG_ERROR) from None
@@ -120,14 +118,21 @@ def train(
     raise typer.Exit(run_training(run_cfg, ranks=identity))
 
 
-def prepare_rank(identity: RankIdentity, run_cfg: RunConfig, facts: PlatformFacts) -> None:
-    """Refuse a job folder or a placement the ranks cannot have; give a CUDA rank (and its collector) its
-    one device."""
+def check_run(cfg: ComposedConfig, facts: PlatformFacts, identity: RankIdentity | None) -> RunConfig:
+    """The host checks of this process, then, for a rank, its job folder and its one device.
+
+    A rank's placement is checked first: the multi-GPU gate of MPS must refuse before any daemon is looked
+    up, and each rank of a multi-GPU job sees several devices until it is given its own."""
+    if identity is None:
+        return validate_for_run(cfg, facts)
+    sharing = cfg.training.cuda_process_sharing
+    check_placement(identity, resolve_learner_device(cfg, facts), sharing, facts)
+    run_cfg = validate_for_run(cfg, facts, ranks_on_node=identity.local_world_size)
     check_job_dir(identity.job_directory(Path(str(run_cfg.log_dir))), identity.restart_count)
-    device = run_cfg.resolved.learner_device
-    check_placement(identity, device, run_cfg.training.cuda_process_sharing, facts)
-    if device == "cuda":
+    if run_cfg.resolved.learner_device == "cuda":
+        # before CUDA initializes, so that ``cuda`` means this rank's device in it and its collector
         os.environ["CUDA_VISIBLE_DEVICES"] = rank_device_mask(identity, os.environ)
+    return run_cfg
 
 
 def main() -> None:

@@ -152,11 +152,13 @@ def check_placement(
             "LOCAL_WORLD_SIZE",
         )
     if sharing == "mps":
+        from foundation.mps import MULTI_GPU_GATE, TOPOLOGY_MODES
+
+        reason = TOPOLOGY_MODES["single_task_multi_gpu"]
         raise ConfigError(
-            f"training.cuda_process_sharing=mps with {identity.world_size} ranks on several GPUs: multi-GPU "
-            "data parallelism under MPS (single_task_multi_gpu) stays fail-closed until its separate gate "
-            "and daemon topology decision are completed; one MPS daemon serves one GPU. Drop "
-            "training.cuda_process_sharing, or run one rank",
+            f"training.cuda_process_sharing=mps with {identity.world_size} ranks: MPS over several GPUs is the "
+            f"single_task_multi_gpu topology, which is parsed but not supported: {reason}; {MULTI_GPU_GATE}. "
+            "Drop training.cuda_process_sharing, or run one rank",
             "training.cuda_process_sharing",
         )
 

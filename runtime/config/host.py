@@ -95,16 +95,20 @@ def resolve_learner_threads(configured: int | None, sim_backend: str | None, phy
     return max(1, min(LEARNER_THREADS_CAP, cores - busy))
 
 
-def platform_blockers(cfg: ComposedConfig, facts: PlatformFacts) -> list[str]:
-    """Unmet host prerequisites for ``cfg`` on ``facts``, first one first (empty when runnable)."""
+def platform_blockers(cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int = 1) -> list[str]:
+    """Unmet host prerequisites for ``cfg`` on ``facts``, first one first (empty when runnable).
+
+    ``ranks_on_node`` is torchrun's LOCAL_WORLD_SIZE for a rank (each rank then gets one device of the
+    visible ones, ``runtime.distributed.check_placement``), 1 for a single-process run."""
     problems: list[str] = []
     training = cfg.training
     if facts.hip_build:
         problems.append("this torch build targets HIP/ROCm; only NVIDIA CUDA or CPU builds are supported")
-    if facts.cuda_device_count > 1:
+    if facts.cuda_device_count > 1 and ranks_on_node == 1:
         problems.append(
-            f"{facts.cuda_device_count} CUDA devices are visible; the runtime is single-GPU only. "
-            "Set CUDA_VISIBLE_DEVICES=<one index or UUID>"
+            f"{facts.cuda_device_count} CUDA devices are visible; a single-process run is single-GPU. "
+            "Set CUDA_VISIBLE_DEVICES=<one index or UUID>, or run one rank per GPU under torchrun "
+            "(--nproc-per-node N)"
         )
     if cfg.resolved.physics_device == "cuda":
         if facts.system != "Linux":
@@ -136,11 +140,11 @@ def resolve_learner_device(cfg: ComposedConfig, facts: PlatformFacts) -> str:
     return "cpu"
 
 
-def validate_for_run(cfg: ComposedConfig, facts: PlatformFacts) -> RunConfig:
+def validate_for_run(cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int = 1) -> RunConfig:
     """Check everything a real run needs beyond composition and return the ``RunConfig`` with
     ``resolved.learner_device`` and ``resolved.cuda_process_sharing`` filled in; raises ConfigError on
-    the first unmet prerequisite, before anything is written."""
-    problems = platform_blockers(cfg, facts)
+    the first unmet prerequisite, before anything is written. ``ranks_on_node``: see ``platform_blockers``."""
+    problems = platform_blockers(cfg, facts, ranks_on_node)
     if problems:
         raise ConfigError(problems[0])
     if cfg.log_dir is None:

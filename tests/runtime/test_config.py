@@ -164,7 +164,7 @@ def test_inheritance_cycle_is_reported(tmp_path: Path, monkeypatch: pytest.Monke
     [
         (LINUX_CPU, [], "requires Linux with a CUDA device"),
         (MACOS, [], "requires Linux with CUDA; this host is Darwin"),
-        (PlatformFacts("Linux", True, 2, False, False), [], "single-GPU only"),
+        (PlatformFacts("Linux", True, 2, False, False), [], "a single-process run is single-GPU"),
         (PlatformFacts("Linux", True, 1, True, False), [], "HIP/ROCm"),
         (
             LINUX_CPU,

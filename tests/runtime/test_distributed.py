@@ -3,11 +3,14 @@ anything is built (pure: no process group)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from runtime.config import ConfigError, PlatformFacts, compose
+from foundation.mps import MULTI_GPU_GATE
+from runtime.cli import check_run
+from runtime.config import ComposedConfig, ConfigError, PlatformFacts, compose
 from runtime.distributed import (
     RankIdentity,
     check_job_dir,
@@ -132,7 +135,9 @@ def test_more_cuda_ranks_than_devices_are_refused() -> None:
 
 
 def test_mps_with_ranks_on_several_gpus_keeps_the_multi_gpu_gate() -> None:
-    with pytest.raises(ConfigError, match=r"single_task_multi_gpu.*fail-closed") as err:
+    with pytest.raises(
+        ConfigError, match=r"single_task_multi_gpu topology, which is parsed but not supported"
+    ) as err:
         check_placement(TWO_RANKS, "cuda", "mps", _facts(2))
     assert err.value.key == "training.cuda_process_sharing"
 
@@ -163,3 +168,46 @@ def test_a_restarted_attempt_gets_its_own_folder_beside_the_earlier_ones(tmp_pat
     check_job_dir(tmp_path, restart_count=2)
     with pytest.raises(ConfigError, match="attempt-1"):
         check_job_dir(tmp_path, restart_count=0)  # a first attempt in a folder of earlier ones is refused
+
+
+def _cuda_job(tmp_path: Path, *overrides: str) -> ComposedConfig:
+    return compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={tmp_path / 'job'}", *overrides])
+
+
+def test_a_rank_of_a_cuda_job_on_two_visible_gpus_passes_and_gets_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each rank sees every device of the node until it is given its own: the single-process rule
+    # (one visible GPU) must not refuse it
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-a,GPU-b")
+    run_cfg = check_run(_cuda_job(tmp_path), _facts(2), TWO_RANKS)
+    assert run_cfg.resolved.learner_device == "cuda"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-b"
+
+
+def test_a_single_process_on_two_visible_gpus_is_still_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"2 CUDA devices are visible; a single-process run is single-GPU"):
+        check_run(_cuda_job(tmp_path), _facts(2), None)
+
+
+def test_a_rank_without_a_device_of_its_own_is_refused_before_its_folder_exists(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"2 ranks on this node .* 1 visible CUDA device") as err:
+        check_run(_cuda_job(tmp_path), _facts(1), TWO_RANKS)
+    assert err.value.key == "LOCAL_WORLD_SIZE"
+    assert not (tmp_path / "job").exists()
+
+
+def test_the_multi_gpu_gate_of_mps_refuses_before_any_daemon_is_looked_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import foundation.mps
+
+    def no_lookup(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the MPS daemon was looked up before the multi-GPU gate refused")
+
+    monkeypatch.setattr(foundation.mps, "resolve_for_training", no_lookup)
+    cfg = _cuda_job(tmp_path, "training.cuda_process_sharing=mps")
+    with pytest.raises(ConfigError, match=r"single_task_multi_gpu topology, which is parsed but not") as err:
+        check_run(cfg, _facts(2), TWO_RANKS)
+    assert err.value.key == "training.cuda_process_sharing"
+    assert MULTI_GPU_GATE in str(err.value)

@@ -220,6 +220,7 @@ def process_entry(track: Track, span: Mapping[str, Any] | None, config: TrendCon
         "growing": growing,
         "failing": [c for c in growing if judged and PROCESS_CLASSES[c][2]],
         "trends": trends,
+        **({"rank": last["rank"]} if isinstance(last.get("rank"), int) else {}),  # a torchrun rank's
     }
 
 
@@ -251,7 +252,7 @@ def per_process_verdicts(
 
 def failing_processes(per_process: Mapping[str, Any] | None) -> list[str]:
     """One phrase per judged process that grows, e.g. ``collector (pid 4242): fd_total growing +1 per
-    12 s`` (several classes joined by commas)."""
+    12 s`` (several classes joined by commas), ``rank 1 collector (pid 4242): ...`` in a torchrun job."""
     if not isinstance(per_process, Mapping):
         return []
     phrases = []
@@ -261,7 +262,8 @@ def failing_processes(per_process: Mapping[str, Any] | None) -> list[str]:
             for cls in entry.get("failing", [])
         ]
         if grows:
-            phrases.append(f"{entry['role']} (pid {entry['pid']}): {', '.join(grows)}")
+            rank = f"rank {entry['rank']} " if isinstance(entry.get("rank"), int) else ""
+            phrases.append(f"{rank}{entry['role']} (pid {entry['pid']}): {', '.join(grows)}")
     return phrases
 
 

@@ -1,6 +1,7 @@
 """`soak monitor -- torchrun ...` over a small 2-rank gloo job (slow): a rank that stalls outside any
 collective is named as the straggler of the stale tick, with its peer waiting in all_reduce; a rank that
-never exits after its final record is named first in the shutdown hang; nothing is left either way."""
+never exits after its final record is named first in the shutdown hang; a rank whose descriptors grow is the
+resource leak, and its clean peer is not named; nothing is left either way."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 
 
-def _monitor(tmp: Path, mode: str) -> SoakOutcome:
+def _monitor(tmp: Path, mode: str, *extra: str) -> SoakOutcome:
     log_dir, output = tmp / "run", tmp / "soak.json"
     argv = [
         sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "4",
         "--post-shutdown-grace-seconds", "1", "--shutdown-timeout-seconds", "3", "--termination-grace-seconds", "3",
-        "--min-duration-seconds", "0", "--live", "plain", "--shm-attribution", "evidence",
+        "--min-duration-seconds", "0", "--live", "plain", "--shm-attribution", "evidence", *extra,
         "--", *TORCHRUN, str(FAULTS / "ranks_job.py"), str(log_dir), mode,
     ]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
@@ -83,3 +84,17 @@ def test_an_elastic_restart_that_hid_a_crash_fails_unless_allowed(tmp_path: Path
     row = next(c for c in allowed["criteria"] if c["name"] == "rank_restarts")
     assert (row["result"], row["value"]) == ("pass", 1)
     assert allowed["failure_classification"] != "rank_failure"
+
+
+def test_a_rank_whose_descriptors_grow_is_the_leak_and_its_clean_peer_is_not_named(tmp_path: Path) -> None:
+    outcome = _monitor(tmp_path, "leak", "--min-trend-samples", "8")
+    art = outcome.artifact
+    reason = art["failure_reason"]
+    assert art["failure_classification"] == "resource_leak", (reason, outcome.stderr[-2000:])
+    leaking = [p for p in art["resource_summary"]["per_process"]["processes"] if p["failing"]]
+    assert [(p["rank"], p["failing"]) for p in leaking] == [(1, ["fd_total"])], leaking
+    assert f"rank 1 {leaking[0]['role']} (pid {leaking[0]['pid']}): fd_total growing" in reason, reason
+    assert "rank 0" not in reason, reason
+    by_rank = {r["rank"]: r["leak_verdicts"] for r in art["ranks"]["ranks"]}
+    assert by_rank[1]["fd_total"] == "growing" and by_rank[0]["fd_total"] != "growing", by_rank
+    assert_nothing_left(outcome)

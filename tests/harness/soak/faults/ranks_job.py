@@ -4,8 +4,9 @@ Each rank writes ``LOG_DIR/rank-<R>/progress.jsonl`` and all-reduces a small ten
 MODE ``stall``: rank 1 stops at tick 5 outside any collective while rank 0 waits in all_reduce.
 MODE ``shutdown_hang``: both ranks write their final record after 10 ticks; rank 1 then never exits.
 MODE ``short``: 10 ticks, a final record, a clean exit. MODE ``fail_once``: rank 1 exits 1 at tick 5 of
-the first attempt (TORCHELASTIC_RESTART_COUNT 0); a restarted attempt runs as ``short``. Any other MODE
-(``run``): ticks until killed.
+the first attempt (TORCHELASTIC_RESTART_COUNT 0); a restarted attempt runs as ``short``. MODE ``leak``:
+60 ticks, rank 1 opening one more pipe every tick and holding it, then a final record and a clean exit.
+Any other MODE (``run``): ticks until killed.
 """
 
 from __future__ import annotations
@@ -58,9 +59,12 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     join(rank)
     tensor = torch.ones(4)
-    ticks = 10 if mode in ("shutdown_hang", "short") else 10_000
+    ticks = {"shutdown_hang": 10, "short": 10, "leak": 60}.get(mode, 10_000)
     first_attempt_fails = mode == "fail_once" and rank == 1
+    held: list[tuple[int, int]] = []
     for tick in range(ticks):
+        if mode == "leak" and rank == 1:
+            held.append(os.pipe())
         if mode == "stall" and rank == 1 and tick == 5:
             stall_outside_collective()
         if first_attempt_fails and tick == 5:

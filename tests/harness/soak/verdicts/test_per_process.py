@@ -9,7 +9,12 @@ import pytest
 
 from harness.soak.host.procs import totals_of
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.per_process import MIN_WINDOW_COVERAGE, per_process_verdicts, rate_text
+from harness.soak.verdicts.per_process import (
+    MIN_WINDOW_COVERAGE,
+    failing_processes,
+    per_process_verdicts,
+    rate_text,
+)
 from harness.soak.verdicts.trends import MIB, leak_verdicts
 
 Level = Callable[[float], float]
@@ -95,6 +100,19 @@ def _observation(tree: dict[str, Any], per: dict[str, Any] | None) -> MonitorObs
         observation={"min_trend_samples": 8, "classes": {"fd_total": {"status": "observed", "samples": 100}}},
         per_process=per,
     )
+
+
+def test_a_growing_process_of_a_torchrun_rank_is_named_with_its_rank() -> None:
+    samples = _child_exits_before_parent()
+    for sample in samples:
+        for record in sample["processes"]:
+            record["rank"] = 1 if record["pid"] == 101 else 0
+    per = per_process_verdicts(samples, 2.0)
+    assert {p["pid"]: p["rank"] for p in per["processes"]} == {100: 0, 101: 1}
+    assert failing_processes(per) == ["rank 1 worker (pid 101): fd_total growing +3.15/s"]
+    untagged = per_process_verdicts(_child_exits_before_parent(), 2.0)
+    assert all("rank" not in p for p in untagged["processes"])
+    assert failing_processes(untagged) == ["worker (pid 101): fd_total growing +3.15/s"]
 
 
 def test_short_lived_grower_is_reported_not_failed() -> None:

@@ -235,8 +235,14 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     # the schema holds ranks.allowed_restarts to an integer >= 0 (absent: not a job of several ranks)
     restarts, allowed = restarts_seen(samples), int(dig(artifact, "ranks.allowed_restarts") or 0)
     # the exit statuses the monitor reaped are not recorded; they change the sentence, never the class
+    # nor are the kernel's exit events: they order the deaths of one sample interval, and the class rests
+    # on the interval alone
     death = death_to_name(
-        samples, dig(artifact, "monitor.root_pid"), {}, artifact.get("trainer_returncode"), restarts, allowed
+        samples,
+        dig(artifact, "monitor.root_pid"),
+        {},
+        artifact.get("trainer_returncode"),
+        (restarts, allowed),
     )
     derived = {
         "per_process": per_process,

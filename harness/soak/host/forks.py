@@ -7,8 +7,10 @@ status) as it happens: a process forked by the run's root, or by any process for
 descendant, whether or not a sample ever saw it, and a SIGKILL at its exit is known without reaping it.
 
 The connector needs CAP_NET_ADMIN; without it ``reason`` says so and the monitor judges from its
-samples alone, as before. Only the processes that died by SIGKILL are kept (the OOM rule's evidence),
-so a run that forks often does not grow the artifact.
+samples alone, as before. Only the processes that died by SIGKILL go into the artifact (the OOM rule's
+evidence), so a run that forks often does not grow it. The last ``MAX_EXITS`` exits of descendants are
+kept in memory with their wait status and time: they order deaths that fall between two samples and give
+the status of a process its own parent reaped (the first-death rule).
 
 Message layout (linux/connector.h, linux/cn_proc.h): a netlink header (16 bytes), a ``cn_msg`` header
 (20 bytes), then ``proc_event``: ``what``, ``cpu``, ``timestamp_ns`` (16 bytes) and the event's data.
@@ -38,6 +40,7 @@ _EVENT_HEADER = struct.Struct("=IIQ")
 _FORK = struct.Struct("=IIII")  # parent pid, parent tgid, child pid, child tgid
 _EXIT = struct.Struct("=IIII")  # pid, tgid, wait status, exit signal (to the parent)
 _DATA_AT = _NL_HEADER.size + _CN_HEADER.size + _EVENT_HEADER.size
+MAX_EXITS = 4096
 
 
 def subscription() -> bytes:
@@ -83,6 +86,7 @@ class Lineage:
     root: int
     alive: dict[int, dict[str, Any]] = field(default_factory=dict)  # pid -> {parent, forked}
     killed: list[dict[str, Any]] = field(default_factory=list)
+    exits: dict[int, tuple[int, float]] = field(default_factory=dict)  # pid -> (wait status, t), newest last
     forks: int = 0
 
     def apply(self, kind: str, a: int, b: int, now: float) -> None:
@@ -91,6 +95,10 @@ class Lineage:
             self.forks += 1
         elif kind == "exit" and a in self.alive:
             entry = self.alive.pop(a)
+            self.exits.pop(a, None)  # a reused PID's exit goes to the end
+            self.exits[a] = (b, now)
+            if len(self.exits) > MAX_EXITS:
+                del self.exits[next(iter(self.exits))]
             if b & 0x7F == signal.SIGKILL:
                 self.killed.append(
                     {"pid": a, "parent": entry["parent"], "forked": entry["forked"], "exited": now}
@@ -189,3 +197,19 @@ class ForkWatch:
                 ]
         return {"used": self.reason is None, "reason": self.reason, "forks": forks, "lost": self.lost,
                 "sigkilled": killed}  # fmt: skip
+
+    def exits(self, t0: float) -> dict[int, tuple[int, float]]:
+        """The descendants' last exits as ``pid -> (returncode, t)``: ``-signal`` or the exit code, like
+        ``Popen.returncode``, and t from the spawn's monotonic ``t0``. Empty without the connector."""
+        if self.lineage is None:
+            return {}
+        with self._lock:
+            found = list(self.lineage.exits.items())
+        return {pid: (returncode_of(status), round(t - t0, 3)) for pid, (status, t) in found}
+
+
+def returncode_of(wait_status: int) -> int:
+    """A wait status as ``Popen.returncode`` reads it: ``-signal`` for a signal, else the exit code."""
+    if wait_status & 0x7F:
+        return -(wait_status & 0x7F)
+    return (wait_status >> 8) & 0xFF

@@ -77,6 +77,7 @@ class MonitorResult:
     kernel_log: dict[str, Any] = field(default_factory=dict)  # KmsgTail.status() and the OOM kills it logged
     reaped: dict[tuple[int, int], int] = field(default_factory=dict)  # adopted orphans' exit statuses
     fork_events: dict[str, Any] = field(default_factory=dict)  # ForkWatch.finish(): SIGKILLed descendants
+    exits: dict[int, tuple[int, float]] = field(default_factory=dict)  # ForkWatch.exits(): pid -> (rc, t)
     sampler: dict[str, Any] = field(default_factory=dict)  # the artifact's `sampler` section
     gpu_health: dict[str, Any] | None = None  # GpuWatch.finish(): the run's GPUs, start to end
 
@@ -202,6 +203,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     finally:
         result.kernel_log = {**host.kmsg.status(), "kills": list(host.kmsg.kills)}
         result.fork_events = forks.finish(t0)
+        result.exits = forks.exits(t0)
         host.close()
         gpu.close()  # idempotent: finish() closed it unless the run failed before the loop
         guard.close()

@@ -390,6 +390,6 @@ def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, 
     )
     if card and died_after_xid(obs.gpu_health, obs.trainer_returncode):
         return "gpu_fault", by_name["gpu_xid_errors"]
-    if classification == "trainer_failure" and isinstance((obs.first_death or {}).get("rank"), int):
-        return "rank_failure", lead  # a rank of a torchrun job died first
+    if classification == "trainer_failure" and (obs.first_death or {}).get("interval_ranks"):
+        return "rank_failure", lead  # a rank of a torchrun job was among the first to die
     return classification, lead

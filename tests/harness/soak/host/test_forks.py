@@ -45,6 +45,21 @@ def test_the_lineage_follows_descendants_and_keeps_only_their_sigkills() -> None
     assert lineage.alive == {}
 
 
+def test_every_descendant_exit_is_kept_with_its_status_newest_last_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lineage = Lineage(root=10)
+    for event in [("fork", 10, 11, 1.0), ("fork", 10, 12, 1.1), ("exit", 12, 9, 2.0), ("exit", 11, 256, 2.5)]:
+        lineage.apply(*event)
+    lineage.apply("exit", 13, 0, 2.6)  # not a descendant
+    assert list(lineage.exits.items()) == [(12, (9, 2.0)), (11, (256, 2.5))]
+    assert [forks.returncode_of(status) for status in (9, 256, 0, 15)] == [-9, 1, 0, -15]
+    monkeypatch.setattr(forks, "MAX_EXITS", 2)
+    lineage.apply("fork", 10, 14, 3.0)
+    lineage.apply("exit", 14, 0, 3.5)
+    assert list(lineage.exits) == [11, 14]  # the oldest went
+
+
 GRANDCHILD = """
 import os, signal, subprocess, sys, time
 time.sleep(0.3)
@@ -70,6 +85,8 @@ def test_a_grandchild_killed_at_once_is_known_with_its_parent() -> None:
     assert record["parent"] == root.pid
     assert 0 <= record["forked_t"] <= record["exited_t"] <= time.monotonic() - t0
     assert all(k["pid"] != os.getpid() for k in block["sigkilled"])
+    returncode, exited_t = watch.exits(t0)[killed]  # reaped by its parent, its status still known
+    assert returncode == -9 and exited_t == record["exited_t"]
 
 
 def test_without_the_connector_the_reason_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:

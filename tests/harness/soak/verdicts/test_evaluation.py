@@ -399,8 +399,9 @@ def test_a_failed_job_of_ranks_is_a_rank_failure_naming_the_first_rank_not_rank_
 
 
 def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> None:
-    death = {"pid": 7, "start_ticks": 70, "name": "python", "role": "worker", "rank": None, "last_seen_t": 4.0,
-             "gone_by_t": 4.5, "before_root_s": 0.5, "exit": "exit status not observable (reaped by its own parent)"}  # fmt: skip
+    death = {"pid": 7, "start_ticks": 70, "name": "python", "role": "worker", "rank": None, "interval_ranks": [],
+             "last_seen_t": 4.0, "gone_by_t": 4.5, "exited_t": None, "before_root_s": 0.5,
+             "exit": "exit status not observable (reaped by its own parent)"}  # fmt: skip
     ev = evaluate(observe(mode="monitor", trainer_returncode=1, run_summary=None, first_death=death))
     assert ev.failure_classification == "trainer_failure"
     assert (
@@ -408,7 +409,12 @@ def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> Non
         and "; first death: pid 7 (worker) went between t=4 s" in ev.failure_reason
     )
     ranked = evaluate(
-        observe(mode="monitor", trainer_returncode=1, run_summary=None, first_death={**death, "rank": 1})
+        observe(
+            mode="monitor",
+            trainer_returncode=1,
+            run_summary=None,
+            first_death={**death, "rank": 1, "interval_ranks": [1]},
+        )
     )
     assert ranked.failure_classification == "rank_failure"
     assert ranked.failure_reason is not None and "; first death: rank 1 pid 7" in ranked.failure_reason

@@ -54,3 +54,29 @@ def test_processes_gone_in_the_same_interval_are_named_together() -> None:
         "first death: pid 2 (worker) (with pid 3 (worker) in the same interval) went between"
         in death_sentence(death)
     )
+
+
+def test_the_kernels_exit_events_order_one_interval_and_give_the_status() -> None:
+    # rank 1 exits 1 at t=3.2; the agent then stops rank 0 at t=3.6: both go between the samples at 3 and 4
+    samples = [{"t": float(i), "processes": [_p(1, "other"), _p(5, "worker", rank=0), _p(6, "worker", rank=1)]}
+               for i in range(4)]  # fmt: skip
+    samples.append({"t": 4.0, "processes": [_p(1, "other")]})
+    by_samples = first_death(samples, 1, {})
+    assert by_samples is not None and by_samples["pid"] == 5  # without events: rank order, named together
+    assert by_samples["together"] == ["rank 1 pid 6 (worker)"] and by_samples["then"] == []
+    exits = {5: (-signal.SIGTERM, 3.6), 6: (1, 3.2)}
+    death = first_death(samples, 1, {}, exits=exits)
+    assert death is not None and (death["pid"], death["rank"], death["exited_t"]) == (6, 1, 3.2)
+    assert death["exit"] == "exit code 1" and death["together"] == []
+    assert death["interval_ranks"] == by_samples["interval_ranks"] == [0, 1]
+    assert death_sentence(death) == (
+        "first death: rank 1 pid 6 (worker) exited at t=3.2 s (the kernel's exit event), 0.8 s before the "
+        "root's last sample; exit code 1; then rank 0 pid 5 (worker) at t=3.6 s"
+    )
+
+
+def test_an_exit_event_outside_the_interval_is_another_process_of_that_pid() -> None:
+    samples = _samples([[1, 2, 3]] * 3 + [[1, 3], [1]])
+    death = first_death(samples, 1, {}, exits={2: (0, 40.0), 3: (-signal.SIGKILL, 3.5)})
+    assert death is not None and death["pid"] == 2 and death["exited_t"] is None
+    assert death["exit"] == "exit status not observable (reaped by its own parent)"

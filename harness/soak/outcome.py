@@ -146,6 +146,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
             result.rank_progress,
             last_seen_by_rank(result.samples),
             result.root_pid,
+            result.exits,
         ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),

@@ -236,7 +236,7 @@ class Sampler:
                     continue
                 known["role"] = proc["role"]  # the latest: a rank names itself trainer after it starts
                 if "rank" not in known:  # the label is fixed: record it once
-                    fixed = ("rank", "restart_count", "run_id", "node_rank")
+                    fixed = ("rank", "local_rank", "world_size", "restart_count", "run_id", "node_rank")
                     known.update({key: label[key] for key in fixed})
 
     def _maps_needed(self) -> bool:

@@ -27,10 +27,12 @@ def ranks_section(
     rank_progress: Mapping[int, Mapping[str, Any]],
     last_seen: Mapping[int, float],
     root_pid: int | None,
+    exits: Mapping[int, tuple[int, float]] | None = None,
 ) -> dict[str, Any] | None:
     """One entry per rank, with the job's own facts; None when the run had no ranks. ``obs``: the
     observation judged (its run summary, per-process verdicts and restarts); ``last_seen``:
-    ``last_seen_by_rank(samples)``."""
+    ``last_seen_by_rank(samples)``; ``exits``: the kernel's ``pid -> (returncode, t)``, which gives each
+    process of a rank its exit status or signal (the agent reaps them, so the monitor cannot)."""
     run_summary, per_process = obs.run_summary, obs.per_process
     job = (run_summary or {}).get("distributed") or {}
     from_summary = {int(e["rank"]): e for e in job.get("ranks") or []}
@@ -39,15 +41,18 @@ def ranks_section(
     if not ranks:
         return None
     verdicts = _verdicts_by_identity(per_process)
+    ended = _exits_by_identity(known_processes, exits or {})
     entries = [
-        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, verdicts)
+        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, (verdicts, ended))
         | {"last_seen_t": last_seen.get(rank)}
         for rank in ranks
     ]
     agent = next((p for p in known_processes if p.get("pid") == root_pid and "rank" not in p), None)
     failed = run_summary is not None and run_summary.get("status") not in (None, "completed")
+    sizes = [int(p["world_size"]) for p in tagged if isinstance(p.get("world_size"), int)]
     return {
-        "world_size": job.get("world_size", len(ranks)),
+        # one node of a job of several sees only its own ranks: their WORLD_SIZE says how many there are
+        "world_size": job.get("world_size", max(sizes, default=len(ranks))),
         "run_id": job.get("run_id", next((p.get("run_id") for p in tagged if p.get("run_id")), None)),
         "agent": _identity(agent, "agent") if agent is not None else None,
         "first_failure": run_summary.get("failure_reason") if failed and run_summary is not None else None,
@@ -63,8 +68,9 @@ def _entry(
     summary: Mapping[str, Any] | None,
     progress: Mapping[str, Any] | None,
     tagged: Sequence[Mapping[str, Any]],
-    verdicts: Mapping[tuple[int, int], Mapping[str, str]],
+    by_identity: tuple[Mapping[tuple[int, int], Mapping[str, str]], Mapping[tuple[int, int], dict[str, Any]]],
 ) -> dict[str, Any]:
+    verdicts, ended = by_identity
     mine = [p for p in tagged if p["rank"] == rank]
     worst: dict[str, str] = {}
     for proc in mine:
@@ -77,7 +83,11 @@ def _entry(
         "node_rank": min(nodes) if nodes else None,
         **{key: (summary or {}).get(key) for key in SUMMARY_KEYS},
         "attempts": sorted({int(p.get("restart_count", 0)) for p in mine}),
-        "processes": [_identity(p, f"rank {rank} {p.get('role', 'other')}") for p in mine],
+        "processes": [
+            _identity(p, f"rank {rank} {p.get('role', 'other')}")
+            | ended.get((p["pid"], p["start_ticks"]), {})
+            for p in mine
+        ],
         "last_progress": {k: progress.get(k) for k in PROGRESS_KEYS} if progress is not None else None,
         "leak_verdicts": worst,
     }
@@ -107,6 +117,21 @@ def last_seen_by_rank(samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:
 
 def _identity(proc: Mapping[str, Any], role: str) -> dict[str, Any]:
     return {"pid": proc["pid"], "start_ticks": proc["start_ticks"], "name": proc["name"], "role": role}
+
+
+def _exits_by_identity(
+    known: Sequence[Mapping[str, Any]], exits: Mapping[int, tuple[int, float]]
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """``{returncode, exited_t}`` of each process whose PID's last exit event is its own: the newest
+    identity of that PID in the tree (an older one's exit was replaced when the PID was reused)."""
+    newest: dict[int, tuple[int, int]] = {}
+    for proc in known:
+        pid, start = int(proc["pid"]), int(proc["start_ticks"])
+        if pid in exits and start >= newest.get(pid, (pid, -1))[1]:
+            newest[pid] = (pid, start)
+    return {
+        identity: {"returncode": exits[pid][0], "exited_t": exits[pid][1]} for pid, identity in newest.items()
+    }
 
 
 def _verdicts_by_identity(per_process: Mapping[str, Any] | None) -> dict[tuple[int, int], Mapping[str, str]]:

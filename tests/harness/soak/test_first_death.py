@@ -69,6 +69,8 @@ def test_a_killed_rank_of_a_torchrun_job_is_a_rank_failure_naming_it(tmp_path: P
     if outcome.artifact["oom"]["fork_events"]["used"]:
         # the kernel's exit events order the killed rank before the peer it took down, even in one interval
         assert f"; first death: rank 1 pid {rank1} (" in reason and "killed by SIGKILL" in reason, reason
+        (entry,) = [r for r in outcome.artifact["ranks"]["ranks"] if r["rank"] == 1]
+        assert [p.get("returncode") for p in entry["processes"] if p["pid"] == rank1] == [-signal.SIGKILL]
     else:  # without them, both are named when they went in one 0.25 s interval
         death = reason.split("; first death: ", 1)[1].split(" went between", 1)[0]
         assert f"rank 1 pid {rank1} (" in death, reason

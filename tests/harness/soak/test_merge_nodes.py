@@ -80,6 +80,7 @@ def test_merge_names_the_node_and_rank_that_failed_first(tmp_path: Path) -> None
     assert (first["artifact"], first["rank"]) == (str(nodes[1][1]), victim["rank"]), verdict
     assert f"rank {victim['rank']} failed first (its processes were the first to go)" in done.stdout
     for outcome in outcomes:
+        assert outcome.artifact["ranks"]["world_size"] == 2  # each node sees one rank of the two
         assert_nothing_left(outcome)
 
 

@@ -10,15 +10,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from harness.soak.host.procs import ProcReader, StatFields
 from harness.soak.loop.leftovers import RECORD_SCHEMA, proven_processes, proven_segments, records_dir
-from tests.harness.soak._soakrun import REPO, alive, monitor_args
+from tests.harness.soak._soakrun import FAULTS, REPO, alive, monitor_args
 from tests.harness.soak.test_driver_real import _soak_run_argv
 
 pytestmark = [pytest.mark.soak, pytest.mark.linux_only]
@@ -47,14 +48,15 @@ def _wait_for_record(cache: Path, processes: int, segments: int, timeout_s: floa
 
 def _kill_monitor_mid_run(
     argv: list[str], cache: Path, processes: int, segments: int, timeout_s: float
-) -> None:
+) -> dict[str, Any]:
     """Start the monitor, SIGKILL it once its record names the tree, and assert that within
-    GONE_WITHIN_S no tree process, no segment of the run and no record remain."""
+    GONE_WITHIN_S no tree process, no segment of the run and no record remain; returns the record."""
     monitor = subprocess.Popen(
         argv, cwd=REPO, env=_env(cache), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         record = _wait_for_record(cache, processes, segments, timeout_s)
+        record["listening_ports"] = _listening_ports(p["pid"] for p in record["processes"])
     finally:
         monitor.send_signal(signal.SIGKILL)
         monitor.wait()
@@ -74,6 +76,30 @@ def _kill_monitor_mid_run(
     assert left == [], f"tree processes alive {GONE_WITHIN_S}s after the monitor's SIGKILL: {left}"
     assert stale == [], f"segments left {GONE_WITHIN_S}s after the monitor's SIGKILL: {stale}"
     assert list((cache / "soakbench" / "soak-monitors").glob("*.json")) == []
+    return record
+
+
+def _listening_ports(pids: Iterable[int]) -> set[int]:
+    """The TCP ports these processes listen on now (psutil)."""
+    ports = set()
+    for pid in pids:
+        try:
+            connections = psutil.Process(pid).net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        ports |= {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN}
+    return ports
+
+
+def _host_listening_ports() -> set[int]:
+    """Every TCP port in LISTEN state on this host, from the kernel's tables (state 0A)."""
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def test_sigkill_of_the_monitor_leaves_nothing_running(tmp_path: Path) -> None:
@@ -87,6 +113,25 @@ def test_sigkill_of_a_soak_run_monitor_stops_the_trainer(tmp_path: Path) -> None
     # the trainer and its collector with the run's five /dev/shm segments, as a new user saw them survive
     argv, _ = _soak_run_argv(tmp_path, iterations=100_000, min_duration=1)
     _kill_monitor_mid_run(argv, tmp_path / "cache", processes=2, segments=5, timeout_s=300.0)
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_monitor_of_a_torchrun_job_leaves_no_rank_and_no_rendezvous_port(
+    tmp_path: Path,
+) -> None:
+    # the agent (the monitored root), its two gloo ranks and the rendezvous store the agent listens on
+    log_dir, output = tmp_path / "run", tmp_path / "soak.json"
+    argv = [
+        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "60",
+        "--live", "off", "--shm-attribution", "evidence", "--",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        str(FAULTS / "ranks_job.py"), str(log_dir), "run",
+    ]  # fmt: skip
+    record = _kill_monitor_mid_run(argv, tmp_path / "cache", processes=3, segments=0, timeout_s=120.0)
+    assert record["listening_ports"], "the agent's rendezvous store was not listening before the kill"
+    still = record["listening_ports"] & _host_listening_ports()
+    assert still == set(), f"ports still listening {GONE_WITHIN_S}s after the monitor's SIGKILL: {still}"
 
 
 @pytest.fixture

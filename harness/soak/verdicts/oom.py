@@ -191,11 +191,13 @@ def _reading_at(readings: Sequence[Reading], index: int) -> int | None:
 
 
 def unsampled_kills(
-    inputs: OomInputs, sigkilled: Sequence[Mapping[str, Any]], sampled: set[int]
+    inputs: OomInputs, sigkilled: Sequence[Mapping[str, Any]], sampled: Mapping[int, int | None]
 ) -> list[dict[str, Any]]:
     """Descendants no sample saw that the OOM killer took (module docstring). ``sigkilled`` are the
     fork-event records (``pid``, ``parent``, ``forked_t``, ``exited_t``) of descendants that died by
-    SIGKILL; ``sampled`` the PIDs any sample saw."""
+    SIGKILL; ``sampled`` the PIDs any sample saw, with the torchrun rank each belonged to (or None). A
+    victim forked by a rank's process, or by another unsampled victim of one, belongs to that rank."""
+    parents = {int(v["pid"]): int(v["parent"]) for v in sigkilled}
     out = []
     for victim in sigkilled:
         if victim["pid"] in sampled:
@@ -214,9 +216,24 @@ def unsampled_kills(
                 "last_seen_t": victim["forked_t"], "gone_by_t": victim["exited_t"],
                 "exit": {"returncode": -signal.SIGKILL, "signal": "SIGKILL", "source": "fork_events"},
                 "counters": dict(rise), "kernel_log": record["text"], "parent": victim["parent"],
+                **_rank_of_parent(int(victim["parent"]), parents, sampled),
             }
         )  # fmt: skip
     return out
+
+
+def _rank_of_parent(
+    parent: int, parents: Mapping[int, int], sampled: Mapping[int, int | None]
+) -> dict[str, int]:
+    """``{"rank": R}`` when the first sampled process up the fork chain belongs to rank R, else ``{}``."""
+    for _ in range(len(parents) + 1):  # a chain of unsampled victims is at most that long
+        if parent in sampled:
+            rank = sampled[parent]
+            return {"rank": rank} if rank is not None else {}
+        if parent not in parents:
+            return {}
+        parent = parents[parent]
+    return {}
 
 
 def oom_kills(inputs: OomInputs) -> list[dict[str, Any]]:
@@ -245,6 +262,8 @@ def describe(kill: Mapping[str, Any]) -> str:
     when = f"between t={kill['last_seen_t']:g} s and t={kill['gone_by_t']:g} s"
     if isinstance(kill.get("parent"), int):  # never sampled: known from the kernel's fork and exit events
         who = f"pid {kill['pid']} ({kill['name']}; forked by pid {kill['parent']}, never sampled)"
+        if isinstance(kill.get("rank"), int):
+            who = f"rank {kill['rank']} {who}"
         when = f"between its fork at t={kill['last_seen_t']:g} s and its exit at t={kill['gone_by_t']:g} s"
     counters = kill["counters"]
     moved = [f"vmstat oom_kill +{counters['vmstat_delta']}"] if counters["vmstat_delta"] else []
@@ -338,7 +357,11 @@ def assess(
         kernel_log_used=bool(kernel_log.get("used")),
     )
     kills = oom_kills(inputs)
-    sampled = {int(p["pid"]) for s in samples for p in s.get("processes", [])}
+    sampled = {
+        int(p["pid"]): p["rank"] if isinstance(p.get("rank"), int) else None
+        for s in samples
+        for p in s.get("processes", [])
+    }
     kills += unsampled_kills(inputs, (exits.fork_events or {}).get("sigkilled", []), sampled)
     kills.sort(key=lambda k: (k["gone_by_t"], k["pid"]))
     status = {k: v for k, v in kernel_log.items() if k != "kills"}

@@ -306,6 +306,24 @@ def test_a_descendant_killed_between_two_samples_is_named_from_the_kernels_repor
     assert "between its fork at t=1.2 s and its exit at t=1.7 s" in line and "the kernel log names it" in line
 
 
+def test_an_unsampled_victim_forked_under_a_rank_is_named_with_that_rank() -> None:
+    # the rank's process (CHILD, rank 1) is sampled; it forks BRIEF, which forks 104: both never sampled
+    samples = [
+        _sample(t, _host(i, 0 if i < 2 else 1, 0), _proc(ROOT, "python3"), _proc(CHILD, "python3", rank=1))
+        for i, t in enumerate((0.0, 1.0, 2.0))
+    ]
+    forks = {
+        "used": True, "reason": None, "forks": 3, "lost": 0,
+        "sigkilled": [{"pid": BRIEF, "parent": CHILD[0], "forked_t": 1.2, "exited_t": 1.7},
+                      {"pid": 104, "parent": BRIEF, "forked_t": 1.3, "exited_t": 1.6}],
+    }  # fmt: skip
+    lines, section = _brief(samples, _log(BRIEF, 104), forks)
+    assert [(k["pid"], k.get("rank")) for k in section["kills"]] == [(104, 1), (BRIEF, 1)]
+    assert lines[1].startswith(f"rank 1 pid {BRIEF} (python3; forked by pid {CHILD[0]}, never sampled)")
+    outside = _brief(_brief_run(), _log(BRIEF), _forks(BRIEF))[1]["kills"]
+    assert "rank" not in outside[0]  # forked by the root, which is no rank's
+
+
 def test_without_every_piece_of_the_kernels_word_no_unsampled_process_is_named() -> None:
     assert _brief(_brief_run(), _log(OTHER[0]), _forks(BRIEF))[1]["kills"] == []  # the log names another
     assert _brief(_brief_run(), _log(BRIEF), _forks(OTHER[0]))[1]["kills"] == []  # not a SIGKILLed descendant

@@ -8,7 +8,9 @@ sum), learner updates/s per rank, and the 2-rank ÷ 1-rank ratios.
 Collective: two gloo processes (NCCL with ``--device cuda``, one GPU per rank) each time the learner's
 update step at its owner sizes, and the gradient all-reduce of that step alone (the critic's gradients,
 then the actor's with the temperature's, as ``sac_step`` makes them). Reported: ms per update, all-reduce
-ms per update, and the all-reduce's share.
+ms per update, and the all-reduce's share. Then the critic's forward, backward and gradient average, once
+with the runtime's explicit all-reduce and once under DDP (``ddp_over_explicit``): the choice between the
+two, measured.
 
     uv run --frozen python benchmarks/rank_scaling.py --num-envs 64 --iterations 60
     uv run --frozen python benchmarks/rank_scaling.py --skip-trainer --algo flashsac --task g1_motion_tracking
@@ -144,15 +146,43 @@ def collective_rank(algo: str, task: str, rank: int, device: str, updates: int, 
     step = learner._update_once
     update_s = timed(lambda: step(batch))
     reduce_s = timed(lambda: (group.mean(list(critic.values())), group.mean(list(actor.values()))))
+    explicit, ddp = critic_backward_steps(learner.nets.critic, group, batch, algo)
     Path(out).write_text(
         json.dumps(
             {
                 "update_ms": 1e3 * statistics.median(update_s),
                 "all_reduce_ms": 1e3 * statistics.median(reduce_s),
+                "critic_explicit_ms": 1e3 * statistics.median(timed(explicit)),
+                "critic_ddp_ms": 1e3 * statistics.median(timed(ddp)),
             }
         )
     )
     leave_group(10.0)
+
+
+def critic_backward_steps(module: Any, group: Any, batch: Any, algo: str) -> tuple[Any, Any]:
+    """The critic's forward, backward and gradient average two ways, on the same module and batch: the
+    runtime's one all-reduce after ``backward`` (``ProcessGroupCollective.mean``), and DDP, whose bucket
+    reductions overlap ``backward``. DDP needs ``module.backward()`` on its own parameters, which the pure
+    update steps do not use; this measures what that restructuring would buy."""
+    import copy
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    extra = (True, None) if algo == "flashsac" else ()
+    plain, wrapped = copy.deepcopy(module), DistributedDataParallel(copy.deepcopy(module))
+
+    def explicit() -> None:
+        plain.zero_grad(set_to_none=True)
+        plain(batch.obs, batch.action, *extra).pow(2).mean().backward()
+        grads = [p.grad for p in plain.parameters()]
+        group.mean(grads)
+
+    def ddp() -> None:
+        wrapped.zero_grad(set_to_none=True)
+        wrapped(batch.obs, batch.action, *extra).pow(2).mean().backward()
+
+    return explicit, ddp
 
 
 def collective_figures(algo: str, task: str, device: str, updates: int) -> dict[str, Any]:
@@ -174,11 +204,16 @@ def collective_figures(algo: str, task: str, device: str, updates: int) -> dict[
         ranks = [json.loads(Path(o).read_text()) for o in outs]
     update = statistics.fmean(r["update_ms"] for r in ranks)
     reduce = statistics.fmean(r["all_reduce_ms"] for r in ranks)
+    explicit = statistics.fmean(r["critic_explicit_ms"] for r in ranks)
+    ddp = statistics.fmean(r["critic_ddp_ms"] for r in ranks)
     return {
         "backend": "nccl" if device == "cuda" else "gloo",
         "update_ms": update,
         "all_reduce_ms": reduce,
         "all_reduce_share": reduce / update,
+        "critic_step_explicit_ms": explicit,
+        "critic_step_ddp_ms": ddp,
+        "ddp_over_explicit": ddp / explicit,
     }
 
 

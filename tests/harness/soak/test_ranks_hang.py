@@ -74,10 +74,11 @@ def test_an_elastic_restart_that_hid_a_crash_fails_unless_allowed(tmp_path: Path
     assert art["failure_reason"].startswith(
         "criterion rank_restarts failed: expected <= 0 elastic restart(s)"
     )
+    reason = art["failure_reason"]
     if art["oom"]["fork_events"]["used"]:  # the kernel's exit events name the rank that exited first
-        assert "; first death: rank 1 pid " in art["failure_reason"] and "exit code 1" in art["failure_reason"]
+        assert "; first death: rank 1 pid " in reason and "exit code 1" in reason, reason
     else:  # the rank that exited and the peer it took down went in one sample interval: both are named
-        assert "; first death: rank " in art["failure_reason"] and "rank 1 pid " in art["failure_reason"]
+        assert "; first death: rank " in reason and "rank 1 pid " in reason, reason
     assert art["ranks"]["restarts"] == 1 and [r["attempts"] for r in art["ranks"]["ranks"]] == [
         [0, 1],
         [0, 1],

@@ -21,7 +21,7 @@ from harness.soak.evidence.artifact import summary_sections
 from harness.soak.host.sampling import declared_limits
 from harness.soak.verdicts.drift import throughput_drift
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.first_death import death_to_name
+from harness.soak.verdicts.first_death import Restarts, death_to_name
 from harness.soak.verdicts.gpu import GPU_ROWS, annotate_drift, assess_gpu
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.oom import describe
@@ -242,7 +242,7 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
         dig(artifact, "monitor.root_pid"),
         {},
         artifact.get("trainer_returncode"),
-        (restarts, allowed),
+        Restarts(restarts, allowed),
     )
     derived = {
         "per_process": per_process,

@@ -122,14 +122,16 @@ def check_run(cfg: ComposedConfig, facts: PlatformFacts, identity: RankIdentity 
     """The host checks of this process, then, for a rank, its job folder and its one device.
 
     A rank's placement is checked first: the multi-GPU gate of MPS must refuse before any daemon is looked
-    up, and each rank of a multi-GPU job sees several devices until it is given its own."""
+    up, and each rank of a multi-GPU job sees several devices until it is given its own. A rank computes
+    on CUDA when its learner or its physics does."""
     if identity is None:
         return validate_for_run(cfg, facts)
-    sharing = cfg.training.cuda_process_sharing
-    check_placement(identity, resolve_learner_device(cfg, facts), sharing, facts)
+    learner = resolve_learner_device(cfg, facts)
+    device = "cuda" if "cuda" in (learner, cfg.resolved.physics_device) else learner
+    check_placement(identity, device, cfg.training.cuda_process_sharing, facts)
     run_cfg = validate_for_run(cfg, facts, ranks_on_node=identity.local_world_size)
     check_job_dir(identity.job_directory(Path(str(run_cfg.log_dir))), identity.restart_count)
-    if run_cfg.resolved.learner_device == "cuda":
+    if device == "cuda":
         # before CUDA initializes, so that ``cuda`` means this rank's device in it and its collector
         os.environ["CUDA_VISIBLE_DEVICES"] = rank_device_mask(identity, os.environ)
     return run_cfg

@@ -138,16 +138,15 @@ def _is_job_entry(name: str, restart_count: int) -> bool:
     return restart_count > 0 and ((prefix == "attempt" and number.isdigit()) or name == "run_summary.json")
 
 
-def check_placement(
-    identity: RankIdentity, learner_device: str, sharing: str | None, facts: PlatformFacts
-) -> None:
-    """Refuse a job whose ranks cannot each have their own device, before anything is built."""
-    if learner_device != "cuda":
+def check_placement(identity: RankIdentity, device: str, sharing: str | None, facts: PlatformFacts) -> None:
+    """Refuse a job whose ranks cannot each have their own device, before anything is built. ``device``:
+    where a rank computes, ``cuda`` when its learner or its physics is on CUDA."""
+    if device != "cuda":
         return
     if identity.local_world_size > facts.cuda_device_count:
         raise ConfigError(
             f"{identity.local_world_size} ranks on this node (LOCAL_WORLD_SIZE) but {facts.cuda_device_count} "
-            "visible CUDA device(s): a CUDA learner needs one device per rank; lower --nproc-per-node or "
+            "visible CUDA device(s): a rank on CUDA needs a device of its own; lower --nproc-per-node or "
             "make more devices visible (CUDA_VISIBLE_DEVICES)",
             "LOCAL_WORLD_SIZE",
         )

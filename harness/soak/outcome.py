@@ -64,7 +64,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
     from harness.soak.host.sampling import declared_limits
     from harness.soak.verdicts.drift import throughput_drift
     from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-    from harness.soak.verdicts.first_death import death_to_name
+    from harness.soak.verdicts.first_death import Restarts, death_to_name, process_exits
     from harness.soak.verdicts.gpu import annotate_drift, assess_gpu
     from harness.soak.verdicts.observation import observe_classes
     from harness.soak.verdicts.oom import ExitEvidence, assess
@@ -110,7 +110,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
             result.root_pid,
             result.reaped,
             result.trainer_returncode,
-            (restarts, settings.allow_restarts),
+            Restarts(restarts, settings.allow_restarts),
             result.exits,
         ),
         rank_restarts=restarts,
@@ -146,7 +146,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
             result.rank_progress,
             last_seen_by_rank(result.samples),
             result.root_pid,
-            result.exits,
+            process_exits(result.samples, result.exits),
         ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),

@@ -95,16 +95,18 @@ def resolve_learner_threads(configured: int | None, sim_backend: str | None, phy
     return max(1, min(LEARNER_THREADS_CAP, cores - busy))
 
 
-def platform_blockers(cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int = 1) -> list[str]:
+def platform_blockers(
+    cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int | None = None
+) -> list[str]:
     """Unmet host prerequisites for ``cfg`` on ``facts``, first one first (empty when runnable).
 
     ``ranks_on_node`` is torchrun's LOCAL_WORLD_SIZE for a rank (each rank then gets one device of the
-    visible ones, ``runtime.distributed.check_placement``), 1 for a single-process run."""
+    visible ones, ``runtime.distributed.check_placement``), None for a single-process run."""
     problems: list[str] = []
     training = cfg.training
     if facts.hip_build:
         problems.append("this torch build targets HIP/ROCm; only NVIDIA CUDA or CPU builds are supported")
-    if facts.cuda_device_count > 1 and ranks_on_node == 1:
+    if facts.cuda_device_count > 1 and ranks_on_node is None:
         problems.append(
             f"{facts.cuda_device_count} CUDA devices are visible; a single-process run is single-GPU. "
             "Set CUDA_VISIBLE_DEVICES=<one index or UUID>, or run one rank per GPU under torchrun "
@@ -140,7 +142,9 @@ def resolve_learner_device(cfg: ComposedConfig, facts: PlatformFacts) -> str:
     return "cpu"
 
 
-def validate_for_run(cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int = 1) -> RunConfig:
+def validate_for_run(
+    cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int | None = None
+) -> RunConfig:
     """Check everything a real run needs beyond composition and return the ``RunConfig`` with
     ``resolved.learner_device`` and ``resolved.cuda_process_sharing`` filled in; raises ConfigError on
     the first unmet prerequisite, before anything is written. ``ranks_on_node``: see ``platform_blockers``."""

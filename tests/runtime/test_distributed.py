@@ -190,11 +190,36 @@ def test_a_single_process_on_two_visible_gpus_is_still_refused(tmp_path: Path) -
         check_run(_cuda_job(tmp_path), _facts(2), None)
 
 
-def test_a_rank_without_a_device_of_its_own_is_refused_before_its_folder_exists(tmp_path: Path) -> None:
+def test_a_rank_without_a_device_of_its_own_is_refused_before_its_folder_is_checked(tmp_path: Path) -> None:
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "stray").write_text("x")  # the folder check would refuse this job too
     with pytest.raises(ConfigError, match=r"2 ranks on this node .* 1 visible CUDA device") as err:
         check_run(_cuda_job(tmp_path), _facts(1), TWO_RANKS)
     assert err.value.key == "LOCAL_WORLD_SIZE"
-    assert not (tmp_path / "job").exists()
+
+
+def test_one_rank_per_node_on_a_node_with_two_gpus_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --nnodes 2 --nproc-per-node 1: LOCAL_WORLD_SIZE 1, and still a rank, not a single-process run
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # recorded, so the rank's mask is undone after the test
+    one_per_node = RankIdentity(
+        rank=1, local_rank=0, world_size=2, local_world_size=1, run_id=None, restart_count=0
+    )
+    assert check_run(_cuda_job(tmp_path), _facts(2), one_per_node).resolved.learner_device == "cuda"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+
+
+def test_a_rank_whose_physics_is_on_cuda_gets_its_own_device_with_a_cpu_learner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # recorded, so the rank's mask is undone after the test
+    overrides = [f"log_dir={tmp_path / 'job'}", "training.learner_device=cpu"]
+    cfg = compose("flashsac", "g1_motion_tracking", "mjwarp", overrides)
+    with pytest.raises(ConfigError, match="2 ranks on this node"):
+        check_run(cfg, _facts(1), TWO_RANKS)
+    assert check_run(cfg, _facts(2), TWO_RANKS).resolved.learner_device == "cpu"
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
 
 
 def test_the_multi_gpu_gate_of_mps_refuses_before_any_daemon_is_looked_up(

@@ -20,25 +20,90 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 WINDOW_S = 60.0
 MIN_SAMPLES = 2
+#: after the sample that first missed a process, how late its exit event may still be its own: a sample
+#: reads the tree over some milliseconds after its ``t``
+READ_SLACK_S = 1.0
+
+Identity = tuple[int, int]  # (pid, start_ticks)
+Exits = Mapping[int, tuple[int, float]]  # the kernel's pid -> (returncode, t), the newest exit per PID
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """The job's elastic restarts: those seen (None: not a job of ranks) and those ``--allow-restarts``
+    permits."""
+
+    seen: int | None
+    allowed: int
+
+
+def lifetimes(samples: Sequence[Mapping[str, Any]]) -> dict[Identity, tuple[float, float | None]]:
+    """Per identity, the t of the last sample that held it and of the sample after (None when it was in
+    the last one)."""
+    last: dict[Identity, int] = {}
+    for index, sample in enumerate(samples):
+        for proc in sample.get("processes") or []:
+            last[(int(proc["pid"]), int(proc["start_ticks"]))] = index
+    times = [float(s["t"]) for s in samples]
+    return {k: (times[i], times[i + 1] if i + 1 < len(times) else None) for k, i in last.items()}
+
+
+def exit_event(pid: int, lifetime: tuple[float, float | None], exits: Exits) -> tuple[int, float] | None:
+    """The kernel's exit event of the process with this PID and ``lifetime``: its PID's newest exit, if it
+    came after the last sample that held the process and, when a later sample missed it, by then (with
+    ``READ_SLACK_S``). Any other exit of that PID is another process's."""
+    event = exits.get(pid)
+    last_seen_t, gone_by_t = lifetime
+    if event is None or event[1] < last_seen_t:
+        return None
+    if gone_by_t is not None and event[1] > gone_by_t + READ_SLACK_S:
+        return None
+    return event
+
+
+def process_exits(samples: Sequence[Mapping[str, Any]], exits: Exits) -> dict[Identity, dict[str, Any]]:
+    """``{returncode, exited_t}`` of every sampled process whose exit the kernel reported (``exit_event``)."""
+    out = {}
+    for (pid, start), lifetime in lifetimes(samples).items():
+        event = exit_event(pid, lifetime, exits)
+        if event is not None:
+            out[(pid, start)] = {"returncode": event[0], "exited_t": event[1]}
+    return out
 
 
 def first_death(
     samples: Sequence[Mapping[str, Any]],
     root_pid: int | None,
-    reaped: Mapping[tuple[int, int], int],
+    reaped: Mapping[Identity, int],
     window_s: float = WINDOW_S,
     min_samples: int = MIN_SAMPLES,
-    exits: Mapping[int, tuple[int, float]] | None = None,
+    exits: Exits | None = None,
 ) -> dict[str, Any] | None:
     """``{pid, start_ticks, name, role, rank, interval_ranks, last_seen_t, gone_by_t, exited_t,
-    before_root_s, exit, together, then}`` of the first descendant gone before the root, or None. ``exits``: the kernel's
-    ``pid -> (returncode, t)``. ``then`` lists the others gone in the same sample interval in the order of
+    before_root_s, exit, together, then}`` of the first descendant gone before the root, or None.
+    ``exits``: the kernel's. ``then`` lists the others gone in the same sample interval in the order of
     their exit events, with their times; ``together`` those whose order is not known."""
-    seen: dict[tuple[int, int], dict[str, Any]] = {}
+    found = _first_interval(samples, root_pid, window_s, min_samples)
+    if found is None:
+        return None
+    group, interval, root_t = found
+    ordered = sorted(
+        ((proc, exit_event(int(proc["pid"]), interval, exits or {})) for proc in group), key=_death_order
+    )
+    return _record(ordered, interval, root_t, reaped)
+
+
+def _first_interval(
+    samples: Sequence[Mapping[str, Any]], root_pid: int | None, window_s: float, min_samples: int
+) -> tuple[list[Mapping[str, Any]], tuple[float, float], float] | None:
+    """The processes gone in the earliest interval before the root's last sample that lost any (the
+    rule in the module docstring), that interval, and the root's last sample's t."""
+    seen: dict[Identity, dict[str, Any]] = {}
     root_last = None
     times = [float(s["t"]) for s in samples]
     for index, sample in enumerate(samples):
@@ -46,8 +111,7 @@ def first_death(
             if proc["pid"] == root_pid:
                 root_last = index
                 continue
-            key = (int(proc["pid"]), int(proc["start_ticks"]))
-            entry = seen.setdefault(key, {"proc": proc, "count": 0})
+            entry = seen.setdefault((int(proc["pid"]), int(proc["start_ticks"])), {"count": 0})
             entry.update(last=index, count=entry["count"] + 1, proc=proc)
     if root_last is None:
         return None
@@ -59,75 +123,59 @@ def first_death(
     if not gone:
         return None
     earliest = min(e["last"] for e in gone)
-    interval = (times[earliest], times[earliest + 1])
-    group = [
-        dict(e, exit_event=_exit_event(e["proc"], interval, exits or {}))
-        for e in gone
-        if e["last"] == earliest
-    ]
-    group.sort(key=_death_order)
-    first, proc = group[0], group[0]["proc"]
-    event = first["exit_event"]
+    group = [e["proc"] for e in gone if e["last"] == earliest]
+    return group, (times[earliest], times[earliest + 1]), root_t
+
+
+def _record(
+    ordered: Sequence[tuple[Mapping[str, Any], tuple[int, float] | None]],
+    interval: tuple[float, float],
+    root_t: float,
+    reaped: Mapping[Identity, int],
+) -> dict[str, Any]:
+    (proc, event), rest = ordered[0], ordered[1:]
     status = reaped.get((int(proc["pid"]), int(proc["start_ticks"])))
     if status is None and event is not None:
         status = event[0]
-    ordered = event is not None
+    known = event is not None  # the first is ordered only when its own exit is known
     return {
-        "together": [_who(e["proc"]) for e in group[1:] if not ordered or e["exit_event"] is None],
-        "then": [
-            {"who": _who(e["proc"]), "exited_t": e["exit_event"][1]}
-            for e in group[1:]
-            if ordered and e["exit_event"] is not None
-        ],
+        "together": [_who(p) for p, e in rest if not known or e is None],
+        "then": [{"who": _who(p), "exited_t": e[1]} for p, e in rest if known and e is not None],
         "pid": proc["pid"],
         "start_ticks": proc["start_ticks"],
         "name": proc.get("name"),
         "role": proc.get("role"),
         "rank": proc.get("rank"),
         # the class rests on the interval, which the samples alone give, never on the order inside it
-        "interval_ranks": sorted(
-            {e["proc"]["rank"] for e in group if isinstance(e["proc"].get("rank"), int)}
-        ),
+        "interval_ranks": sorted({p["rank"] for p, _ in ordered if isinstance(p.get("rank"), int)}),
         "last_seen_t": interval[0],
         "gone_by_t": interval[1],
         "exited_t": None if event is None else event[1],
-        "before_root_s": round(root_t - (interval[1] if event is None else event[1]), 3),
+        # an exit read up to READ_SLACK_S after the next sample can fall after the root's last sample
+        "before_root_s": max(0.0, round(root_t - (interval[1] if event is None else event[1]), 3)),
         "exit": exit_text(status),
     }
 
 
-def _exit_event(
-    proc: Mapping[str, Any], interval: tuple[float, float], exits: Mapping[int, tuple[int, float]]
-) -> tuple[int, float] | None:
-    """The kernel's exit event of this process: its PID's, when it falls in the interval in which the
-    samples lost the process (a second of slack for the sample's own read time); else None."""
-    event = exits.get(int(proc["pid"]))
-    if event is None or not interval[0] - 1.0 <= event[1] <= interval[1] + 1.0:
-        return None
-    return event
-
-
-def _death_order(entry: Mapping[str, Any]) -> tuple[bool, float, bool, int]:
+def _death_order(item: tuple[Mapping[str, Any], tuple[int, float] | None]) -> tuple[bool, float, bool, int]:
     """Kernel exit time first; without one, ranks before other processes, then by PID."""
-    event, proc = entry["exit_event"], entry["proc"]
+    proc, event = item
     return (event is None, 0.0 if event is None else event[1], proc.get("rank") is None, proc["pid"])
 
 
 def death_to_name(
     samples: Sequence[Mapping[str, Any]],
     root_pid: int | None,
-    reaped: Mapping[tuple[int, int], int],
+    reaped: Mapping[Identity, int],
     returncode: int | None,
-    restarts: tuple[int | None, int],
-    exits: Mapping[int, tuple[int, float]] | None = None,
+    restarts: Restarts,
+    exits: Exits | None = None,
 ) -> dict[str, Any] | None:
     """The first death worth naming: for a command that exited non-zero, within the window; for a job
-    that restarted more often than allowed (``restarts``: seen, allowed), the first of the whole run (the
-    restart hid it); else None."""
-    seen, allowed = restarts
+    that restarted more often than allowed, the first of the whole run (the restart hid it); else None."""
     if returncode not in (0, None):
         return first_death(samples, root_pid, reaped, exits=exits)
-    if seen is not None and seen > allowed:
+    if restarts.seen is not None and restarts.seen > restarts.allowed:
         return first_death(samples, root_pid, reaped, window_s=float("inf"), exits=exits)
     return None
 

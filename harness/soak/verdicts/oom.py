@@ -222,6 +222,17 @@ def unsampled_kills(
     return out
 
 
+def _rank_by_pid(samples: Sequence[Mapping[str, Any]]) -> dict[int, int | None]:
+    """Each sampled PID's rank; None for a PID of no rank, or one whose processes (a reused PID) were of
+    different ranks, since a fork parent known by PID alone cannot be told apart."""
+    ranks: dict[int, set[int | None]] = {}
+    for sample in samples:
+        for proc in sample.get("processes", []):
+            rank = proc["rank"] if isinstance(proc.get("rank"), int) else None
+            ranks.setdefault(int(proc["pid"]), set()).add(rank)
+    return {pid: next(iter(found)) if len(found) == 1 else None for pid, found in ranks.items()}
+
+
 def _rank_of_parent(
     parent: int, parents: Mapping[int, int], sampled: Mapping[int, int | None]
 ) -> dict[str, int]:
@@ -357,11 +368,7 @@ def assess(
         kernel_log_used=bool(kernel_log.get("used")),
     )
     kills = oom_kills(inputs)
-    sampled = {
-        int(p["pid"]): p["rank"] if isinstance(p.get("rank"), int) else None
-        for s in samples
-        for p in s.get("processes", [])
-    }
+    sampled = _rank_by_pid(samples)
     kills += unsampled_kills(inputs, (exits.fork_events or {}).get("sigkilled", []), sampled)
     kills.sort(key=lambda k: (k["gone_by_t"], k["pid"]))
     status = {k: v for k, v in kernel_log.items() if k != "kills"}

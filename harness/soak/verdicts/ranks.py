@@ -27,12 +27,12 @@ def ranks_section(
     rank_progress: Mapping[int, Mapping[str, Any]],
     last_seen: Mapping[int, float],
     root_pid: int | None,
-    exits: Mapping[int, tuple[int, float]] | None = None,
+    ended: Mapping[tuple[int, int], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """One entry per rank, with the job's own facts; None when the run had no ranks. ``obs``: the
     observation judged (its run summary, per-process verdicts and restarts); ``last_seen``:
-    ``last_seen_by_rank(samples)``; ``exits``: the kernel's ``pid -> (returncode, t)``, which gives each
-    process of a rank its exit status or signal (the agent reaps them, so the monitor cannot)."""
+    ``last_seen_by_rank(samples)``; ``ended``: ``first_death.process_exits``, each process's exit status
+    or signal from the kernel (the agent reaps the ranks, so the monitor cannot)."""
     run_summary, per_process = obs.run_summary, obs.per_process
     job = (run_summary or {}).get("distributed") or {}
     from_summary = {int(e["rank"]): e for e in job.get("ranks") or []}
@@ -41,9 +41,8 @@ def ranks_section(
     if not ranks:
         return None
     verdicts = _verdicts_by_identity(per_process)
-    ended = _exits_by_identity(known_processes, exits or {})
     entries = [
-        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, (verdicts, ended))
+        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, verdicts, ended or {})
         | {"last_seen_t": last_seen.get(rank)}
         for rank in ranks
     ]
@@ -68,9 +67,9 @@ def _entry(
     summary: Mapping[str, Any] | None,
     progress: Mapping[str, Any] | None,
     tagged: Sequence[Mapping[str, Any]],
-    by_identity: tuple[Mapping[tuple[int, int], Mapping[str, str]], Mapping[tuple[int, int], dict[str, Any]]],
+    verdicts: Mapping[tuple[int, int], Mapping[str, str]],
+    ended: Mapping[tuple[int, int], Mapping[str, Any]],
 ) -> dict[str, Any]:
-    verdicts, ended = by_identity
     mine = [p for p in tagged if p["rank"] == rank]
     worst: dict[str, str] = {}
     for proc in mine:
@@ -84,8 +83,10 @@ def _entry(
         **{key: (summary or {}).get(key) for key in SUMMARY_KEYS},
         "attempts": sorted({int(p.get("restart_count", 0)) for p in mine}),
         "processes": [
-            _identity(p, f"rank {rank} {p.get('role', 'other')}")
-            | ended.get((p["pid"], p["start_ticks"]), {})
+            {
+                **_identity(p, f"rank {rank} {p.get('role', 'other')}"),
+                **ended.get((p["pid"], p["start_ticks"]), {}),
+            }
             for p in mine
         ],
         "last_progress": {k: progress.get(k) for k in PROGRESS_KEYS} if progress is not None else None,
@@ -117,21 +118,6 @@ def last_seen_by_rank(samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:
 
 def _identity(proc: Mapping[str, Any], role: str) -> dict[str, Any]:
     return {"pid": proc["pid"], "start_ticks": proc["start_ticks"], "name": proc["name"], "role": role}
-
-
-def _exits_by_identity(
-    known: Sequence[Mapping[str, Any]], exits: Mapping[int, tuple[int, float]]
-) -> dict[tuple[int, int], dict[str, Any]]:
-    """``{returncode, exited_t}`` of each process whose PID's last exit event is its own: the newest
-    identity of that PID in the tree (an older one's exit was replaced when the PID was reused)."""
-    newest: dict[int, tuple[int, int]] = {}
-    for proc in known:
-        pid, start = int(proc["pid"]), int(proc["start_ticks"])
-        if pid in exits and start >= newest.get(pid, (pid, -1))[1]:
-            newest[pid] = (pid, start)
-    return {
-        identity: {"returncode": exits[pid][0], "exited_t": exits[pid][1]} for pid, identity in newest.items()
-    }
 
 
 def _verdicts_by_identity(per_process: Mapping[str, Any] | None) -> dict[tuple[int, int], Mapping[str, str]]:

@@ -418,3 +418,13 @@ def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> Non
     )
     assert ranked.failure_classification == "rank_failure"
     assert ranked.failure_reason is not None and "; first death: rank 1 pid 7" in ranked.failure_reason
+    # a helper of no rank went first, but a rank died in the same interval: the class is the interval's
+    beside = evaluate(
+        observe(
+            mode="monitor",
+            trainer_returncode=1,
+            run_summary=None,
+            first_death={**death, "interval_ranks": [1]},
+        )
+    )
+    assert beside.failure_classification == "rank_failure"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from harness.soak.verdicts.first_death import death_sentence, exit_text, first_death
+from harness.soak.verdicts.first_death import death_sentence, exit_text, first_death, process_exits
 
 
 def _p(pid: int, role: str = "worker", **extra: Any) -> dict[str, Any]:
@@ -80,3 +80,23 @@ def test_an_exit_event_outside_the_interval_is_another_process_of_that_pid() -> 
     death = first_death(samples, 1, {}, exits={2: (0, 40.0), 3: (-signal.SIGKILL, 3.5)})
     assert death is not None and death["pid"] == 2 and death["exited_t"] is None
     assert death["exit"] == "exit status not observable (reaped by its own parent)"
+
+
+def test_an_exit_is_a_process_own_only_between_its_last_sample_and_the_next() -> None:
+    # pid 2 ran, went between t=2 and t=3, and its PID came back as another process seen from t=5
+    samples = [{"t": float(i), "processes": [_p(1, "trainer"), _p(2)]} for i in range(3)]
+    samples += [{"t": float(i), "processes": [_p(1, "trainer")]} for i in (3, 4)]
+    samples += [
+        {"t": float(i), "processes": [_p(1, "trainer"), {**_p(2), "start_ticks": 99}]} for i in (5, 6)
+    ]
+    assert process_exits(samples, {2: (0, 2.5)}) == {(2, 20): {"returncode": 0, "exited_t": 2.5}}
+    # the newest exit of PID 2 is the later process's: after its last sample, so not the first one's
+    assert process_exits(samples, {2: (-9, 6.2)}) == {(2, 99): {"returncode": -9, "exited_t": 6.2}}
+    assert process_exits(samples, {2: (0, 1.5)}) == {}  # before its last sample: an earlier process's
+    assert process_exits(samples, {2: (0, 4.5)}) == {}  # too long after the sample that missed it
+
+
+def test_an_exit_read_just_after_the_roots_last_sample_is_not_a_negative_lead() -> None:
+    samples = _samples([[1, 2]] * 3 + [[1]])  # pid 2 gone by t=3, the root's last sample
+    death = first_death(samples, 1, {}, exits={2: (1, 3.4)})
+    assert death is not None and death["exited_t"] == 3.4 and death["before_root_s"] == 0.0

@@ -82,15 +82,15 @@ def test_the_job_summary_gives_each_ranks_end_and_the_first_failure() -> None:
 
 
 def test_each_process_of_a_rank_has_the_exit_the_kernel_reported_and_one_node_knows_the_world() -> None:
-    # one node of a 4-rank job: it sees ranks 0 and 1 only; pid 13 was reused by a later process
-    known = [AGENT, *({**p, "world_size": 4} for p in KNOWN), {**_proc(13, 1, "worker"), "start_ticks": 9}]
-    exits = {11: (1, 4.0), 12: (-9, 3.5), 13: (0, 5.5)}
-    section = ranks_section(_obs(None), known, {}, {}, 10, exits)
+    # one node of a 4-rank job: it sees ranks 0 and 1 only
+    known = [AGENT, *({**p, "world_size": 4} for p in KNOWN)]
+    ended = {(11, 2): {"returncode": 1, "exited_t": 4.0}, (12, 2): {"returncode": -9, "exited_t": 3.5}}
+    section = ranks_section(_obs(None), known, {}, {}, 10, ended)
     assert section is not None and section["world_size"] == 4
     rank0, rank1 = section["ranks"]
     assert (rank0["processes"][0]["returncode"], rank0["processes"][0]["exited_t"]) == (1, 4.0)
-    ends = {(p["pid"], p["start_ticks"]): p.get("returncode") for p in rank1["processes"]}
-    assert ends == {(12, 2): -9, (13, 2): None, (14, 2): None, (13, 9): 0}
+    ends = {p["pid"]: p.get("returncode") for p in rank1["processes"]}
+    assert ends == {12: -9, 13: None, 14: None}
     assert "returncode" not in (section["agent"] or {})
     without = ranks_section(_obs(None), KNOWN, {}, {}, 10)
     assert without is not None and without["world_size"] == 2  # no WORLD_SIZE read: the ranks seen

@@ -357,8 +357,9 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--set") from exc
     evaluate = (evaluate_envs, evaluate_horizon, evaluate_last) if evaluate_envs else None
+    context = _context()  # the source the runs start from: the tree may change during hours of training
     results = [_one_seed(spec, seed, runs, evaluate) for seed in (seeds or [0])]
-    result = build_result(spec, results, _context())
+    result = build_result(spec, results, context)
     validate_result(result)
     import json
 

@@ -19,6 +19,7 @@ Message layout (linux/connector.h, linux/cn_proc.h): a netlink header (16 bytes)
 from __future__ import annotations
 
 import errno
+import os
 import select
 import signal
 import socket
@@ -97,7 +98,7 @@ class Lineage:
             entry = self.alive.pop(a)
             self.exits.pop(a, None)  # a reused PID's exit goes to the end
             self.exits[a] = (b, now)
-            if len(self.exits) > MAX_EXITS:
+            while len(self.exits) > MAX_EXITS:
                 del self.exits[next(iter(self.exits))]
             if b & 0x7F == signal.SIGKILL:
                 self.killed.append(
@@ -205,11 +206,4 @@ class ForkWatch:
             return {}
         with self._lock:
             found = list(self.lineage.exits.items())
-        return {pid: (returncode_of(status), round(t - t0, 3)) for pid, (status, t) in found}
-
-
-def returncode_of(wait_status: int) -> int:
-    """A wait status as ``Popen.returncode`` reads it: ``-signal`` for a signal, else the exit code."""
-    if wait_status & 0x7F:
-        return -(wait_status & 0x7F)
-    return (wait_status >> 8) & 0xFF
+        return {pid: (os.waitstatus_to_exitcode(status), round(t - t0, 3)) for pid, (status, t) in found}

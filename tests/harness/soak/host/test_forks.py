@@ -53,11 +53,14 @@ def test_every_descendant_exit_is_kept_with_its_status_newest_last_and_bounded(
         lineage.apply(*event)
     lineage.apply("exit", 13, 0, 2.6)  # not a descendant
     assert list(lineage.exits.items()) == [(12, (9, 2.0)), (11, (256, 2.5))]
-    assert [forks.returncode_of(status) for status in (9, 256, 0, 15)] == [-9, 1, 0, -15]
+    for event in [("fork", 10, 15, 2.6), ("fork", 10, 16, 2.7), ("exit", 15, 0, 2.8), ("exit", 16, 15, 2.9)]:
+        lineage.apply(*event)
+    watch = ForkWatch(lineage=lineage)  # statuses read as Popen.returncode reads them, times from t0
+    assert watch.exits(t0=1.0) == {12: (-9, 1.0), 11: (1, 1.5), 15: (0, 1.8), 16: (-15, 1.9)}
     monkeypatch.setattr(forks, "MAX_EXITS", 2)
     lineage.apply("fork", 10, 14, 3.0)
     lineage.apply("exit", 14, 0, 3.5)
-    assert list(lineage.exits) == [11, 14]  # the oldest went
+    assert list(lineage.exits) == [16, 14]  # the oldest went
 
 
 GRANDCHILD = """

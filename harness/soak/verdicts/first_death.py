@@ -42,15 +42,24 @@ class Restarts:
     allowed: int
 
 
+def _sightings(samples: Sequence[Mapping[str, Any]]) -> dict[Identity, tuple[int, int, Mapping[str, Any]]]:
+    """Per identity: the index of the last sample that held it, how many samples did, its last record."""
+    seen: dict[Identity, tuple[int, int, Mapping[str, Any]]] = {}
+    for index, sample in enumerate(samples):
+        for proc in sample.get("processes") or []:
+            key = (int(proc["pid"]), int(proc["start_ticks"]))
+            seen[key] = (index, seen[key][1] + 1 if key in seen else 1, proc)
+    return seen
+
+
 def lifetimes(samples: Sequence[Mapping[str, Any]]) -> dict[Identity, tuple[float, float | None]]:
     """Per identity, the t of the last sample that held it and of the sample after (None when it was in
     the last one)."""
-    last: dict[Identity, int] = {}
-    for index, sample in enumerate(samples):
-        for proc in sample.get("processes") or []:
-            last[(int(proc["pid"]), int(proc["start_ticks"]))] = index
     times = [float(s["t"]) for s in samples]
-    return {k: (times[i], times[i + 1] if i + 1 < len(times) else None) for k, i in last.items()}
+    return {
+        key: (times[last], times[last + 1] if last + 1 < len(times) else None)
+        for key, (last, _, _) in _sightings(samples).items()
+    }
 
 
 def exit_event(pid: int, lifetime: tuple[float, float | None], exits: Exits) -> tuple[int, float] | None:
@@ -103,27 +112,20 @@ def _first_interval(
 ) -> tuple[list[Mapping[str, Any]], tuple[float, float], float] | None:
     """The processes gone in the earliest interval before the root's last sample that lost any (the
     rule in the module docstring), that interval, and the root's last sample's t."""
-    seen: dict[Identity, dict[str, Any]] = {}
-    root_last = None
-    times = [float(s["t"]) for s in samples]
-    for index, sample in enumerate(samples):
-        for proc in sample.get("processes") or []:
-            if proc["pid"] == root_pid:
-                root_last = index
-                continue
-            entry = seen.setdefault((int(proc["pid"]), int(proc["start_ticks"])), {"count": 0})
-            entry.update(last=index, count=entry["count"] + 1, proc=proc)
+    seen = _sightings(samples)
+    root_last = max((last for (pid, _), (last, _, _) in seen.items() if pid == root_pid), default=None)
     if root_last is None:
         return None
+    times = [float(s["t"]) for s in samples]
     root_t = times[root_last]
     gone = [
-        e for e in seen.values()
-        if e["last"] < root_last and e["count"] >= min_samples and root_t - times[e["last"]] <= window_s
+        (last, proc) for (pid, _), (last, count, proc) in seen.items()
+        if pid != root_pid and last < root_last and count >= min_samples and root_t - times[last] <= window_s
     ]  # fmt: skip
     if not gone:
         return None
-    earliest = min(e["last"] for e in gone)
-    group = [e["proc"] for e in gone if e["last"] == earliest]
+    earliest = min(last for last, _ in gone)
+    group = [proc for last, proc in gone if last == earliest]
     return group, (times[earliest], times[earliest + 1]), root_t
 
 

@@ -129,7 +129,7 @@ def check_run(cfg: ComposedConfig, facts: PlatformFacts, identity: RankIdentity 
     learner = resolve_learner_device(cfg, facts)
     device = "cuda" if "cuda" in (learner, cfg.resolved.physics_device) else learner
     check_placement(identity, device, cfg.training.cuda_process_sharing, facts)
-    run_cfg = validate_for_run(cfg, facts, ranks_on_node=identity.local_world_size)
+    run_cfg = validate_for_run(cfg, facts, as_rank=True)
     check_job_dir(identity.job_directory(Path(str(run_cfg.log_dir))), identity.restart_count)
     if device == "cuda":
         # before CUDA initializes, so that ``cuda`` means this rank's device in it and its collector

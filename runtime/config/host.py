@@ -95,18 +95,16 @@ def resolve_learner_threads(configured: int | None, sim_backend: str | None, phy
     return max(1, min(LEARNER_THREADS_CAP, cores - busy))
 
 
-def platform_blockers(
-    cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int | None = None
-) -> list[str]:
+def platform_blockers(cfg: ComposedConfig, facts: PlatformFacts, as_rank: bool = False) -> list[str]:
     """Unmet host prerequisites for ``cfg`` on ``facts``, first one first (empty when runnable).
 
-    ``ranks_on_node`` is torchrun's LOCAL_WORLD_SIZE for a rank (each rank then gets one device of the
-    visible ones, ``runtime.distributed.check_placement``), None for a single-process run."""
+    ``as_rank``: the process is a torchrun rank, which sees every device of its node and is given one of
+    them (``runtime.distributed.check_placement`` and ``rank_device_mask``); a single process must see one."""
     problems: list[str] = []
     training = cfg.training
     if facts.hip_build:
         problems.append("this torch build targets HIP/ROCm; only NVIDIA CUDA or CPU builds are supported")
-    if facts.cuda_device_count > 1 and ranks_on_node is None:
+    if facts.cuda_device_count > 1 and not as_rank:
         problems.append(
             f"{facts.cuda_device_count} CUDA devices are visible; a single-process run is single-GPU. "
             "Set CUDA_VISIBLE_DEVICES=<one index or UUID>, or run one rank per GPU under torchrun "
@@ -142,13 +140,11 @@ def resolve_learner_device(cfg: ComposedConfig, facts: PlatformFacts) -> str:
     return "cpu"
 
 
-def validate_for_run(
-    cfg: ComposedConfig, facts: PlatformFacts, ranks_on_node: int | None = None
-) -> RunConfig:
+def validate_for_run(cfg: ComposedConfig, facts: PlatformFacts, as_rank: bool = False) -> RunConfig:
     """Check everything a real run needs beyond composition and return the ``RunConfig`` with
     ``resolved.learner_device`` and ``resolved.cuda_process_sharing`` filled in; raises ConfigError on
-    the first unmet prerequisite, before anything is written. ``ranks_on_node``: see ``platform_blockers``."""
-    problems = platform_blockers(cfg, facts, ranks_on_node)
+    the first unmet prerequisite, before anything is written. ``as_rank``: see ``platform_blockers``."""
+    problems = platform_blockers(cfg, facts, as_rank)
     if problems:
         raise ConfigError(problems[0])
     if cfg.log_dir is None:

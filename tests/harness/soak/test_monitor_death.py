@@ -48,15 +48,16 @@ def _wait_for_record(cache: Path, processes: int, segments: int, timeout_s: floa
 
 def _kill_monitor_mid_run(
     argv: list[str], cache: Path, processes: int, segments: int, timeout_s: float
-) -> dict[str, Any]:
+) -> set[int]:
     """Start the monitor, SIGKILL it once its record names the tree, and assert that within
-    GONE_WITHIN_S no tree process, no segment of the run and no record remain; returns the record."""
+    GONE_WITHIN_S no tree process, no segment of the run and no record remain; returns the TCP ports the
+    tree listened on just before the kill."""
     monitor = subprocess.Popen(
         argv, cwd=REPO, env=_env(cache), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         record = _wait_for_record(cache, processes, segments, timeout_s)
-        record["listening_ports"] = _listening_ports(p["pid"] for p in record["processes"])
+        ports = _listening_ports(p["pid"] for p in record["processes"])
     finally:
         monitor.send_signal(signal.SIGKILL)
         monitor.wait()
@@ -76,7 +77,7 @@ def _kill_monitor_mid_run(
     assert left == [], f"tree processes alive {GONE_WITHIN_S}s after the monitor's SIGKILL: {left}"
     assert stale == [], f"segments left {GONE_WITHIN_S}s after the monitor's SIGKILL: {stale}"
     assert list((cache / "soakbench" / "soak-monitors").glob("*.json")) == []
-    return record
+    return ports
 
 
 def _listening_ports(pids: Iterable[int]) -> set[int]:
@@ -128,9 +129,9 @@ def test_sigkill_of_the_monitor_of_a_torchrun_job_leaves_no_rank_and_no_rendezvo
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
         str(FAULTS / "ranks_job.py"), str(log_dir), "run",
     ]  # fmt: skip
-    record = _kill_monitor_mid_run(argv, tmp_path / "cache", processes=3, segments=0, timeout_s=120.0)
-    assert record["listening_ports"], "the agent's rendezvous store was not listening before the kill"
-    still = record["listening_ports"] & _host_listening_ports()
+    ports = _kill_monitor_mid_run(argv, tmp_path / "cache", processes=3, segments=0, timeout_s=120.0)
+    assert ports, "the agent's rendezvous store was not listening before the kill"
+    still = ports & _host_listening_ports()
     assert still == set(), f"ports still listening {GONE_WITHIN_S}s after the monitor's SIGKILL: {still}"
 
 

@@ -25,10 +25,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from runtime.learners.replay import Batch
+    from runtime.manager.process_group import ProcessGroupCollective
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,7 +167,9 @@ def collective_rank(algo: str, task: str, rank: int, device: str, updates: int, 
     leave_group(10.0)
 
 
-def critic_backward_steps(module: Any, group: Any, batch: Any, algo: str) -> tuple[Any, Any]:
+def critic_backward_steps(
+    module: nn.Module, group: ProcessGroupCollective, batch: Batch, algo: str
+) -> tuple[Callable[[], None], Callable[[], None]]:
     """The critic's forward, backward and gradient average two ways, on the same module and batch: the
     runtime's one all-reduce after ``backward`` (``ProcessGroupCollective.mean``), and DDP, whose bucket
     reductions overlap ``backward``. DDP needs ``module.backward()`` on its own parameters, which the pure
@@ -175,8 +184,7 @@ def critic_backward_steps(module: Any, group: Any, batch: Any, algo: str) -> tup
     def explicit() -> None:
         plain.zero_grad(set_to_none=True)
         plain(batch.obs, batch.action, *extra).pow(2).mean().backward()
-        grads = [p.grad for p in plain.parameters()]
-        group.mean(grads)
+        group.mean([p.grad for p in plain.parameters() if p.grad is not None])
 
     def ddp() -> None:
         wrapped.zero_grad(set_to_none=True)

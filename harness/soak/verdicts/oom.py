@@ -262,8 +262,6 @@ def describe(kill: Mapping[str, Any]) -> str:
     """One line naming the process, its role, the evidence and its last memory."""
     role = kill["role"]
     who = f"{role} (pid {kill['pid']}, {kill['name']})" if role else f"pid {kill['pid']} ({kill['name']})"
-    if isinstance(kill.get("rank"), int):
-        who = f"rank {kill['rank']} {who}"
     exit_info = kill["exit"]
     how = (
         f"SIGKILL ({exit_info['source']})"
@@ -273,9 +271,9 @@ def describe(kill: Mapping[str, Any]) -> str:
     when = f"between t={kill['last_seen_t']:g} s and t={kill['gone_by_t']:g} s"
     if isinstance(kill.get("parent"), int):  # never sampled: known from the kernel's fork and exit events
         who = f"pid {kill['pid']} ({kill['name']}; forked by pid {kill['parent']}, never sampled)"
-        if isinstance(kill.get("rank"), int):
-            who = f"rank {kill['rank']} {who}"
         when = f"between its fork at t={kill['last_seen_t']:g} s and its exit at t={kill['gone_by_t']:g} s"
+    if isinstance(kill.get("rank"), int):
+        who = f"rank {kill['rank']} {who}"
     counters = kill["counters"]
     moved = [f"vmstat oom_kill +{counters['vmstat_delta']}"] if counters["vmstat_delta"] else []
     moved += [f"{c['path']} oom_kill +{c['delta']}" for c in counters["cgroups"]]

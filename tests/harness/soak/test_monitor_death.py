@@ -64,8 +64,11 @@ def _kill_monitor_mid_run(
     killed_at = time.monotonic()
     tree = [(p["pid"], p["start_ticks"]) for p in record["processes"]]
     paths = [Path("/dev/shm") / s["name"] for s in record["shm_segments"]]
+    records = cache / "soakbench" / "soak-monitors"
+    # The watchdog removes the record last, after the tree is gone: wait for all three within the bound.
     while time.monotonic() - killed_at < GONE_WITHIN_S:
-        if not any(alive(*ident) for ident in tree) and not any(p.exists() for p in paths):
+        tree_gone = not any(alive(*ident) for ident in tree) and not any(p.exists() for p in paths)
+        if tree_gone and not any(records.glob("*.json")):
             break
         time.sleep(0.05)
     left = [ident for ident in tree if alive(*ident)]
@@ -76,7 +79,7 @@ def _kill_monitor_mid_run(
         path.unlink()
     assert left == [], f"tree processes alive {GONE_WITHIN_S}s after the monitor's SIGKILL: {left}"
     assert stale == [], f"segments left {GONE_WITHIN_S}s after the monitor's SIGKILL: {stale}"
-    assert list((cache / "soakbench" / "soak-monitors").glob("*.json")) == []
+    assert list(records.glob("*.json")) == []
     return ports
 
 

@@ -6,11 +6,17 @@ UV := python3 -m uv
 endif
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
+# The lane runs on every core through pytest-xdist; tests/lane.py orders it (exclusive tests alone, then
+# the long real runs, longest first, from tests/durations.json). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+# The inner-loop lane: no real soak, training run, probe run or torchrun job (docs/ci.md).
+FAST_MARKERS := not slow and not soak
 # Headless Chromium renders the soak report, the probe history and the support matrix in the tests, which
 # fail without it. The names are the ones tests/conftest.py looks for, in its order.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome
 
-.PHONY: setup chromium demo test lint matrix-check
+.PHONY: setup chromium demo test test-fast lint matrix-check
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -47,7 +53,10 @@ lint: setup
 	$(RUN) mypy
 
 test: setup chromium
-	$(RUN) pytest $(PYTEST_ARGS)
+	$(RUN) pytest $(XDIST) $(PYTEST_ARGS)
+
+test-fast: setup chromium
+	$(RUN) pytest $(XDIST) -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 matrix-check: setup
 	$(RUN) matrix check

@@ -37,6 +37,10 @@ import pytest
 
 from runtime.learners.evaluation import evaluate_run
 
+# The two smokes share one xdist worker, one after the other: each was calibrated with the other core
+# mostly free, and two trainers of 2 and 4 processes on 2 cores would only slow both.
+pytestmark = pytest.mark.xdist_group("learning-smokes")
+
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "learning_parity.py"
 NUM_ENVS = 32
 PREFILL = 60

@@ -130,3 +130,30 @@ def test_plugin_records_the_rank_count_of_a_multi_rank_binding(repo: Path) -> No
     one, two = summarize_junit(xml.read_bytes(), str(xml))["cells"]
     assert "ranks" not in one and one["tests"] == ["lane_tests.test_lane::test_one_rank"]
     assert two["ranks"] == 2 and two["tests"] == ["lane_tests.test_lane::test_two_ranks"]
+
+
+def _junit_summary(repo: Path, *extra: str) -> dict[str, object]:
+    done = run_lane(repo, "--matrix-platform", "linux-cpu", "--matrix-lane", "cpu", *extra)
+    assert done.returncode == 1, done.stdout + done.stderr  # the bound xpass fails in both
+    xml = repo / "runs" / "junit.xml"
+    summary = summarize_junit(xml.read_bytes(), str(xml))
+    for entry in summary["cells"]:
+        entry["tests"] = sorted(entry["tests"])  # workers finish in their own order
+    return summary
+
+
+def test_a_parallel_run_files_the_same_cells_and_counts_as_a_serial_one(repo: Path) -> None:
+    """Under pytest-xdist the workers run the tests and the controller writes the JUnit XML: the cell
+    properties travel with each report, the suite facts are the controller's, and the strict xpass
+    rule holds in the workers."""
+    (repo / "lane_tests").mkdir()
+    body = TESTS + XFAIL_TESTS.replace("import pytest\n", "") + RANKS_TESTS.replace("import pytest\n", "")
+    (repo / "lane_tests" / "test_lane.py").write_text(body)
+    commit_all(repo, "lane tests")
+    serial = _junit_summary(repo, "-p", "no:xdist")
+    parallel = _junit_summary(repo, "-n", "2")
+    assert parallel["cells"] == serial["cells"] and len(serial["cells"]) == 3
+    assert parallel["totals"] == serial["totals"] and serial["totals"]["tests"] == 8
+    facts = ("source", "platform", "lane", "gpu_available")
+    assert {k: parallel[k] for k in facts} == {k: serial[k] for k in facts}
+    assert parallel["platform"] == "linux-cpu" and parallel["source"]["commit"]

@@ -246,6 +246,7 @@ def _limit(path: Path) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.exclusive  # its premise is a free second core: under xdist it runs with the host to itself
 def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> None:
     """On a 2-core host one MuJoCo thread is about 1.8x slower than two, when the second core is free:
     with other processes holding most of a core, two threads gain little or nothing (measured: 3.2k

@@ -123,3 +123,34 @@ def test_an_exclusive_test_runs_alone_under_two_workers(tmp_path: Path) -> None:
     # the shared tests did run two at a time: the lock is shared, not a global serialisation
     shared = sorted(spans.values(), key=lambda s: s["start"])
     assert any(b["start"] < a["end"] for a, b in itertools.pairwise(shared))
+
+
+GROUP_TESTS = """
+import os
+from pathlib import Path
+import pytest
+
+pytestmark = pytest.mark.xdist_group("together")
+
+@pytest.mark.parametrize("n", range(6))
+def test_member(n):
+    with Path(os.environ["LANE_LOG"]).open("a") as fh:
+        fh.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+
+
+@pytest.mark.linux_only
+def test_an_xdist_group_runs_on_one_worker(tmp_path: Path) -> None:
+    """The locked pytest and pytest-xdist keep a group together (pytest 9.2 broke xdist's group ids)."""
+    (tmp_path / "test_group.py").write_text(GROUP_TESTS)
+    (tmp_path / "test_other.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    log = tmp_path / "workers.txt"
+    env = {**os.environ, "LANE_LOG": str(log), "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+            "--no-loadscope-reorder", "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base")]  # fmt: skip
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers = log.read_text().split()
+    assert len(workers) == 6 and len(set(workers)) == 1, workers

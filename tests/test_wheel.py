@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
+# one worker runs the module, so its module-scoped real wheel install is made once, not once per worker
+pytestmark = [pytest.mark.xdist_group("wheel"), pytest.mark.slow]
 
 
 def _uv() -> list[str]:

@@ -9,6 +9,10 @@ learner updates within the run. The soak samples every 0.5 s and runs SAC for 15
 for 200: measured on the shared 2-core host at 16 envs, SAC ran 30-75 iterations/s and FlashSAC 2
 iterations/s (so 20-50 s and ~100 s), and a host four times as fast still leaves the leak verdicts
 more than 30 post-start-up samples.
+
+The `train` check of a cell reads the run that cell's soak made (the same `train` command, spawned and
+watched by `soak run`): one real run per cell serves both, through a module fixture, and the module
+runs on one xdist worker so the run is made once.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,7 @@ from harness.soak.verdicts.gpu import GPU_ROWS
 from runtime.artifacts import read_run_summary
 from runtime.manager.shm import list_segments
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cell-runs")]
 REPO = Path(__file__).resolve().parents[2]
 NUM_ENVS = 16
 FLASHSAC_CPU = ("algo.batch_size=256", "algo.learning_starts=512")
@@ -71,23 +77,23 @@ def _train(algo: str, task: str, log_dir: Path, *extra: str) -> tuple[int, dict[
     return proc.returncode, read_run_summary(log_dir / "run_summary.json")
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize(("algo", "task"), TRAIN)
-def test_train_completes_and_accounts_for_every_slot(algo: str, task: str, tmp_path: Path) -> None:
-    iterations = 60
-    code, summary = _train(
-        algo, task, tmp_path / "run", f"algo.max_iterations={iterations}", "algo.learning_starts=256"
-    )
-    assert code == 0, summary["failure_reason"]
+@pytest.mark.linux_only
+def test_train_completes_and_accounts_for_every_slot(algo: str, task: str, soaked: Soaked) -> None:
+    run = soaked(algo, task)
+    summary = read_run_summary(run.log_dir / "run_summary.json")
+    assert summary["status"] == "completed", (summary["failure_reason"], run.stderr[-3000:])
+    assert run.artifact["run_status"] == "completed"  # what the monitor saw the trainer end as
     manifest = summary["runtime_manifest"]
-    assert summary["status"] == "completed"
     assert manifest["shutdown"]["classification"] == "normal_completion"
-    assert summary["total_env_steps"] == NUM_ENVS * iterations
+    assert summary["total_env_steps"] == NUM_ENVS * SOAK_ITERATIONS[algo]
     assert summary["learner_updates"] > 0  # the learner really trained, not only collected
     replay = manifest["replay_ingress"]
     assert replay["published_sequence"] == replay["release_sequence"] > 0
     assert replay["final_occupancy"] == 0 and replay["dropped_batches"] == 0
-    assert list((tmp_path / "run").glob("events.out.tfevents.*"))
+    assert list(run.log_dir.glob("events.out.tfevents.*"))
+    assert run.leftover_segments == []  # no shared-memory segment of the trainer outlived it
 
 
 @pytest.mark.timeout(600)
@@ -106,11 +112,22 @@ def test_injected_learner_fault_is_classified(algo: str, task: str, tmp_path: Pa
     assert summary["runtime_manifest"]["collector"]["exitcode"] == 0  # stopped by the trainer, not crashed
 
 
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize(("algo", "task"), SOAK)
-@pytest.mark.linux_only
-def test_short_soak_passes_its_pass_table(algo: str, task: str, tmp_path: Path) -> None:
-    output = tmp_path / "soak.json"
+@dataclass(frozen=True)
+class SoakRun:
+    """One `soak run` of a cell: its exit code, stderr, artifact and the trainer's log folder."""
+
+    returncode: int
+    stderr: str
+    artifact: dict[str, Any]
+    log_dir: Path
+    leftover_segments: list[str]
+
+
+Soaked = Callable[[str, str], SoakRun]
+
+
+def _soak(algo: str, task: str, tmp: Path) -> SoakRun:
+    output = tmp / "soak.json"
     argv = [
         sys.executable, "-m", "harness.soak.cli", "run",
         "--algo", algo, "--task", task, "--sim", "mujoco",
@@ -121,11 +138,35 @@ def test_short_soak_passes_its_pass_table(algo: str, task: str, tmp_path: Path) 
         "--shm-attribution", "evidence", "--live", "plain",
         "--extra-override", "training.heartbeat_seconds=1",
         *(arg for override in _overrides(algo) for arg in ("--extra-override", override)),
-        "--log-dir", str(tmp_path / "run"), "--output", str(output),
+        "--log-dir", str(tmp / "run"), "--output", str(output),
     ]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=850, check=False)
     art = json.loads(output.read_text())
-    assert done.returncode == 0, (art["failure_reason"], done.stderr[-3000:])
+    trainer_pids = {p["pid"] for p in art["monitor"]["known_processes"]}
+    left = [n for n in list_segments() if any(n.startswith(f"soakbench_{pid}_") for pid in trainer_pids)]
+    return SoakRun(done.returncode, done.stderr, art, tmp / "run", left)
+
+
+@pytest.fixture(scope="module")
+def soaked(tmp_path_factory: pytest.TempPathFactory) -> Soaked:
+    """The soak of a cell, run on first use and shared by that cell's train and soak checks."""
+    runs: dict[tuple[str, str], SoakRun] = {}
+
+    def get(algo: str, task: str) -> SoakRun:
+        if (algo, task) not in runs:
+            runs[algo, task] = _soak(algo, task, tmp_path_factory.mktemp(f"soak-{algo}-{task}"))
+        return runs[algo, task]
+
+    return get
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("algo", "task"), SOAK)
+@pytest.mark.linux_only
+def test_short_soak_passes_its_pass_table(algo: str, task: str, soaked: Soaked) -> None:
+    run = soaked(algo, task)
+    art = run.artifact
+    assert run.returncode == 0, (art["failure_reason"], run.stderr[-3000:])
     assert art["status"] == "passed" and art["run_status"] == "completed"
     assert art["run_settings"]["algo"] == algo and art["run_settings"]["task"] == task
     # the GPU rows judge the card, not the trainer: on a CPU host they do not apply (NVML's reason)

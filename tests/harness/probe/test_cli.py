@@ -21,6 +21,9 @@ from harness.probe.stats import PROBE_PHASES
 from runtime.config import PlatformFacts
 from tests.harness import fake_nvml as fake
 
+# one worker runs the module, so its module-scoped real probe is made once, not once per worker
+pytestmark = pytest.mark.xdist_group("probe-cli")
+
 REPO = Path(__file__).resolve().parents[3]
 TASK = "g1_motion_tracking"
 

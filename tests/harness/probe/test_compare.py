@@ -18,6 +18,9 @@ from matrix.model import MatrixInputError
 from tests.harness.probe.test_cli import _probe as run_probe
 from tests.matrix._fixtures import git, make_repo
 
+# one worker runs the module, so its module-scoped real probe pair is made once, not once per worker
+pytestmark = pytest.mark.xdist_group("probe-compare")
+
 SMALL = ("--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "10")
 TINY = (*SMALL, "--processes", "2")
 # The fewest processes at which any measure is called (harness.probe.compare.MIN_PROCESSES).
@@ -217,6 +220,7 @@ def test_matrix_ingest_refuses_a_tampered_probe(pair: tuple[Path, Path], tmp_pat
     assert not (repo / "matrix" / "evidence" / "probe").exists()
 
 
+@pytest.mark.slow
 def test_a_small_injected_slowdown_is_detected_or_sized(tmp_path: Path) -> None:
     """A test-only sleep of 10 % of the iteration: `slower`, or the row says how many rounds it needs
     (or that the host's load moved too much between the runs to call it)."""

@@ -90,6 +90,7 @@ def _evidence(repo: Path, doc: dict[str, object], commit: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_history_reads_pruned_evidence_from_git_and_marks_a_real_step(
     tmp_path: Path, chromium: Chromium
 ) -> None:

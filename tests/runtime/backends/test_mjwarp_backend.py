@@ -19,6 +19,9 @@ from runtime.backends import backend_class
 from runtime.backends.mjwarp import MjwarpBackend, MjwarpUnavailableError, import_warp
 from runtime.backends.mujoco import MujocoBackend
 
+# one worker runs the module, so its module-scoped real MJWarp compile is made once, not once per worker
+pytestmark = pytest.mark.xdist_group("mjwarp-backend")
+
 CPU = torch.device("cpu")
 N = 4
 DECIMATION = 4

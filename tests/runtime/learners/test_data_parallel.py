@@ -20,6 +20,9 @@ from runtime.learners.sac import SACLearner, sac_step
 
 from .conftest import ACT, OBS, algo_cfg, toy_batch
 
+# a real two-process gloo group: not the inner-loop lane
+pytestmark = pytest.mark.slow
+
 RANK_SCRIPT = Path(__file__).with_name("data_parallel_rank.py")
 ROWS = 64
 

@@ -38,6 +38,7 @@ except CollectiveError as exc:
 """
 
 
+@pytest.mark.slow
 def test_a_collective_whose_peer_never_calls_it_ends_at_the_timeout() -> None:
     from torch.distributed.elastic.utils.distributed import get_free_port
 

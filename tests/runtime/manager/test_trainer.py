@@ -17,6 +17,9 @@ from runtime.manager.null_learner import null_learner_factory
 from runtime.manager.shm import list_segments
 from runtime.manager.trainer import TrainerHooks, run_training
 
+# whole training runs (trainer, collector process, shared memory): not the inner-loop lane
+pytestmark = pytest.mark.slow
+
 
 def _cfg(log_dir: Path, *extra: str) -> RunConfig:
     composed = compose(

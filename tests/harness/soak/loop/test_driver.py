@@ -160,6 +160,7 @@ def test_mjwarp_without_cuda_fails_closed(tmp_path: Path, capsys: pytest.Capture
 
 
 @pytest.mark.linux_only
+@pytest.mark.soak
 def test_monitor_never_imports_torch(tmp_path: Path) -> None:
     """Import every harness.soak module and run a whole monitor in-process: torch must stay unloaded."""
     log_dir, output = tmp_path / "run", tmp_path / "soak.json"

@@ -200,6 +200,8 @@ def _soak(tmp: Path, leak: bool) -> Path:
     return output
 
 
+@pytest.mark.slow
+@pytest.mark.soak
 def test_two_real_soaks_one_leaking_name_the_leaking_class(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     (tmp_path / "leaky").mkdir()

@@ -199,8 +199,7 @@ def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
         written = [] if ci is None else ci.emit([soak_suite(artifact, settings.output, report)])
     except CiOutputError as exc:  # the artifact and report stand; the CI file asked for does not
         ci_error = str(exc)
-    if settings.live != "off":
-        announce(settings, artifact, report, written)
+    announce(settings, artifact, report, written)  # `--live off` drops the live panel, never the verdict
     if ci_error is not None:
         print(f"soak: error: {ci_error}", file=sys.stderr)
         return 2

@@ -175,8 +175,13 @@ def check(command: DocCommand) -> None:
     if prog in FOREIGN:
         return
     if prog == "make":
-        targets = re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M)
-        assert set(args) <= set(targets), f"Makefile lacks targets {set(args) - set(targets)}"
+        makefile = (ROOT / "Makefile").read_text()
+        targets = re.findall(r"^([A-Za-z][\w-]*):", makefile, re.M)
+        settable = re.findall(r"^([A-Z_]+) \?=", makefile, re.M)  # what `make VAR=value` may set
+        assigned = {arg.split("=", 1)[0] for arg in args if "=" in arg}
+        named = {arg for arg in args if "=" not in arg}
+        assert named <= set(targets), f"Makefile lacks targets {named - set(targets)}"
+        assert assigned <= set(settable), f"Makefile has no overridable {assigned - set(settable)}"
         return
     if prog == "bash":
         script = ROOT / args[0]

@@ -135,3 +135,13 @@ def test_sigterm_to_the_monitor_cancels_and_cleans_up(tmp_path: Path) -> None:
     assert outcome.returncode == 1, err[-2000:]
     assert outcome.artifact["failure_classification"] == "external_cancellation"
     assert_nothing_left(outcome)
+
+
+def test_live_off_prints_no_live_view_but_still_the_verdict(tmp_path: Path) -> None:
+    """`--live off` drops the per-sample lines; the verdict and where it was written still reach stdout."""
+    outcome = soak_monitor(tmp_path, "stale_hang.py", "1", stale=1.5, extra=("--live", "off"))
+    assert outcome.returncode == 1 and outcome.artifact["failure_classification"] == "timeout/stale_tick"
+    assert "FAILED" in outcome.stdout and "timeout/stale_tick" in outcome.stdout, outcome.stdout
+    assert f"artifact: {outcome.output}" in outcome.stdout
+    assert "[soak]" not in outcome.stderr  # no live view: no progress line was printed
+    assert_nothing_left(outcome)

@@ -51,7 +51,13 @@ TrendSamples = Annotated[
 ]
 LogDir = Annotated[Path, typer.Option("--log-dir", help="absolute, new or empty run directory")]
 Output = Annotated[Path, typer.Option("--output", help="absolute path of the soak artifact (.json)")]
-LiveOpt = Annotated[Live, typer.Option("--live", help="auto: rich on a TTY, plain lines otherwise; off: no live view (the verdict is still printed)")]
+LiveOpt = Annotated[
+    Live,
+    typer.Option(
+        "--live",
+        help="auto: rich on a TTY, plain lines otherwise; off: no live view (the verdict is still printed)",
+    ),
+]
 ShmOpt = Annotated[
     ShmAttribution,
     typer.Option(

@@ -141,6 +141,12 @@ class JobProgress:
     def by_rank(self) -> dict[int, dict[str, Any]]:
         return {rank: tail.last for rank, tail in sorted(self.ranks.items()) if tail.last is not None}
 
+    def final_by_rank(self) -> dict[int, dict[str, Any]]:
+        """Each rank's last record, read once more after the tree is gone: a rank writes its final
+        record moments before it exits, often after the monitor's last sample."""
+        self.poll()
+        return self.by_rank
+
     def poll(self, rescan: bool = True) -> dict[str, Any] | None:
         """The freshest record; ``rescan``: look for new rank folders (only worth it when the log dir
         changed since the last poll)."""

@@ -177,7 +177,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             result.loop_cpu_s += time.process_time()
             result.loop_wall_s = time.monotonic() - t0
             result.progress_parse_errors = sampler.progress.parse_errors
-            result.rank_progress = sampler.progress.by_rank
+            result.rank_progress = sampler.progress.final_by_rank()
             _tail_reading(result, supervisor, host, t0)
             if (failure := result.monitor_failure) is not None:
                 view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")

@@ -128,6 +128,20 @@ def test_job_progress_is_fresh_while_any_rank_moves_and_keeps_each_ranks_last(tm
     assert progress.parse_errors == 1
 
 
+def test_a_ranks_final_record_written_after_the_last_poll_is_read_at_the_end(tmp_path: Path) -> None:
+    """A clean 2-rank soak once reported a rank's last progress short of its final record: the record
+    landed after the last sample and the job exited before the next one."""
+    progress = JobProgress(tmp_path)
+    _write(tmp_path / "rank-0" / "progress.jsonl", {"time": 1.0, "iteration": 299})
+    _write(tmp_path / "rank-1" / "progress.jsonl", {"time": 1.0, "iteration": 299})
+    assert progress.poll() is not None  # the last sample of the run
+    for rank in (0, 1):
+        _write(tmp_path / f"rank-{rank}" / "progress.jsonl", {"time": 2.0, "iteration": 300, "final": True})
+    assert progress.by_rank[0]["iteration"] == 299  # what the last sample saw
+    final = progress.final_by_rank()
+    assert final == {r: {"time": 2.0, "iteration": 300, "final": True} for r in (0, 1)}
+
+
 def test_a_single_process_run_reads_only_its_own_progress(tmp_path: Path) -> None:
     _write(tmp_path / "progress.jsonl", {"time": 1.0, "iteration": 1})
     _write(tmp_path / "rank-0" / "progress.jsonl", {"time": 9.0, "iteration": 9})

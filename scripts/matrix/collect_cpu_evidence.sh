@@ -19,7 +19,10 @@ RUN="uv run --frozen"
 # Filed samples keep their file name (matrix ingest): the commit makes every collection's names unique.
 COMMIT=$(git rev-parse --short=12 HEAD)
 
-$RUN pytest -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
+# The lane as `make test` runs it, on every core (the cell plugin files the same cells and counts under
+# xdist: tests/matrix/test_pytest_cell.py).
+$RUN pytest -n auto --dist loadgroup --no-loadscope-reorder \
+  -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
 
 for task in g1_walk_flat g1_motion_tracking; do
   $RUN probe --backends mujoco --task "$task" --num-envs 256 --warmup 10 --iters 100 --output "$OUT/probe-$task.json"

@@ -29,8 +29,14 @@ def recorded_durations(path: Path = DURATIONS) -> dict[str, float]:
     """Node id -> seconds, from the committed file; empty where there is none."""
     if not path.exists():
         return {}
-    data = json.loads(path.read_text())
-    return {str(k): float(v) for k, v in data["durations"].items()}
+    try:
+        durations = json.loads(path.read_text())["durations"]
+        return {str(nodeid): float(seconds) for nodeid, seconds in durations.items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise pytest.UsageError(
+            f'{path}: expected {{"durations": {{node id: seconds}}}} as --record-durations writes it '
+            f"({type(exc).__name__}: {exc}); rewrite it with make test PYTEST_ARGS=--record-durations={path}"
+        ) from None
 
 
 def _group(item: pytest.Item) -> str | None:

@@ -80,6 +80,16 @@ def test_the_committed_durations_cover_the_suites_heaviest_tests() -> None:
     assert all(seconds >= 0 for seconds in durations.values())
 
 
+def test_a_malformed_durations_file_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "durations.json"
+    bad.write_text('{"durations": {"t.py::a": "slow"}}')
+    with pytest.raises(pytest.UsageError, match=r"durations.json.*seconds"):
+        recorded_durations(bad)
+    bad.write_text("[1, 2]")
+    with pytest.raises(pytest.UsageError, match=r"durations.json"):
+        recorded_durations(bad)
+
+
 LOCK_TESTS = """
 import json, os, time
 from pathlib import Path
@@ -103,18 +113,22 @@ def test_shared(n):
 """
 
 
+def _two_workers(folder: Path, log: Path) -> None:
+    """Run the test files in ``folder`` under two real xdist workers as `make test` runs them (the lane
+    plugin loaded, ``LANE_LOG`` naming ``log``); fails the calling test unless every test passed."""
+    env = {**os.environ, "LANE_LOG": str(log), "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+            "--no-loadscope-reorder", "--rootdir", str(folder), "--basetemp", str(folder / "base")]  # fmt: skip
+    done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.linux_only
 def test_an_exclusive_test_runs_alone_under_two_workers(tmp_path: Path) -> None:
     (tmp_path / "test_locks.py").write_text(LOCK_TESTS)
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.lane"]\n')
     log = tmp_path / "spans.jsonl"
-    env = {**os.environ, "LANE_LOG": str(log), "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
-            "--no-loadscope-reorder", "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base"), "test_locks.py"]  # fmt: skip
-    done = subprocess.run(
-        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    _two_workers(tmp_path, log)
     spans = {s["name"]: s for s in map(json.loads, log.read_text().splitlines())}
     assert len(spans) == 9
     alone = spans.pop("alone")
@@ -144,13 +158,8 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path: Path) -> None:
     """The locked pytest and pytest-xdist keep a group together (pytest 9.2 broke xdist's group ids)."""
     (tmp_path / "test_group.py").write_text(GROUP_TESTS)
     (tmp_path / "test_other.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.lane"]\n')
     log = tmp_path / "workers.txt"
-    env = {**os.environ, "LANE_LOG": str(log), "PYTHONPATH": str(REPO)}
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
-            "--no-loadscope-reorder", "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base")]  # fmt: skip
-    done = subprocess.run(
-        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    _two_workers(tmp_path, log)
     workers = log.read_text().split()
     assert len(workers) == 6 and len(set(workers)) == 1, workers

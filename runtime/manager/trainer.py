@@ -124,15 +124,23 @@ class TrainingSession:
 
     # -- top level ------------------------------------------------------------------------------
     def run(self) -> int:
-        started_wall, started = time.time(), time.monotonic()
+        """Drive the run and write its artifacts. SIGINT and SIGTERM stay handled until the last one (a
+        job's summary included) is written: a launcher sends its closing SIGTERM to a rank as soon as a
+        peer exits, often while that rank is still writing, and the default action would cut it off."""
         old_handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self._run_and_report()
+        finally:
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
+
+    def _run_and_report(self) -> int:
+        started_wall, started = time.time(), time.monotonic()
         record = ShutdownRecord()
         try:
             record = self._drive()
         finally:
             teardown(self, record)
-            for sig, handler in old_handlers.items():
-                signal.signal(sig, handler)
         code = exit_code(record, self.cancel_signum)
         summary = reporting.build_summary(
             self._report(code, started_wall, time.monotonic() - started), record

@@ -205,3 +205,33 @@ def test_normal_run_counts_and_leaves_nothing(tmp_path: Path) -> None:
     assert m["inference_flight"]["final_queue_depth"] == m["inference_flight"]["final_publication_lag"] == 0
     assert m["backend_diagnostics"]["available"] is True
     assert summary["playback"]["steps"] == 5
+
+
+# The run completes, then a SIGTERM reaches the trainer just before its summary is written: what torchrun
+# does to a rank whose peer has just exited. The trainer, not the default action, must handle it.
+LATE_SIGTERM = """
+import os, signal, sys
+from runtime import artifacts
+from runtime.cli import main
+
+write = artifacts.write_run_summary
+def signalled_then_written(log_dir, summary):
+    os.kill(os.getpid(), signal.SIGTERM)
+    write(log_dir, summary)
+artifacts.write_run_summary = signalled_then_written
+sys.argv = ["train", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
+def test_a_closing_sigterm_while_the_summary_is_written_does_not_cut_it_off(tmp_path: Path) -> None:
+    log_dir = tmp_path / "run"
+    cmd = [
+        sys.executable, "-c", LATE_SIGTERM, "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
+        "algo.num_envs=8", "algo.max_iterations=3", "training.no_play=true", f"log_dir={log_dir}",
+        *LIFECYCLE_LEARNING,
+    ]  # fmt: skip
+    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
+    assert read_run_summary(log_dir / "run_summary.json")["status"] == "completed"

@@ -168,3 +168,15 @@ class Cleanup:
             except Exception as exc:  # recorded, never raised: the summary must still be written
                 self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
         return self.errors
+
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def exit_code(record: ShutdownRecord, cancel_signum: int | None) -> int:
+    """0 for a normal completion, 128+signum for a signal-driven cancellation, else 1."""
+    if record.classification == "normal_completion":
+        return EXIT_OK
+    if record.classification == "external_cancellation" and cancel_signum is not None:
+        return 128 + cancel_signum
+    return EXIT_FAILED

@@ -46,14 +46,13 @@ from runtime.manager.resources import (
     StartupState,
     build_learner,
 )
-from runtime.manager.shutdown import RunFailure, ShutdownRecord
+from runtime.manager.shutdown import EXIT_FAILED, EXIT_OK, EXIT_USAGE, RunFailure, ShutdownRecord, exit_code
 from runtime.manager.teardown import teardown
 from runtime.manager.telemetry import LearnerCounters, Telemetry
 from runtime.metrics_schema import MetricsWriter
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "TrainerHooks", "TrainingSession", "run_training"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -76,15 +75,6 @@ def run_training(cfg: RunConfig, hooks: TrainerHooks | None = None, ranks: RankI
         print(f"train: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return TrainingSession(cfg, log_dir, hooks or TrainerHooks(), ranks).run()
-
-
-def exit_code(record: ShutdownRecord, cancel_signum: int | None) -> int:
-    """0 for a normal completion, 128+signum for a signal-driven cancellation, else 1."""
-    if record.classification == "normal_completion":
-        return EXIT_OK
-    if record.classification == "external_cancellation" and cancel_signum is not None:
-        return 128 + cancel_signum
-    return EXIT_FAILED
 
 
 class TrainingSession:

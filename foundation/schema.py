@@ -12,7 +12,10 @@ import json
 from collections.abc import Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from foundation.inputs import note_data_file
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -43,6 +46,8 @@ def schema_text(name: str) -> str:
     entry = schema_root() / name
     if not name.endswith(SCHEMA_SUFFIX) or not entry.is_file():
         raise SchemaNotFound(f"no shipped schema {name!r}; shipped: {', '.join(schema_names())}")
+    if isinstance(entry, Path):  # a checkout: the schema is one of the run's input files
+        note_data_file(entry)
     return entry.read_text(encoding="utf-8")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from foundation.schema import sorted_errors
 from harness.probe.samples import raw_disagreements
 
 SCHEMA_VERSION = "0.4.0"
+SCHEMA_REL = f"foundation/schemas/probe-{SCHEMA_VERSION}.schema.json"  # an input of every probe artifact
 SCHEMA_NAME = f"probe-{SCHEMA_VERSION}.schema.json"
 EXCLUSIONS: tuple[dict[str, str], ...] = (
     {
@@ -24,6 +26,14 @@ EXCLUSIONS: tuple[dict[str, str], ...] = (
     {"name": "learner_updates", "reason": "no gradient updates run"},
     {"name": "manager_dispatch", "reason": "the env is stepped directly, not through the training manager"},
 )
+
+
+@dataclass(frozen=True)
+class AcceptanceOutcome:
+    """The acceptance checks that ran and whether they all held."""
+
+    checks: list[dict[str, Any]]
+    accepted: bool
 
 
 class ArtifactError(ValueError):

@@ -30,7 +30,8 @@ from rich.console import Console
 from foundation.gpu_health import health_at_start as read_health
 from foundation.nvml import NvmlReader
 from harness.context import REPO_ROOT, collect_context
-from harness.probe.artifact import EXCLUSIONS, SCHEMA_VERSION, write_artifact
+from harness.inputs import collection_inputs, run_manifest
+from harness.probe.artifact import EXCLUSIONS, SCHEMA_REL, SCHEMA_VERSION, AcceptanceOutcome, write_artifact
 from harness.probe.bmf import BmfPathError, bmf_output, write_probe_bmf
 from harness.probe.host import contention_block, sample_host, wait_for_idle
 from harness.probe.samples import backend_entry
@@ -318,11 +319,15 @@ def run_probe(
     with NvmlReader(nvml) as reader, tempfile.TemporaryDirectory(prefix="soakbench-probe-") as tmp:
         accepted = _measure_all(settings, reader, Path(tmp), results, checks)
         gpu = reader.snapshot()
+        manifest, problem = run_manifest(Path(tmp), collection_inputs("probe", schemas=(SCHEMA_REL,)))
     contention = contention_block(host_start, sample_host(), os.cpu_count(), gpu)
     entries = {backend: backend_entry(blocks) for backend, blocks in results.items() if blocks}
     verdict = AcceptanceOutcome(checks=checks, accepted=accepted)
     artifact = build_artifact(settings, argv, entries, verdict, (started, time.time()), health)
     artifact["contention"] = contention
+    if manifest is None:  # then judged by the whole-tree freshness rule
+        console.print(f"probe: no input manifest: {problem}")
+    artifact.update({"inputs": manifest} if manifest is not None else {})
     return artifact, 0 if accepted else 1
 
 
@@ -359,14 +364,6 @@ def _idle_check(
     if not check["idle"]:
         console.print(f"[red]acceptance: GPU not idle {when} {backend}: {check['reasons']}")
     return bool(check["idle"])
-
-
-@dataclass(frozen=True)
-class AcceptanceOutcome:
-    """The acceptance checks that ran and whether they all held."""
-
-    checks: list[dict[str, Any]]
-    accepted: bool
 
 
 def build_artifact(

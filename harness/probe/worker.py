@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from foundation.atomic import write_atomic
+from foundation.inputs import INPUTS_DIR, write_own_inputs
+from harness.inputs import project_root
 from harness.probe.limit import MjwarpLimit, MujocoRolloutLimit, PhysicsLimit
 from harness.probe.report import (
     BackendFacts,
@@ -344,7 +346,10 @@ def main(argv: list[str] | None = None, runner: Callable[[WorkerSpec], dict[str,
         code = 0
     except Exception as exc:
         payload, code = failure_payload(exc), 1
-    write_atomic(Path(args[1]), json.dumps(payload, indent=2, allow_nan=False))
+    out = Path(args[1])
+    if code == 0:  # the launcher merges every worker's record into the artifact's input manifest
+        write_own_inputs(out.parent / INPUTS_DIR, f"probe-worker-{spec.backend}", project_root())
+    write_atomic(out, json.dumps(payload, indent=2, allow_nan=False))
     return code
 
 

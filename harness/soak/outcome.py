@@ -14,12 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundation.inputs import ProcessInputs
+from harness.inputs import collection_inputs, run_manifest
 from harness.soak.evidence.live import make_view
 from harness.soak.loop.driver import MonitorResult, overhead, read_run_summary, watch
 from harness.soak.loop.settings import MonitorSettings, validate_settings
 
 if TYPE_CHECKING:
     from harness.ci.outputs import CiOutputs
+
+SOAK_SCHEMA_REL = "foundation/schemas/soak-artifact-0.3.0.schema.json"
 
 
 def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
@@ -55,8 +59,23 @@ def _with_ranks(result: MonitorResult) -> str | None:
     return "; ".join(part for part in (result.monitor_detail, ranks) if part) or None
 
 
-def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
-    """Judge a finished watch and write artifact + report; returns the artifact written."""
+def _manifest(settings: MonitorSettings, collection: ProcessInputs | None) -> dict[str, Any] | None:
+    """The artifact's input manifest, or None (said on stderr) when the records cannot make one: such
+    evidence is judged by the whole-tree freshness rule."""
+    if collection is None:
+        return None
+    manifest, problem = run_manifest(Path(settings.log_dir), collection)
+    if problem is not None:
+        print(f"soak: no input manifest: {problem}", file=sys.stderr)
+    return manifest
+
+
+def conclude(
+    settings: MonitorSettings, result: MonitorResult, collection: ProcessInputs | None = None
+) -> dict[str, Any]:
+    """Judge a finished watch and write artifact + report; returns the artifact written. ``collection``:
+    what the monitor's collection side loaded (``harness.inputs``), merged with the records its watched
+    processes left under the log directory into the artifact's input manifest."""
     from harness.context import collect_context
     from harness.soak.evidence.artifact import MonitorRecord, build_artifact, write_artifact
     from harness.soak.evidence.report import render_report
@@ -154,6 +173,7 @@ def conclude(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]
         oom=oom,
         forensics=result.forensics.section() if result.forensics is not None else None,
         sampler=result.sampler or None,
+        inputs=_manifest(settings, collection),
     )
     artifact = build_artifact(
         obs=observation,
@@ -190,7 +210,8 @@ def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
 
     validate_settings(settings)
     result = watch(settings, make_view(settings.live, settings.progress_every_s))
-    artifact = conclude(settings, result)
+    collection = collection_inputs("monitor", schemas=(SOAK_SCHEMA_REL,))  # before judgement code loads
+    artifact = conclude(settings, result, collection)
     from harness.ci.outputs import CiOutputError
 
     report = report_path(settings.output)

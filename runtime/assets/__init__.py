@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from foundation.inputs import note_data_file
 from runtime.assets.motion import MotionClip, MotionClipError, load_motion
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def load_model(scene_rel: str) -> mujoco.MjModel:
     import mujoco
 
     path = resolve(scene_rel)
+    note_data_file(path.parent)  # MuJoCo's C loader reads the scene's includes and meshes beside it
     if not path.is_file():
         raise AssetError(f"scene {path} does not exist (task.scene={scene_rel!r})")
     try:

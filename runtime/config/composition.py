@@ -25,6 +25,7 @@ import yaml
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
+from foundation.inputs import note_data_file
 from foundation.vocab import ALGOS
 from runtime.backends import BACKENDS
 from runtime.config.fields import (
@@ -121,6 +122,7 @@ def template(cls: type[S], **given: object) -> S:
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
+    note_data_file(path)
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:

@@ -13,6 +13,8 @@ Importing this package is cheap (no torch at import time); torch loads when a fu
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -31,8 +33,23 @@ __all__ = [
 ]
 
 
-def _no_learner(algo_cfg: object) -> TypeError:
-    return TypeError(f"no learner takes a {type(algo_cfg).__name__}; pass SacConfig or FlashSacConfig")
+# Config section type -> (module, learner class, actor builder), imported by name: a run loads only its own
+# learner's module, so evidence from a SAC run does not depend on FlashSAC's code (docs/support-matrix.md).
+LEARNERS: dict[str, tuple[str, str, str]] = {
+    "SacConfig": ("runtime.learners.sac", "SACLearner", "build_sac_actor"),
+    "FlashSacConfig": ("runtime.learners.flashsac", "FlashSACLearner", "build_flash_actor"),
+}
+
+
+def _learner_module(algo_cfg: object) -> tuple[ModuleType, str, str]:
+    """The learner module of ``algo_cfg``'s section type, its learner class name and actor builder name."""
+    try:
+        module, learner, actor = LEARNERS[type(algo_cfg).__name__]
+    except KeyError:
+        raise TypeError(
+            f"no learner takes a {type(algo_cfg).__name__}; pass one of {', '.join(sorted(LEARNERS))}"
+        ) from None
+    return importlib.import_module(module), learner, actor
 
 
 def build_learner(  # noqa: PLR0913 — the keyword-only switches mirror training.* one to one
@@ -48,36 +65,18 @@ def build_learner(  # noqa: PLR0913 — the keyword-only switches mirror trainin
     """The learner of ``algo_cfg``'s section type on ``device``. ``torch_compile``/``cuda_graphs`` come from
     ``training.*``; they are forced off on CPU and the decision is in ``learner.runtime_diagnostics()``.
     The section's bounds were checked when it was composed; the learner does not check them again."""
-    from runtime.config import FlashSacConfig, SacConfig
     from runtime.learners.base import runtime_options
 
+    module, learner, _ = _learner_module(algo_cfg)
     options = runtime_options(device, torch_compile, cuda_graphs)
-    if isinstance(algo_cfg, SacConfig):
-        from runtime.learners.sac import SACLearner
-
-        return SACLearner(algo_cfg, obs_dim, action_dim, device, seed, options)
-    if isinstance(algo_cfg, FlashSacConfig):
-        from runtime.learners.flashsac import FlashSACLearner
-
-        return FlashSACLearner(algo_cfg, obs_dim, action_dim, device, seed, options)
-    raise _no_learner(algo_cfg)
+    built: Learner = getattr(module, learner)(algo_cfg, obs_dim, action_dim, device, seed, options)
+    return built
 
 
 def build_actor(algo_cfg: LearnerConfig, obs_dim: int, action_dim: int) -> Actor:
     """A fresh actor module on CPU in eval mode, shaped like the learner's (for the collector)."""
-    from runtime.config import FlashSacConfig, SacConfig
-
-    actor: Actor
-    if isinstance(algo_cfg, SacConfig):
-        from runtime.learners.sac import build_sac_actor
-
-        actor = build_sac_actor(algo_cfg, obs_dim, action_dim)
-    elif isinstance(algo_cfg, FlashSacConfig):
-        from runtime.learners.flashsac import build_flash_actor
-
-        actor = build_flash_actor(algo_cfg, obs_dim, action_dim)
-    else:
-        raise _no_learner(algo_cfg)
+    module, _, builder = _learner_module(algo_cfg)
+    actor: Actor = getattr(module, builder)(algo_cfg, obs_dim, action_dim)
     actor.requires_grad_(False)
     return actor.eval()
 

@@ -28,12 +28,14 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundation.roles import mark_process
 from runtime.manager.control import ControlSegment, StepTiming
 from runtime.manager.diagnostics import backend_diagnostics_payload
 from runtime.manager.ingress import IngressBatch, ReplayIngress
+from runtime.manager.inputs_record import record_inputs
 from runtime.manager.ring import InferenceRing
 from runtime.manager.signals import WakeSignal
 
@@ -98,6 +100,8 @@ def collector_main(args: CollectorArgs, conn: Connection) -> None:
     mark_process("collector")  # the soak monitor reads this role from /proc/<pid>/comm
     try:
         _run(args, conn)
+        if args.config.log_dir is not None:
+            record_inputs(Path(args.config.log_dir), "collector")
     except _BackendWorkerError as exc:
         _report(conn, "backend_worker", exc.__cause__ or exc)
         sys.exit(EXIT_REPORTED_ERROR)

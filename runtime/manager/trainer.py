@@ -33,6 +33,7 @@ from runtime.manager.collector import CollectorArgs
 from runtime.manager.diagnostics import ambient_mps_facts, learner_diagnostics_payload
 from runtime.manager.heartbeat import Heartbeat
 from runtime.manager.hooks import TrainerHooks
+from runtime.manager.inputs_record import record_inputs
 from runtime.manager.job_summary import rank_block
 from runtime.manager.link import CollectorLink, describe_exitcode, failure_from_report
 from runtime.manager.plan import RunPlan
@@ -140,6 +141,7 @@ class TrainingSession:
                 self.ranks, backend_for(self.plan.learner_device), self.params_checksum
             )
         code, written = self._write_summary(summary, code)
+        record_inputs(self.log_dir, "trainer" if self.ranks is None else f"rank-{self.ranks.rank}")
         if record.classification != "normal_completion":
             print(f"train: {record.classification}: {record.reason}", file=sys.stderr)
         if self.ranks is not None:

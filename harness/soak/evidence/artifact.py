@@ -177,6 +177,7 @@ class MonitorRecord:
     oom: Mapping[str, Any] | None = None  # harness.soak.verdicts.oom.assess(...) section
     forensics: Mapping[str, Any] | None = None
     sampler: Mapping[str, Any] | None = None  # harness.soak.host.interface.Capabilities.describe
+    inputs: Mapping[str, Any] | None = None  # foundation.inputs.merge_manifest: what produced the evidence
 
 
 def build_artifact(
@@ -246,6 +247,7 @@ def build_artifact(
         "oom": record.oom,
         "forensics": record.forensics,
         "sampler": record.sampler,
+        "inputs": record.inputs,
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     if record.oom is not None and record.oom.get("shutdown_cause") is not None and summary is not None:

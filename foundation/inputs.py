@@ -84,13 +84,13 @@ def imported_distributions(modules: Mapping[str, Any] | None = None) -> dict[str
     for top in sorted(loaded & owners.keys()):
         for dist in owners[top]:
             try:
-                out[_canonical(dist)] = metadata.version(dist)
+                out[canonical_name(dist)] = metadata.version(dist)
             except metadata.PackageNotFoundError:
                 continue
     return out
 
 
-def _canonical(name: str) -> str:
+def canonical_name(name: str) -> str:
     """A distribution name as lock files write it (PEP 503: lower case, runs of ``-_.`` as ``-``)."""
     out, dash = [], False
     for char in name.lower():
@@ -147,7 +147,7 @@ def own_inputs(
     """What this process loaded and declared so far, as project files under ``root``."""
     root = root.resolve()
     paths = (*loaded_module_files(), *declared_data_files())
-    own = _canonical(_own_distribution(root) or "")
+    own = canonical_name(_own_distribution(root) or "")
     dists = {k: v for k, v in imported_distributions().items() if k != own} if distributions else {}
     return ProcessInputs(role, os.getpid(), hash_files(paths, root, exclude), dists)
 

@@ -15,6 +15,7 @@ from typing import Any
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
 from matrix.hooks import hooks_in
+from matrix.inputs.manifest import InputManifest, parse_manifest
 from matrix.model import (
     EVIDENCE_KINDS,
     LANES,
@@ -127,10 +128,14 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
     """Facts of a filed JUnit summary (see matrix.junit)."""
     problems = list(schema_errors(doc, JUNIT_SCHEMA))
     tests: dict[Binding, BoundTally] = {}
+    cell_inputs: dict[Binding, InputManifest] = {}
     for cell in dig(doc, "cells") or []:
         if isinstance(cell, Mapping):
             ranks = _as_int(cell.get("ranks", 1)) or 1  # absent: one rank (a bad value is a schema problem)
             key = (str(cell.get("algo")), str(cell.get("task")), str(cell.get("backend")), ranks)
+            manifest, _ = parse_manifest(cell.get("inputs"))
+            if manifest is not None:
+                cell_inputs[key] = manifest
             tests[key] = BoundTally(
                 *(
                     int(cell.get(k, 0)) if isinstance(cell.get(k, 0), int) else 0
@@ -161,6 +166,7 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         ranks=None,  # each bound test carries its own rank count in ``tests``
         tests=tests,
         time=doc.get("timestamp") if isinstance(doc, Mapping) else None,
+        cell_inputs=cell_inputs,
     )
 
 
@@ -373,6 +379,7 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
             devices,
         )
     duration = facts.get("duration_s")
+    manifest, note = artifact_manifest(kind, doc)
     return EvidenceFacts(
         id=entry["id"],
         kind=kind,
@@ -394,7 +401,32 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         time=unix_to_iso(facts["time"]),
         sampler=sampler_of(doc) if kind == "soak" else "linux",
         unchecked=unchecked_of(doc) if kind == "soak" else (),
+        inputs=manifest,
+        inputs_note=note,
     )
+
+
+# The processes whose records a manifest needs before it can stand for the whole run: without them it
+# would understate what the evidence depends on, so the runtime fingerprint judges it instead.
+REQUIRED_ROLES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "soak-run": (("trainer", "rank-"), ("collector",), ("monitor",)),
+    "soak-monitor": (("monitor",),),
+    "probe": (("probe",), ("probe-worker-",)),
+}
+
+
+def artifact_manifest(kind: str, doc: Mapping[str, Any]) -> tuple[InputManifest | None, str | None]:
+    """The artifact's input manifest when it records every process it needs, else (None, why)."""
+    manifest, note = parse_manifest(doc.get("inputs"))
+    if manifest is None:
+        return None, note
+    need = REQUIRED_ROLES.get(
+        "probe" if kind == "probe" else f"soak-{doc.get('mode')}", REQUIRED_ROLES["soak-run"]
+    )
+    missing = [" or ".join(alts) for alts in need if not any(r.startswith(alts) for r in manifest.roles)]
+    if missing:
+        return None, f"input manifest lacks the record of {', '.join(missing)}"
+    return manifest, None
 
 
 def index_entry_problems(entry: Any, position: int) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -82,3 +83,78 @@ def repo_root(start: Path) -> Path:
     if done.returncode != 0:
         raise GitQueryError(f"{start} is not inside a git work tree: {done.stderr.strip()}")
     return Path(done.stdout.strip())
+
+
+@cache
+def _tree_cached(repo: str, commit: str) -> dict[str, str]:
+    done = _git(Path(repo), "ls-tree", "-r", "--full-tree", commit)
+    if done.returncode != 0:
+        raise GitQueryError(f"git ls-tree -r {commit}: {done.stderr.strip()}")
+    blobs: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        meta, _, path = line.partition("\t")
+        kind, object_id = meta.split()[1:3]
+        if kind == "blob":
+            blobs[path] = object_id
+    return blobs
+
+
+def tree_blobs(repo: Path, commit: str) -> dict[str, str]:
+    """``{path: blob id}`` of every file committed at ``commit`` (a full id or a name such as HEAD)."""
+    return dict(_tree_cached(str(repo.resolve()), commit))
+
+
+def read_blobs(repo: Path, object_ids: list[str]) -> dict[str, bytes]:
+    """The bytes of each blob, in one ``git cat-file --batch`` call."""
+    if not object_ids:
+        return {}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), "cat-file", "--batch"],
+            input=("\n".join(object_ids) + "\n").encode(),
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitQueryError(f"git cat-file --batch: {exc}") from exc
+    out, data, at = {}, done.stdout, 0
+    for object_id in object_ids:
+        header_end = data.index(b"\n", at)
+        header = data[at:header_end].split()
+        if len(header) < 3 or header[1] != b"blob":
+            raise GitQueryError(f"git cat-file --batch: {object_id} is not a blob ({header!r})")
+        size = int(header[2])
+        out[object_id] = data[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1
+    return out
+
+
+def commit_reader(
+    repo: Path, commit: str, suffixes: tuple[str, ...] = (".py",)
+) -> Callable[[str], bytes | None]:
+    """A reader of the files committed at ``commit`` (those ending in ``suffixes`` are read in one call up
+    front; any other path is read when asked): ``path -> bytes``, None when no such file."""
+    tree = tree_blobs(repo, commit)
+    wanted = sorted({object_id for path, object_id in tree.items() if path.endswith(suffixes)})
+    cache_by_id = read_blobs(repo, wanted)
+
+    def read(path: str) -> bytes | None:
+        object_id = tree.get(path)
+        if object_id is None:
+            return None
+        if object_id not in cache_by_id:
+            cache_by_id.update(read_blobs(repo, [object_id]))
+        return cache_by_id[object_id]
+
+    return read
+
+
+def changed_paths(repo: Path, base: str, head: str | None = "HEAD") -> list[str]:
+    """Paths that differ between ``base`` and ``head`` (``head=None``: the working tree, untracked files
+    left out), renames as a removal and an addition."""
+    args = ["diff", "--name-only", "--no-renames", base] + ([head] if head is not None else [])
+    done = _git(repo, *args, "--")
+    if done.returncode != 0:
+        raise GitQueryError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return sorted(line for line in done.stdout.splitlines() if line)

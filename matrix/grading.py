@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from matrix.model import GRADES, CellPolicy, EvidenceFacts, SoakBudget
+from matrix.model import GRADES, CellKey, CellPolicy, EvidenceFacts, SoakBudget
 from matrix.soak_sampler import platform_note, sampler_problem
 
 
@@ -36,10 +36,13 @@ class CellResult:
     notes: tuple[str, ...] = ()
 
 
-def freshness(ev: EvidenceFacts) -> str:
-    """``invalid`` (can never count), ``fresh`` or ``historical`` (fingerprint differs from HEAD)."""
+def freshness(ev: EvidenceFacts, key: CellKey | None = None) -> str:
+    """``invalid`` (can never count), ``fresh`` or ``historical`` (an input changed since it was made),
+    for cell ``key`` (a JUnit summary is judged per bound cell), or for any cell when None."""
     if ev.problems:
         return "invalid"
+    if key is not None:
+        return "historical" if ev.stale_reason(key) else "fresh"
     return "fresh" if ev.fresh else "historical"
 
 
@@ -53,8 +56,9 @@ def _general_disqualifier(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
         return f"failing: {ev.status_detail}"
     if ev.dirty is not False:
         return "dirty tree: evidence from a tree with uncommitted changes never counts"
-    if not ev.fresh:
-        return f"historical: runtime fingerprint at {(ev.commit or '?')[:12]} differs from HEAD's"
+    stale = ev.stale_reason(key)
+    if stale:
+        return f"historical: {stale}"
     if ev.kind == "junit" and ev.lane != policy.test_lane:
         return f"wrong lane: {ev.lane!r}, this cell counts lane {policy.test_lane!r}"
     return None
@@ -98,7 +102,7 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
             reason += f"; its {ev.sampler} sampler could not check {', '.join(ev.unchecked)}"
     elif counts:
         reason = f"counts: passing {ev.kind}"
-    return EvidenceVerdict(ev.id, ev.kind, ev.file, freshness(ev), counts, reason or "")
+    return EvidenceVerdict(ev.id, ev.kind, ev.file, freshness(ev, policy.key), counts, reason or "")
 
 
 def grade_cell(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
 from matrix.build import attach_freshness, load_index, normalize_entry, read_json, soak_samples_rel
 from matrix.evidence import (
@@ -30,11 +31,13 @@ from matrix.evidence import (
     detect_kind,
 )
 from matrix.fileio import write_all_atomic
-from matrix.gitfacts import head_commit, runtime_fingerprint
+from matrix.gitfacts import head_commit, resolve_commit, runtime_fingerprint
 from matrix.hooks import hooks_in
+from matrix.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
 from matrix.junit import cell_property, summarize_junit
-from matrix.model import PLATFORMS, EvidenceFacts, MatrixInputError, ranks_suffix
+from matrix.model import PLATFORMS, CellKey, EvidenceFacts, MatrixInputError, ranks_suffix
 from matrix.rederive import check_soak_evidence, samples_file
+from matrix.runtime_facts import runtime_cell_sources
 from matrix.schema_check import validate_or_raise
 
 
@@ -129,17 +132,9 @@ def _subject(kind: str, facts: EvidenceFacts) -> str:
     return "_".join(["+".join(algos), "+".join(tasks), "+".join(backends), *ranks])
 
 
-def ingest(
-    repo: Path,
-    source: Path,
-    *,
-    kind: str | None = None,
-    platform: str | None = None,
-    lane: str | None = None,
-) -> IngestResult:
-    """Validate ``source`` and file it with an index entry; raises MatrixInputError, writing nothing."""
-    display = str(source)
-    kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
+def _check_document(source: Path, display: str, kind: str, doc: Any) -> None:
+    """Schema, test-only hooks, and what the document's own evidence bears out (soak verdicts re-derived,
+    probe summaries recomputed from their raw samples)."""
     schema_name = JUNIT_SCHEMA if kind == "junit" else ARTIFACT_SCHEMAS[kind][doc[VERSION_FIELD[kind]]]
     validate_or_raise(doc, schema_name, display)
     if hooks := hooks_in(kind, doc):
@@ -153,6 +148,26 @@ def ingest(
         check_soak_evidence(source, display, doc)
     if kind == "probe" and (disagreement := first_raw_disagreement(doc)):
         raise MatrixInputError(display, *disagreement)
+
+
+def ingest(
+    repo: Path,
+    source: Path,
+    *,
+    kind: str | None = None,
+    platform: str | None = None,
+    lane: str | None = None,
+    sources_of: SourcesOf = runtime_cell_sources,
+) -> IngestResult:
+    """Validate ``source`` and file it with an index entry; raises MatrixInputError, writing nothing.
+    ``sources_of`` names a cell's sources (the guard on manifests, a JUnit summary's per-cell inputs)."""
+    display = str(source)
+    kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
+    if kind == "junit":  # each bound cell's inputs, from the commit its tests ran at
+        _known_commit(repo, display, doc["source"]["commit"])
+        add_junit_inputs(repo, doc, sources_of)
+        filed = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    _check_document(source, display, kind, doc)
     sha = hashlib.sha256(filed).hexdigest()
     draft = {
         "id": "pending",
@@ -175,6 +190,7 @@ def ingest(
         raise MatrixInputError(
             display, "dirty", "produced from a tree with uncommitted changes; commit, rerun, then ingest"
         )
+    _guard_manifest(repo, display, kind, doc, facts, sources_of)
     facts = attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo)))
     ev_id = "-".join([kind, platform, _slug(_subject(kind, facts)), (facts.commit or "")[:12], sha[:12]])
     rel = f"matrix/evidence/{kind}/{ev_id}.json"
@@ -202,6 +218,35 @@ def ingest(
         files.update(_samples_to_file(repo, source, rel, doc))
     write_all_atomic(files)
     return IngestResult(ev_id, rel, True, facts.fresh, covers)
+
+
+def _known_commit(repo: Path, display: str, commit: str) -> None:
+    if resolve_commit(repo, commit) is None:
+        raise MatrixInputError(
+            display,
+            "property matrix.commit",
+            f"commit {commit!r} is not in HEAD's history (unknown, or a shallow clone: git fetch --unshallow)",
+        )
+
+
+def _guard_manifest(
+    repo: Path, display: str, kind: str, doc: Any, facts: EvidenceFacts, sources_of: SourcesOf
+) -> None:
+    """Refuse an artifact manifest that omits a module its cell's own code loads at module level."""
+    if facts.inputs is None or facts.commit is None or resolve_commit(repo, facts.commit) is None:
+        return
+    algo = dig(doc, "settings.algo") if kind == "probe" else None
+    keys = [CellKey(a or str(algo), t, b, facts.platform, facts.ranks or 1) for a, t, b in facts.covers]
+    entries = guard_entries(kind, doc, keys, sources_of)
+    missing = missing_from_manifest(repo, facts.commit, facts.inputs.files, entries) if entries else []
+    if missing:
+        raise MatrixInputError(
+            display,
+            "inputs.files",
+            f"the input manifest omits {len(missing)} module(s) its cell's code loads: "
+            f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; the evidence would look "
+            "fresh after a change to them. Re-collect it with this project's soak/probe",
+        )
 
 
 def _samples_to_file(repo: Path, source: Path, rel: str, doc: dict[str, Any]) -> dict[Path, bytes]:

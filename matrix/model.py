@@ -5,7 +5,10 @@ Everything here is plain data (frozen dataclasses); no I/O, no clocks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from matrix.inputs.manifest import InputManifest
 
 PLATFORMS: tuple[str, ...] = ("linux-cuda", "linux-cpu", "macos-mps")
 # Ascending; a cell shows the highest grade whose requirements (and all lower ones) hold.
@@ -149,7 +152,8 @@ class EvidenceFacts:
     """One filed piece of evidence, normalized from its file at generation time.
 
     ``problems`` are reasons it can never count (schema-invalid, tampered, platform contradiction);
-    ``fresh`` compares the runtime fingerprint at ``commit`` with HEAD's. ``ranks`` is the rank count
+    ``fresh``: every input its manifest recorded is unchanged at HEAD (a JUnit summary: for some bound
+    cell), or, without a manifest, the runtime fingerprint at ``commit`` is HEAD's. ``ranks`` is the rank count
     a soak ran with; None covers every rank count (a probe measures physics in isolation; a JUnit
     summary binds each test to its own rank count in ``tests``).
     """
@@ -176,6 +180,20 @@ class EvidenceFacts:
     time: str | None = None  # as carried by the evidence itself
     sampler: str = "linux"  # a soak's process sampler (matrix.soak_sampler); Linux before samplers existed
     unchecked: tuple[str, ...] = ()  # criteria that sampler declared it could not check
+    # What produced it (matrix.inputs): a soak's or probe's manifest; a JUnit summary's, per bound cell.
+    inputs: InputManifest | None = None
+    cell_inputs: Mapping[Binding, InputManifest] = field(default_factory=dict)
+    inputs_note: str | None = None  # why no manifest is used (then the runtime fingerprint judges it)
+    # Why it is historical: for the whole evidence (key None) or, for a JUnit summary, per bound cell.
+    stale: Mapping[Binding | None, str] = field(default_factory=dict)
+
+    def stale_reason(self, key: CellKey) -> str | None:
+        """Why this evidence is historical for ``key``, None when it is fresh for it."""
+        if self.kind == "junit" and key.binding() in self.stale:
+            return self.stale[key.binding()]
+        if self.kind == "junit" and key.binding() in self.cell_inputs:
+            return None
+        return None if self.fresh else self.stale.get(None, "runtime fingerprint differs from HEAD's")
 
     def covers_cell(self, key: CellKey) -> bool:
         """True when this evidence is about key's algo/task/backend and rank count (any platform)."""

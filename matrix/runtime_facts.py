@@ -141,3 +141,48 @@ def runtime_capabilities(key: CellKey) -> CapabilityRow:
     except ConfigError:
         learner = "unresolved"
     return capability_row(key, declared, learner, _mps_sharing(key, facts, declared.physics_device))
+
+
+@dataclass(frozen=True)
+class CellSources:
+    """What a cell's code is, as the runtime names it: the files a run of the cell loads by name (which no
+    static import graph shows) and the data it reads (path prefixes: configuration, assets, schemas)."""
+
+    trainer: tuple[str, ...]  # the train command and the processes it runs
+    learner: str  # the cell's learner module
+    physics: tuple[str, ...]  # the cell's backend and task modules: what a probe measures
+    data: tuple[str, ...]
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """Every entry file of a training run of the cell."""
+        return (*self.trainer, self.learner, *self.physics)
+
+
+def _module_file(target: str) -> str:
+    """``runtime/backends/mujoco.py`` for ``runtime.backends.mujoco:MujocoBackend``."""
+    return target.partition(":")[0].replace(".", "/") + ".py"
+
+
+def runtime_cell_sources(key: CellKey) -> CellSources:
+    """This runtime's sources of ``key``: the train CLI, the trainer and its collector, the cell's learner,
+    backend and task modules (each imported by name), its owner YAML chain and the shipped assets. An
+    algo, task or backend the runtime does not register is a KeyError."""
+    from runtime.backends import BACKENDS
+    from runtime.config.sections import LEARNER_SECTIONS
+    from runtime.learners import LEARNERS
+    from runtime.tasks import TASKS
+
+    return CellSources(
+        trainer=("runtime/cli.py", "runtime/manager/trainer.py", "runtime/manager/collector.py"),
+        learner=_module_file(LEARNERS[LEARNER_SECTIONS[key.algo].__name__][0]),
+        physics=(_module_file(BACKENDS[key.backend]), _module_file(TASKS[key.task])),
+        data=(
+            f"runtime/conf/{key.algo}/defaults.yaml",
+            f"runtime/conf/{key.algo}/task/{key.task}/",
+            f"runtime/conf/tasks/{key.task}.yaml",
+            "runtime/assets/robots/",
+            "runtime/assets/motions/",
+            "foundation/schemas/",
+        ),
+    )

@@ -1,0 +1,81 @@
+"""An evidence input manifest and its freshness at HEAD (pure: blob ids and locked versions come in as data).
+
+Evidence is fresh when every file it recorded has the same git blob id at HEAD and every distribution it
+recorded is locked at the same version at HEAD. A distribution HEAD's lock does not name (the project's
+own, or one installed outside the lock) is not judged, and :func:`describe_changes` never lists it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class InputManifest:
+    """Project files (POSIX path -> git blob id) and distributions (name -> version) a piece of evidence
+    was made from, and the roles of the processes that recorded them."""
+
+    files: Mapping[str, str]
+    distributions: Mapping[str, str]
+    roles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, order=True)
+class InputChange:
+    """One input that differs at HEAD: ``what`` is ``file`` or ``distribution``; ``now`` is None when
+    the file is gone at HEAD."""
+
+    what: str
+    name: str
+    recorded: str
+    now: str | None
+
+    def sentence(self, since: str) -> str:
+        """``runtime/learners/sac.py changed since 43e1c9f`` (or ``removed``; a distribution names both
+        versions)."""
+        if self.what == "distribution":
+            return f"{self.name} {self.recorded} -> {self.now} in the lock since {since}"
+        return f"{self.name} {'changed' if self.now is not None else 'removed'} since {since}"
+
+
+def parse_manifest(doc: Any) -> tuple[InputManifest | None, str | None]:
+    """(manifest, None), or (None, why) when ``doc`` is absent or not a usable manifest (the schema
+    checks its shape; this checks what a reader relies on)."""
+    if doc is None:
+        return None, "no input manifest"
+    if not isinstance(doc, Mapping) or doc.get("manifest_version") != MANIFEST_VERSION:
+        return None, f"input manifest is not version {MANIFEST_VERSION}"
+    files, dists = doc.get("files"), doc.get("distributions")
+    if not isinstance(files, Mapping) or not files or not isinstance(dists, Mapping):
+        return None, "input manifest has no files"
+    roles = tuple(sorted({str(p.get("role")) for p in doc.get("processes") or [] if isinstance(p, Mapping)}))
+    return InputManifest(dict(files), dict(dists), roles), None
+
+
+def changed_inputs(
+    manifest: InputManifest, head_blobs: Mapping[str, str], head_locked: Mapping[str, str]
+) -> tuple[InputChange, ...]:
+    """Every recorded input that differs at HEAD, sorted (files first). ``head_blobs`` holds HEAD's blob
+    id of each recorded path that exists there; ``head_locked`` HEAD's locked versions."""
+    out = [
+        InputChange("file", path, blob, head_blobs.get(path))
+        for path, blob in manifest.files.items()
+        if head_blobs.get(path) != blob
+    ]
+    out += [
+        InputChange("distribution", name, version, head_locked[name])
+        for name, version in manifest.distributions.items()
+        if name in head_locked and head_locked[name] != version
+    ]
+    return tuple(sorted(out))
+
+
+def describe_changes(changes: tuple[InputChange, ...], since: str, limit: int = 3) -> str:
+    """The first ``limit`` changes as one clause, then how many more: what made the evidence historical."""
+    said = [c.sentence(since) for c in changes[:limit]]
+    more = len(changes) - len(said)
+    return "; ".join(said) + (f"; and {more} more input{'s' if more > 1 else ''}" if more > 0 else "")

@@ -71,15 +71,29 @@ def worktree_digest(repo_root: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+# What an evidence collection writes as it goes and no evidence depends on (outside the runtime
+# fingerprint and never in an input manifest): filing one cell's evidence leaves the tree clean for the next.
+COLLECTION_OUTPUTS: tuple[str, ...] = (
+    "matrix/evidence",
+    "docs/support-matrix.md",
+    "reports/support-matrix.html",
+    "reports/support-matrix.json",
+)
+_NOT_DIRTYING = tuple(f":(exclude){path}" for path in COLLECTION_OUTPUTS)
+
+
 def source_context(repo_root: Path) -> dict[str, Any]:
     """``{commit, branch, dirty, worktree_digest, reason}``; all null with a reason if git cannot answer.
 
-    ``branch`` is null on a detached HEAD; ``dirty`` counts untracked unignored files too.
+    ``branch`` is null on a detached HEAD; ``dirty`` counts untracked unignored files too, but not the
+    :data:`COLLECTION_OUTPUTS` (``worktree_digest`` covers every file).
     """
     try:
         commit = _git(repo_root, "rev-parse", "HEAD").decode().strip()
         branch = _git(repo_root, "rev-parse", "--abbrev-ref", "HEAD").decode().strip()
-        status = _git(repo_root, "status", "--porcelain", "--untracked-files=normal")
+        status = _git(
+            repo_root, "status", "--porcelain", "--untracked-files=normal", "--", ".", *_NOT_DIRTYING
+        )
         digest = worktree_digest(repo_root)
     except GitError as exc:
         return {"commit": None, "branch": None, "dirty": None, "worktree_digest": None, "reason": str(exc)}

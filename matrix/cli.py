@@ -12,6 +12,7 @@ from rich.console import Console
 
 from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
+from matrix.affected import affected_cells, stale_cells
 from matrix.audit import CellMarker, audit, bound_to, collect_markers
 from matrix.build import MatrixState, compute, grade_all
 from matrix.ci import check_suite
@@ -19,7 +20,7 @@ from matrix.fileio import write_all_atomic
 from matrix.gitfacts import GitQueryError, repo_root
 from matrix.grading import CellResult
 from matrix.ingest import ingest
-from matrix.model import LANES, PLATFORMS, CellKey, MatrixInputError
+from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, MatrixInputError
 from matrix.prune import (
     DEFAULT_KEEP,
     apply_prune,
@@ -37,6 +38,7 @@ from matrix.runtime_facts import (
     runtime_capabilities,
     runtime_configured,
 )
+from matrix.trees import commit_state, worktree_state
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 out = Console(highlight=False, soft_wrap=True)
@@ -330,6 +332,55 @@ def explain_cmd(
         raise _fail(f"matrix/inventory.yaml: cells: no cell {key.label()} is declared{hint}")
     for line in explain_lines(match[0], bound_to(collect_markers(root), key)):
         out.print(line, markup=False)
+
+
+@app.command("affected")
+def affected_cmd(
+    since: Annotated[
+        str | None,
+        typer.Option(help="judge the change REV..HEAD (default: the working tree's uncommitted changes)"),
+    ] = None,
+    repo: RepoOption = None,
+) -> None:
+    """List the cells whose evidence a change makes historical, by kind, with the input that changed."""
+    try:
+        root = _repo(repo)
+        state = _state(root)
+        before = commit_state(root, since) if since is not None else commit_state(root, "HEAD")
+        after = commit_state(root, "HEAD") if since is not None else worktree_state(root)
+    except (MatrixInputError, GitQueryError) as exc:
+        raise _fail(str(exc)) from None
+    found = affected_cells(state.results, state.evidence, before, after)
+    change = f"{since}..HEAD" if since is not None else "the uncommitted changes"
+    if not found:
+        out.print(f"{change} stales no cell's evidence")
+        return
+    out.print(f"{change} stales {len({a.key for a in found})} cell(s):")
+    for item in found:
+        out.print(f"  {item.key.label()}: {item.kind} ({item.evidence}): {item.cause} changed", markup=False)
+
+
+@app.command("stale")
+def stale_cmd(
+    kind: Annotated[str, typer.Option(help="junit | soak | probe")],
+    platform: Annotated[str, typer.Option(help=f"one of {', '.join(PLATFORMS)}")] = "linux-cpu",
+    words: Annotated[
+        bool, typer.Option(help="print 'algo task backend ranks' per line, for scripts")
+    ] = False,
+    repo: RepoOption = None,
+) -> None:
+    """List the supported cells of a platform whose evidence of one kind does not count at HEAD: what an
+    incremental collection collects (scripts/matrix/collect_cpu_evidence.sh --only stale)."""
+    if kind not in EVIDENCE_KINDS or platform not in PLATFORMS:
+        raise _fail(
+            f"--kind must be one of {', '.join(EVIDENCE_KINDS)}; --platform one of {', '.join(PLATFORMS)}"
+        )
+    try:
+        state = _state(_repo(repo))
+    except (MatrixInputError, GitQueryError) as exc:
+        raise _fail(str(exc)) from None
+    for key in stale_cells(state.results, kind, platform):
+        out.print(f"{key.algo} {key.task} {key.backend} {key.ranks}" if words else key.label(), markup=False)
 
 
 def main() -> None:

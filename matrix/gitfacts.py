@@ -158,3 +158,13 @@ def changed_paths(repo: Path, base: str, head: str | None = "HEAD") -> list[str]
     if done.returncode != 0:
         raise GitQueryError(f"git {' '.join(args)}: {done.stderr.strip()}")
     return sorted(line for line in done.stdout.splitlines() if line)
+
+
+def parse_rev(repo: Path, rev: str) -> str | None:
+    """Full id of any revision name (``HEAD~2``, a tag, a short id) that is in HEAD's history, else None."""
+    if rev.startswith("-"):
+        return None
+    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if done.returncode != 0:
+        return None
+    return resolve_commit(repo, done.stdout.strip())

@@ -1,31 +1,76 @@
 #!/usr/bin/env bash
 # Collect and file linux-cpu support-matrix evidence from a CLEAN checkout, then regenerate the matrix.
+#   collect_cpu_evidence.sh [--only all|stale] [OUT_DIR]
 #   1. the whole CPU test lane as JUnit with cell bindings (any failure -> the lane is rejected);
 #   2. a probe per task and a soak per linux-cpu/mujoco cell at the inventory's soak budget (the 2-rank
 #      cell's soak runs the trainer as a 2-rank torchrun job: soak run --nproc-per-node 2);
-#   3. `matrix ingest` each artifact (validated, filed under matrix/evidence/), `matrix generate`, then
-#      `matrix prune` (drops surplus historical evidence, which git history keeps).
+#   3. each piece is filed (`matrix ingest`, then `matrix generate`) as soon as it completes, so a
+#      collection cut off part-way keeps what it finished; at the end `matrix prune` drops surplus
+#      historical evidence (git history keeps it).
+# --only stale collects only what `matrix stale` lists at the start: the cells whose evidence of a kind
+# does not count at HEAD (after a change to one learner, that learner's soaks; rerun after a cut-off, the
+# rest). Filing leaves the tree clean for the next piece: the evidence store and the generated pages are
+# not counted as dirty (harness/context.py, COLLECTION_OUTPUTS).
 # Commit matrix/evidence, docs/support-matrix.md and reports/support-matrix.* afterwards: evidence and
-# generated pages are outside the runtime fingerprint, so committing them keeps the evidence fresh.
+# generated pages are outside every input manifest, so committing them keeps the evidence fresh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ -n "$(git status --porcelain)" ]; then
   echo "collect_cpu_evidence: the tree is dirty; evidence from a dirty tree never counts" >&2
   exit 2
 fi
-OUT="${1:-$PWD/runs/cpu-evidence-$(date -u +%Y%m%dT%H%M%SZ)}"
+ONLY=all
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --only) ONLY="${2:-}"; shift 2 ;;
+    --only=*) ONLY="${1#--only=}"; shift ;;
+    -*) echo "collect_cpu_evidence: unknown option $1; usage: [--only all|stale] [OUT_DIR]" >&2; exit 2 ;;
+    *) OUT="$1"; shift ;;
+  esac
+done
+if [ "$ONLY" != all ] && [ "$ONLY" != stale ]; then
+  echo "collect_cpu_evidence: --only must be all or stale, got '$ONLY'" >&2
+  exit 2
+fi
+OUT="${OUT:-$PWD/runs/cpu-evidence-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
 RUN="uv run --frozen"
+# What --only stale collects, fixed before anything is filed: "algo task backend ranks" per line.
+STALE_JUNIT=$($RUN matrix stale --kind junit --words)
+STALE_PROBE=$($RUN matrix stale --kind probe --words)
+STALE_SOAK=$($RUN matrix stale --kind soak --words)
+wanted() {  # wanted LIST PATTERN: collect unless --only stale and no stale line matches PATTERN
+  [ "$ONLY" = all ] || grep -Eq "$2" <<<"$1"
+}
+file_evidence() {  # file one piece as soon as it exists, and keep the matrix current
+  local start=$SECONDS
+  $RUN matrix ingest "$@"
+  $RUN matrix generate >/dev/null
+  echo "collect_cpu_evidence: filed $1 ($((SECONDS - start)) s to file)"
+}
+timed() {  # timed LABEL CMD...: run CMD and say how long it took
+  local label=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "collect_cpu_evidence: $label took $((SECONDS - start)) s"
+}
 # Filed samples keep their file name (matrix ingest): the commit makes every collection's names unique.
 COMMIT=$(git rev-parse --short=12 HEAD)
 
 # The lane as `make test` runs it, on every core (the cell plugin files the same cells and counts under
 # xdist: tests/matrix/test_pytest_cell.py).
-$RUN pytest -n auto --dist loadgroup --no-loadscope-reorder \
-  -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
+if wanted "$STALE_JUNIT" .; then
+  timed "the test lane" $RUN pytest -n auto --dist loadgroup --no-loadscope-reorder \
+    -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
+  file_evidence "$OUT/junit-cpu.xml" --platform linux-cpu --lane cpu
+fi
 
 for task in g1_walk_flat g1_motion_tracking; do
-  $RUN probe --backends mujoco --task "$task" --num-envs 256 --warmup 10 --iters 100 --output "$OUT/probe-$task.json"
+  wanted "$STALE_PROBE" "^[a-z]+ $task mujoco " || continue
+  timed "probe $task" $RUN probe --backends mujoco --task "$task" --num-envs 256 --warmup 10 --iters 100 \
+    --output "$OUT/probe-$task.json"
+  file_evidence "$OUT/probe-$task.json" --platform linux-cpu
 done
 
 # Budget: matrix/inventory.yaml linux-cpu soak (at least 64 envs, 600 s and 5000 iterations; why 600 s:
@@ -47,9 +92,11 @@ for algo in sac flashsac; do
     iterations=40000
     if [ "$algo/$task" = sac/g1_walk_flat ]; then iterations=7000; fi
     if [ "$algo" = flashsac ]; then extra=("${FLASHSAC_CPU[@]}"); iterations=5500; fi
-    $RUN soak run --algo "$algo" --task "$task" --sim mujoco --num-envs 64 --iterations "$iterations" \
-      --min-duration-seconds 600 --sample-interval-seconds 5 --live plain "${extra[@]}" \
-      --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task-$COMMIT.json"
+    wanted "$STALE_SOAK" "^$algo $task mujoco 1$" || continue
+    timed "soak $algo/$task" $RUN soak run --algo "$algo" --task "$task" --sim mujoco --num-envs 64 \
+      --iterations "$iterations" --min-duration-seconds 600 --sample-interval-seconds 5 --live plain \
+      "${extra[@]}" --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task-$COMMIT.json"
+    file_evidence "$OUT/soak-$algo-$task-$COMMIT.json" --platform linux-cpu
   done
 done
 
@@ -59,17 +106,17 @@ done
 # single-rank one. Both ranks share the host's cores, so each runs at roughly half the single-rank speed:
 # the single-rank count of 7000 lasts ~600 s on a host twice as fast, so the budget's 5000 iterations (the
 # count cannot go below it) take ~850 s there and ~1700 s on the shared 2-core host, well over 600 s.
-$RUN soak run --nproc-per-node 2 --algo sac --task g1_walk_flat --sim mujoco --num-envs 64 --iterations 5000 \
-  --min-duration-seconds 600 --sample-interval-seconds 5 --live plain \
-  --log-dir "$OUT/soak-sac-g1_walk_flat-2ranks" --output "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json"
+if wanted "$STALE_SOAK" "^sac g1_walk_flat mujoco 2$"; then
+  timed "soak sac/g1_walk_flat (2 ranks)" $RUN soak run --nproc-per-node 2 --algo sac --task g1_walk_flat \
+    --sim mujoco --num-envs 64 --iterations 5000 --min-duration-seconds 600 --sample-interval-seconds 5 \
+    --live plain --log-dir "$OUT/soak-sac-g1_walk_flat-2ranks" \
+    --output "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json"
+  file_evidence "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json" --platform linux-cpu
+fi
 
-$RUN matrix ingest "$OUT/junit-cpu.xml" --platform linux-cpu --lane cpu
-for artifact in "$OUT"/probe-*.json "$OUT"/soak-*.json; do
-  $RUN matrix ingest "$artifact" --platform linux-cpu
-done
-$RUN matrix generate
 # The evidence filed above makes the previous collection historical: prune it (the newest historical
 # piece per cell, kind and platform stays; git history keeps the rest; the matrix is regenerated).
 $RUN matrix prune
 $RUN matrix check
+echo "collect_cpu_evidence: done in $SECONDS s (--only $ONLY)"
 echo "evidence filed from $OUT; commit matrix/evidence docs/support-matrix.md reports/support-matrix.*"

@@ -1,0 +1,102 @@
+"""Which cells a change stales, and which cells need evidence collected (pure: trees and evidence come in).
+
+A change stales a cell's evidence of one kind when that evidence was fresh before the change and one of
+its inputs is among the changed files (or, for evidence without an input manifest, the change touches
+the runtime fingerprint's paths). ``matrix affected`` prints them; ``matrix stale`` lists the cells
+whose evidence of a kind does not count at HEAD, which is what an incremental collection collects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from matrix.gitfacts import FINGERPRINT_PATHS
+from matrix.grading import CellResult
+from matrix.inputs import InputManifest, changed_inputs
+from matrix.model import CellKey, EvidenceFacts
+
+
+@dataclass(frozen=True)
+class TreeState:
+    """One side of a change: every file's blob id, the lock's versions and the runtime fingerprint."""
+
+    blobs: Mapping[str, str]
+    locked: Mapping[str, str]
+    fingerprint: str
+
+
+@dataclass(frozen=True, order=True)
+class Affected:
+    """A cell whose evidence of ``kind`` the change stales, ``evidence`` the piece, ``cause`` the first
+    changed input."""
+
+    key: CellKey
+    kind: str
+    evidence: str
+    cause: str
+
+
+def _manifest_for(ev: EvidenceFacts, key: CellKey) -> InputManifest | None:
+    return ev.cell_inputs.get(key.binding()) if ev.kind == "junit" else ev.inputs
+
+
+def touches_fingerprint(paths: Iterable[str]) -> str | None:
+    for path in sorted(paths):
+        if any(path == root or path.startswith(f"{root}/") for root in FINGERPRINT_PATHS):
+            return path
+    return None
+
+
+def _cause(
+    manifest: InputManifest | None, ev: EvidenceFacts, before: TreeState, after: TreeState
+) -> str | None:
+    """The first input of the evidence that the change alters, given that the evidence was fresh before
+    it (None: it was historical already, or the change leaves it fresh)."""
+    if manifest is None:
+        if ev.fingerprint != before.fingerprint:
+            return None
+        changed = (
+            p for p in set(before.blobs) | set(after.blobs) if before.blobs.get(p) != after.blobs.get(p)
+        )
+        path = touches_fingerprint(changed)
+        return (
+            f"{path} (no input manifest: any change under {', '.join(FINGERPRINT_PATHS)})" if path else None
+        )
+    if changed_inputs(manifest, before.blobs, before.locked):
+        return None
+    now = changed_inputs(manifest, after.blobs, after.locked)
+    return now[0].name if now else None
+
+
+def affected_cells(
+    results: Sequence[CellResult], evidence: Sequence[EvidenceFacts], before: TreeState, after: TreeState
+) -> list[Affected]:
+    """Per declared supported cell and evidence kind, the evidence fresh before the change that the
+    change makes historical."""
+    by_id = {ev.id: ev for ev in evidence}
+    out = set()
+    for result in results:
+        if result.policy.unsupported_reason is not None:
+            continue
+        key = result.policy.key
+        for verdict in result.evidence:
+            ev = by_id[verdict.id]
+            if ev.problems or ev.platform != key.platform:
+                continue
+            cause = _cause(_manifest_for(ev, key), ev, before, after)
+            if cause is not None:
+                out.add(Affected(key, ev.kind, ev.id, cause))
+    return sorted(out)
+
+
+def stale_cells(results: Sequence[CellResult], kind: str, platform: str) -> list[CellKey]:
+    """Supported cells of ``platform`` with no counting evidence of ``kind``: what a collection collects."""
+    return sorted(
+        r.policy.key
+        for r in results
+        if r.policy.unsupported_reason is None
+        and r.policy.key.platform == platform
+        and (kind != "probe" or r.policy.probe_required)
+        and not any(v.kind == kind and v.counts for v in r.evidence)
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -92,16 +93,7 @@ def imported_distributions(modules: Mapping[str, Any] | None = None) -> dict[str
 
 def canonical_name(name: str) -> str:
     """A distribution name as lock files write it (PEP 503: lower case, runs of ``-_.`` as ``-``)."""
-    out, dash = [], False
-    for char in name.lower():
-        if char in "-_.":
-            dash = True
-            continue
-        if dash and out:
-            out.append("-")
-        dash = False
-        out.append(char)
-    return "".join(out)
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from matrix.fileio import write_all_atomic
 from matrix.gitfacts import GitQueryError, repo_root
 from matrix.grading import CellResult
 from matrix.ingest import ingest
+from matrix.ingest_inputs import SourcesOf
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, MatrixInputError
 from matrix.prune import (
     DEFAULT_KEEP,
@@ -36,6 +37,7 @@ from matrix.runtime_facts import (
     Registry,
     load_registry,
     runtime_capabilities,
+    runtime_cell_sources,
     runtime_configured,
 )
 from matrix.trees import commit_state, worktree_state
@@ -51,6 +53,11 @@ RepoOption = Annotated[
 def runtime_inputs() -> tuple[Registry, ConfiguredCheck]:
     """The real runtime registries and configuration check (tests replace this function)."""
     return load_registry(), runtime_configured
+
+
+def source_inputs() -> SourcesOf:
+    """What names each cell's entry files and data (the runtime's own; tests replace this function)."""
+    return runtime_cell_sources
 
 
 def capability_inputs() -> CapabilityQuery:
@@ -113,7 +120,7 @@ def ingest_cmd(
     """Validate one piece of evidence and file it under matrix/evidence/ (exit 2, nothing written, if bad)."""
     try:
         root = _repo(repo)
-        result = ingest(root, path, kind=kind, platform=platform, lane=lane)
+        result = ingest(root, path, kind=kind, platform=platform, lane=lane, sources_of=source_inputs())
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
     verb = "filed" if result.created else "already filed"
@@ -121,7 +128,7 @@ def ingest_cmd(
     out.print(f"covers: {', '.join(result.covers) or 'no cells'}")
     if not result.fresh:
         out.print(
-            "note: its runtime fingerprint differs from HEAD's, so it is shown as historical and does not count"
+            "note: an input of it changed since its commit, so it is shown as historical and does not count"
         )
     out.print("next: uv run matrix generate, then commit matrix/evidence/, docs/ and reports/ together")
 

@@ -85,14 +85,12 @@ def _targets(
         module = ".".join([*package, module] if module else package)
     parts = module.split(".")
     chain = [module_path(".".join(parts[:i]), read) for i in range(1, len(parts) + 1)]
-    if chain[0] is None:
-        return [], parts[0] or None
-    files = [p for p in chain if p is not None]
+    files = [p for p in chain if p is not None]  # a namespace package has no file of its own
     for name in names:  # ``from pkg import submodule`` loads the submodule
         sub = module_path(f"{module}.{name}", read)
         if sub is not None:
             files.append(sub)
-    return files, None
+    return (files, None) if files else ([], parts[0] or None)
 
 
 def import_closure(entries: Iterable[str], read: Reader, *, lazy: bool) -> Closure:

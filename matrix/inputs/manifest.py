@@ -71,7 +71,7 @@ def changed_inputs(
         for name, version in manifest.distributions.items()
         if name in head_locked and head_locked[name] != version
     ]
-    return tuple(sorted(out))
+    return tuple(sorted(out, key=lambda c: (c.what != "file", c.name)))
 
 
 def describe_changes(changes: tuple[InputChange, ...], since: str, limit: int = 3) -> str:

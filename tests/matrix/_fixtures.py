@@ -172,6 +172,7 @@ def soak_artifact(
     overrides: Iterable[str] = (),
     nproc_per_node: int = 1,
     world_size: int | None = None,
+    inputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """An honest ``soak run`` artifact (0.3.0), built by the monitor's own code over the soak fixtures'
     clean samples (``SOAK_SAMPLES``) and a completed (or, ``passed=False``, collector-failure)
@@ -222,6 +223,7 @@ def soak_artifact(
         },
         ranks=ranks_section(nproc_per_node if world_size is None else world_size, iterations),
         samples_sha256=hashlib.sha256(text.encode()).hexdigest(),
+        inputs=inputs,
     )
     return build_artifact(
         obs=obs,

@@ -24,6 +24,7 @@ from matrix.grading import CellResult, grade_cell
 from matrix.inputs import changed_inputs, describe_changes, locked_versions
 from matrix.inventory import load_inventory
 from matrix.model import PLATFORMS, Binding, CellKey, EvidenceFacts, Inventory, MatrixInputError
+from matrix.rederive import check_soak_evidence
 from matrix.runtime_facts import CapabilityQuery, CapabilityRow, ConfiguredCheck, Registry
 from matrix.schema_check import validate_or_raise
 
@@ -175,8 +176,23 @@ def load_evidence(repo: Path, head_fp: str) -> tuple[EvidenceFacts, ...]:
             raise MatrixInputError(
                 INDEX_REL, f"entries[{position}].file", f"cannot read {entry['file']}: {exc}"
             ) from None
-        out.append(attach_freshness(repo, normalize_entry(entry, raw), head_fp))
+        facts = rederived(repo / entry["file"], normalize_entry(entry, raw), raw)
+        out.append(attach_freshness(repo, facts, head_fp))
     return tuple(sorted(out, key=lambda ev: ev.id))
+
+
+def rederived(path: Path, facts: EvidenceFacts, raw: bytes) -> EvidenceFacts:
+    """A filed soak artifact's verdicts re-derived from its filed samples with HEAD's verdict code, which
+    is why verdict code is no input of the evidence: a verdict HEAD's code does not reach makes the
+    evidence invalid, saying where they differ."""
+    if facts.kind != "soak" or facts.problems:
+        return facts
+    try:
+        check_soak_evidence(path, facts.file, json.loads(raw))
+    except MatrixInputError as exc:
+        reason = str(exc).removeprefix(f"{facts.file}: ")
+        return replace(facts, problems=(f"HEAD's verdict code re-derives a different verdict: {reason}",))
+    return facts
 
 
 def registered_reason(registry: Registry, algo: str, task: str, backend: str) -> str | None:

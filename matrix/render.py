@@ -83,7 +83,6 @@ def matrix_doc(state: MatrixState) -> dict[str, Any]:
     """The machine-readable matrix."""
     return {
         "schema_version": MATRIX_JSON_VERSION,
-        "runtime_fingerprint": state.head_fingerprint,
         "fingerprint_paths": list(FINGERPRINT_PATHS),
         "grades": [{"grade": g, "meaning": GRADE_MEANING[g]} for g in GRADES],
         "platforms": list(PLATFORMS),
@@ -106,6 +105,8 @@ def matrix_doc(state: MatrixState) -> dict[str, Any]:
                 "problems": list(ev.problems),
                 "time": ev.time,
                 "report": state.soak_reports.get(ev.id),
+                "input_manifest": ev.inputs is not None or bool(ev.cell_inputs),
+                "inputs_note": ev.inputs_note,
             }
             for ev in state.evidence
         ],

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import matrix.cli
+from matrix import rederive
 from matrix.model import CellKey
 from matrix.runtime_facts import CellSources
 from tests.matrix._fixtures import (
@@ -195,3 +196,25 @@ def test_a_manifest_without_the_trainers_record_falls_back_to_the_whole_tree_rul
     )
     assert soak_verdict["status"] == "historical"
     assert "runtime fingerprint" in soak_verdict["verdict"]
+
+
+def test_generate_rederives_every_filed_soak_verdict_with_heads_verdict_code(
+    project: Path, run_matrix: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file_everything(project, run_matrix, tmp_path)
+    assert run_matrix("check").exit_code == 0
+    real = rederive.leak_verdicts
+
+    def stricter(samples: Any, startup_end_t: Any) -> dict[str, Any]:
+        """A HEAD whose leak rule calls PSS growing where the filed verdict said bounded."""
+        result = real(samples, startup_end_t)
+        result["leak_verdicts"] = {**result["leak_verdicts"], "pss": "growing"}
+        return result
+
+    monkeypatch.setattr(rederive, "leak_verdicts", stricter)
+    assert run_matrix("generate").exit_code == 0
+    got = cell(project, "sac", "g1_walk_flat", "mujoco", "linux-cpu")
+    soak = next(e for e in got["evidence"] if e["kind"] == "soak")
+    assert soak["status"] == "invalid" and not soak["counts"]
+    assert "HEAD's verdict code re-derives a different verdict" in soak["verdict"] and "pss" in soak["verdict"]
+    assert got["grade"] == "Tested"

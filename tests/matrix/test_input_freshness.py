@@ -216,5 +216,7 @@ def test_generate_rederives_every_filed_soak_verdict_with_heads_verdict_code(
     got = cell(project, "sac", "g1_walk_flat", "mujoco", "linux-cpu")
     soak = next(e for e in got["evidence"] if e["kind"] == "soak")
     assert soak["status"] == "invalid" and not soak["counts"]
-    assert "HEAD's verdict code re-derives a different verdict" in soak["verdict"] and "pss" in soak["verdict"]
+    assert (
+        "HEAD's verdict code re-derives a different verdict" in soak["verdict"] and "pss" in soak["verdict"]
+    )
     assert got["grade"] == "Tested"

@@ -67,6 +67,7 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             "oom_killed",
             "gpu_fault",
             "gpu_throttle",
+            "tree_process_killed",
         )
     )
 )

@@ -163,9 +163,20 @@ def _observation_of(
         gpu_health=derived.get("gpu_health"),
         fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,
         first_death=derived.get("first_death"),
+        tree_exits=artifact.get("tree_exits") if isinstance(artifact.get("tree_exits"), Mapping) else None,
         rank_restarts=derived.get("restarts"),
         allow_restarts=derived.get("allowed_restarts", 0),
     )
+
+
+def _predates(name: str, artifact: Mapping[str, Any], observation: MonitorObservation) -> bool:
+    """True for a row the artifact is older than: the evidence the row judges is not in it."""
+    if name == "throughput_drift":
+        return observation.throughput_drift is None
+    if name in GPU_ROWS:
+        return "gpu_health" not in artifact
+    section = {"oom_kills": "oom", "tree_deaths": "tree_exits"}.get(name)
+    return section is not None and section not in artifact
 
 
 def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObservation) -> list[str]:
@@ -174,12 +185,8 @@ def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObserv
     out = []
     for row in evaluation.criteria_dicts():
         said = recorded.get(row["name"])
-        if said is None and row["name"] == "throughput_drift" and observation.throughput_drift is None:
-            continue  # the artifact predates the drift verdict
-        if said is None and row["name"] == "oom_kills" and "oom" not in artifact:
-            continue  # the artifact predates the OOM-kill evidence
-        if said is None and row["name"] in GPU_ROWS and "gpu_health" not in artifact:
-            continue  # the artifact predates the GPU health evidence
+        if said is None and _predates(row["name"], artifact, observation):
+            continue
         if said is None:
             out.append(f"row {row['name']}: missing from the recorded pass table")
         elif said.get("result") != row["result"]:

@@ -20,6 +20,7 @@ from harness.soak.host.forensics import ForensicsSettings
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.options import (
     AllowRestarts,
+    AllowSignalDeath,
     DriftGate,
     GpuThrottleGate,
     Grace,
@@ -96,10 +97,12 @@ def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monit
     progress_every_s: float | None = None,
     fail_on_gpu_throttle: bool = False,
     allow_restarts: int = 0,
+    allow_signal_deaths: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
     return {
         "allow_restarts": allow_restarts,
+        "allow_signal_deaths": allow_signal_deaths,
         "progress_every_s": progress_every_s,
         "forensics": forensics,
         "min_trend_samples": min_trend_samples,
@@ -153,6 +156,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
     quiet_progress: QuietProgress = False,
     progress_every: ProgressEvery = 60.0,
     allow_restarts: AllowRestarts = 0,
+    allow_signal_death: AllowSignalDeath = None,
     nproc_per_node: Annotated[
         int,
         typer.Option(
@@ -196,6 +200,7 @@ def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 progress_every if quiet_progress else None,
                 fail_on_gpu_throttle,
                 allow_restarts,
+                tuple(allow_signal_death or ()),
             ),
         )
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
@@ -240,6 +245,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     quiet_progress: QuietProgress = False,
     progress_every: ProgressEvery = 60.0,
     allow_restarts: AllowRestarts = 0,
+    allow_signal_death: AllowSignalDeath = None,
 ) -> None:
     """Watch any COMMAND that writes its progress under --log-dir (criteria needing a run_summary are
     not_applicable unless --run-contract)."""
@@ -265,6 +271,7 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
             progress_every if quiet_progress else None,
             fail_on_gpu_throttle,
             allow_restarts,
+            tuple(allow_signal_death or ()),
         ),
     )
     _execute(settings, ci_outputs(junit_xml, summary_md))

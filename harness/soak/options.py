@@ -103,6 +103,14 @@ GpuThrottleGate = Annotated[
 ]
 
 
+AllowSignalDeath = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-signal-death",
+        help="a process role (as /proc/<pid>/comm names it, e.g. collector) whose death by a signal does not "
+        "fail the run; repeat for several (row tree_deaths)",
+    ),
+]
 AllowRestarts = Annotated[
     int,
     typer.Option(

@@ -89,6 +89,7 @@ def conclude(
     from harness.soak.verdicts.oom import ExitEvidence, assess
     from harness.soak.verdicts.per_process import per_process_verdicts
     from harness.soak.verdicts.ranks import last_seen_by_rank, ranks_section, restarts_seen
+    from harness.soak.verdicts.tree_deaths import KnownExits, tree_exits_section
     from harness.soak.verdicts.trends import leak_verdicts
 
     run_summary, summary_error = (None, None)
@@ -136,6 +137,17 @@ def conclude(
         allow_restarts=settings.allow_restarts,
         shm_unobservable=shm_reason,
         per_process=per_process_verdicts(result.samples, result.startup_end_t),
+        tree_exits=tree_exits_section(
+            result.samples,
+            result.root_pid,
+            KnownExits(
+                result.exits,
+                result.reaped,
+                result.killed_by_monitor,
+                result.fork_events.get("reason", "the process-events connector was not opened"),
+            ),
+            settings.allow_signal_deaths,
+        ),
         gpu_health=gpu,
         fail_on_gpu_throttle=settings.fail_on_gpu_throttle,
     )

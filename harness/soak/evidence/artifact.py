@@ -235,6 +235,8 @@ def build_artifact(
         artifact["resource_summary"]["per_process"] = dict(obs.per_process)
     if obs.throughput_drift is not None:
         artifact["throughput_drift"] = {**obs.throughput_drift, "fails_run": obs.fail_on_throughput_drift}
+    if obs.tree_exits is not None:
+        artifact["tree_exits"] = dict(obs.tree_exits)
     if obs.gpu_health is not None:
         artifact["gpu_health"] = {**obs.gpu_health, "fails_on_throttle": obs.fail_on_gpu_throttle}
     if record.samples_sha256 is not None:

@@ -39,6 +39,7 @@ SHORT_NAMES: dict[str, str] = {
     "gpu_ecc_uncorrected": "GPU ECC errors",
     "gpu_throttle": "GPU throttle",
     "rank_restarts": "restarts",
+    "tree_deaths": "signal deaths",
 }
 _RESULT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "not_applicable": ("n/a", "dim")}
 

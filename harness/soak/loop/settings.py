@@ -47,6 +47,7 @@ class MonitorSettings:
     )
     fail_on_gpu_throttle: bool = False  # a GPU throttle episode fails the run (harness.soak.verdicts.gpu)
     allow_restarts: int = 0  # elastic restarts of a torchrun job that do not fail the run
+    allow_signal_deaths: tuple[str, ...] = ()  # roles whose death by a signal does not fail the run
     forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
     sampler: SamplerChoice = "auto"  # harness.soak.host.sampling
     progress_every_s: float | None = None  # plain progress: a line per sample, or one per this many s

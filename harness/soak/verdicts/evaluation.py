@@ -77,7 +77,9 @@ row decides it (rows are ordered by precedence):
   the stall and whatever the run left behind. A monitor failure of its own kind (``external_cancellation``,
   ``monitor_error``) keeps its class: neither is the card's doing;
 - ``oom_kills`` fails -> ``oom_killed``, whichever row failed first (the kill explains an exit or a stall);
-  it wins over ``gpu_fault`` too: a kernel kill is a proven cause of death, an XID a likely one.
+  it wins over ``gpu_fault`` too: a kernel kill is a proven cause of death, an XID a likely one;
+- ``tree_deaths`` fails -> ``tree_process_killed``: a process of the tree died by a signal while the run
+  otherwise went on (harness.soak.verdicts.tree_deaths).
 
 ``failure_reason`` is one sentence naming the row that decided the class (the first failed row, or the
 shutdown contract row for a ``shutdown_contract_violation``), then the names of any other failed rows.
@@ -102,6 +104,7 @@ from harness.soak.verdicts.summary_rows import (
     row,
     summary_rows,
 )
+from harness.soak.verdicts.tree_deaths import ROW, deaths_row
 
 CRITERIA: tuple[str, ...] = (
     "monitor_status",
@@ -127,6 +130,7 @@ CRITERIA: tuple[str, ...] = (
     "throughput_drift",
     "oom_kills",
     *GPU_ROWS,
+    ROW,
 )
 # Rows only a job of several ranks has, right after trainer_returncode (a single-rank table stays as it was).
 RANK_ROWS: tuple[str, ...] = ("rank_restarts",)
@@ -172,6 +176,7 @@ class MonitorObservation:
     first_death: Mapping[str, Any] | None = None  # harness.soak.verdicts.first_death.first_death(...)
     rank_restarts: int | None = None  # elastic restarts seen (ranks.restarts_seen); None: no ranks
     allow_restarts: int = 0  # --allow-restarts
+    tree_exits: Mapping[str, Any] | None = None  # harness.soak.verdicts.tree_deaths.tree_exits_section(...)
 
     @property
     def judges_summary(self) -> bool:
@@ -210,6 +215,7 @@ _ROW_CLASS = {
     "gpu_ecc_uncorrected": "gpu_fault",
     "gpu_throttle": "gpu_throttle",
     "rank_restarts": "rank_failure",
+    ROW: "tree_process_killed",
 }
 
 
@@ -338,6 +344,7 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
         _drift_row(obs),
         row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
         *gpu_rows(obs.gpu_health, obs.fail_on_gpu_throttle),
+        deaths_row(obs.tree_exits, obs.allow_restarts > 0),
     ]
     rows[2:2] = _rank_rows(obs)  # a hidden crash ranks with the exit code, above what it left behind
     failed = [c for c in rows if c.result == "fail"]

@@ -41,6 +41,10 @@ GPU_SAMPLES = [gpu_data.sample(float(t)) for t in range(10)]
 CLEAN_GPU = assess_gpu(gpu_data.raw(), GPU_SAMPLES)
 
 
+# every exit of the tree observed, none by a signal
+CLEAN_EXITS = {"observable": True, "reason": None, "allowed_roles": [], "exits": []}
+
+
 def observe(**changes: Any) -> MonitorObservation:
     base: dict[str, Any] = {
         "mode": "run",
@@ -57,6 +61,7 @@ def observe(**changes: Any) -> MonitorObservation:
         "fail_on_throughput_drift": True,  # every row judged, so a clean run passes all of them
         "gpu_health": CLEAN_GPU,
         "fail_on_gpu_throttle": True,
+        "tree_exits": CLEAN_EXITS,
     }
     base.update(changes)
     return MonitorObservation(**base)
@@ -363,7 +368,7 @@ def test_a_host_without_nvml_passes_with_gpu_rows_not_applicable() -> None:
     gpu_rows = [c for c in ev.criteria if c.name.startswith("gpu_")]
     assert [c.result for c in gpu_rows] == ["not_applicable"] * 3
     assert all(off["reason"] in c.value for c in gpu_rows)
-    assert SOAK_FAILURE_CLASSIFICATIONS[-2:] == ("gpu_fault", "gpu_throttle")
+    assert SOAK_FAILURE_CLASSIFICATIONS[-3:] == ("gpu_fault", "gpu_throttle", "tree_process_killed")
 
 
 def _job_summary(reason: str) -> dict[str, Any]:

@@ -142,6 +142,19 @@ def host_context() -> dict[str, Any]:
     }
 
 
+def source_root(cwd: Path | None = None) -> Path:
+    """The work tree the evidence speaks about: this checkout when the harness runs from one; installed
+    (a wheel in site-packages), the git work tree of the working directory, where an outside trainer's
+    repository is; this folder when neither is a work tree (``source`` then says why)."""
+    if (REPO_ROOT / ".git").exists():
+        return REPO_ROOT
+    try:
+        top = _git(cwd or Path.cwd(), "rev-parse", "--show-toplevel").decode().strip()
+    except GitError:
+        return REPO_ROOT
+    return Path(top)
+
+
 def collect_context(
     repo_root: Path | None = None,
     *,
@@ -155,7 +168,7 @@ def collect_context(
     the GPUs ``CUDA_VISIBLE_DEVICES`` selects) is read now unless the caller took it when its run started.
     ``nvml`` lets tests inject a fake module.
     """
-    root = REPO_ROOT if repo_root is None else repo_root
+    root = source_root() if repo_root is None else repo_root
     if health_at_start is None:
         health_at_start = read_health(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
     return {

@@ -59,6 +59,9 @@ def run_manifest(log_dir: Path, monitor: ProcessInputs) -> tuple[dict[str, Any] 
     record is unreadable or two processes saw different bytes of one input."""
     try:
         records = read_records(log_dir) if log_dir.is_dir() else []
-        return merge_manifest([monitor, *records]), None
+        manifest = merge_manifest([monitor, *records])
     except InputsError as exc:
         return None, str(exc)
+    if not manifest["files"]:  # an installed harness watching a command that records nothing
+        return None, "no process recorded a project file (the harness runs from an installed package)"
+    return manifest, None

@@ -14,7 +14,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
 
 
 def _run(tmp_path, *extra: str) -> tuple[dict, int]:
-    argv, output = monitor_args(tmp_path, "survives_killed_worker.py", "4", startup=30.0, stale=10.0, extra=extra)
+    argv, output = monitor_args(
+        tmp_path, "survives_killed_worker.py", "4", startup=30.0, stale=10.0, extra=extra
+    )
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
     outcome = SoakOutcome(done.returncode, done.stdout, done.stderr, output)
     assert_nothing_left(outcome)

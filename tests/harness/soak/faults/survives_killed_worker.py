@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 from _common import args, heartbeat_loop
 

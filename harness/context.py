@@ -155,6 +155,16 @@ def source_root(cwd: Path | None = None) -> Path:
     return Path(top)
 
 
+def cell_source_root(cwd: Path | None = None) -> Path:
+    """The work tree a run that names its matrix cell (`soak monitor --cell`) speaks about: the git work
+    tree of the working directory, where the cell's project is (this checkout's own cells are run from
+    it), else :func:`source_root`."""
+    try:
+        return Path(_git(cwd or Path.cwd(), "rev-parse", "--show-toplevel").decode().strip())
+    except GitError:
+        return source_root(cwd)
+
+
 def collect_context(
     repo_root: Path | None = None,
     *,

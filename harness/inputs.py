@@ -41,10 +41,12 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def collection_inputs(role: str, schemas: tuple[str, ...] = ()) -> ProcessInputs:
+def collection_inputs(role: str, schemas: tuple[str, ...] = (), root: Path | None = None) -> ProcessInputs:
     """This process's collection side: loaded project modules less judgement-only code, plus the verdict
-    pieces that act during collection and the ``schemas`` (project paths) its output is validated against."""
-    root = project_root()
+    pieces that act during collection and the ``schemas`` (project paths) its output is validated against.
+    ``root``: the project the evidence speaks about (default: this checkout); files outside it are not
+    its inputs (an outside project's soak records none of the harness's own files)."""
+    root = project_root() if root is None else root
     own = own_inputs(role, root, exclude=JUDGEMENT_ONLY)
     files = dict(own.files)
     for rel in (*ACTS_DURING_COLLECTION, *schemas):

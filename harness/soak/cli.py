@@ -46,10 +46,12 @@ from harness.soak.options import (
 )
 from harness.soak.outcome import run_monitor
 from harness.soak.route import (
+    CELL_FORMAT,
     TrainRoute,
     check_extra_overrides,
     check_train_config,
     cuda_blocker,
+    monitor_cell,
     run_settings,
 )
 from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
@@ -246,14 +248,27 @@ def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
     progress_every: ProgressEvery = 60.0,
     allow_restarts: AllowRestarts = 0,
     allow_signal_death: AllowSignalDeath = None,
+    cell: Annotated[
+        str | None,
+        typer.Option(
+            "--cell",
+            help=f"the support-matrix cell this run is evidence for: {CELL_FORMAT}; recorded in the "
+            "artifact (run_settings.cell) with the commit of the work tree it runs in",
+        ),
+    ] = None,
 ) -> None:
     """Watch any COMMAND that writes its progress under --log-dir (criteria needing a run_summary are
     not_applicable unless --run-contract)."""
+    try:
+        recorded = monitor_cell(cell) if cell is not None else {}
+    except SettingsError as exc:
+        raise _fail(str(exc)) from None
     settings = MonitorSettings(
         command=tuple(command),
         mode="monitor",
         log_dir=log_dir,
         run_contract=run_contract,
+        run_settings=recorded,
         **_monitor_fields(
             output,
             min_duration_seconds,

@@ -70,6 +70,14 @@ def _manifest(settings: MonitorSettings, collection: ProcessInputs | None) -> di
     return manifest
 
 
+def evidence_root(settings: MonitorSettings) -> Path | None:
+    """The work tree a monitored run's evidence speaks about: for `soak monitor --cell`, the one it runs
+    in (an outside project's repository); None (the harness's default) otherwise."""
+    from harness.context import cell_source_root
+
+    return cell_source_root() if settings.mode == "monitor" and settings.run_settings else None
+
+
 def conclude(
     settings: MonitorSettings, result: MonitorResult, collection: ProcessInputs | None = None
 ) -> dict[str, Any]:
@@ -170,7 +178,7 @@ def conclude(
         command=list(settings.command),
         log_dir=settings.log_dir,
         startup_end_t=result.startup_end_t,
-        run_settings=dict(settings.run_settings) if settings.mode == "run" else None,
+        run_settings=dict(settings.run_settings) if settings.mode == "run" or settings.run_settings else None,
         ranks=ranks_section(
             observation,
             result.known_processes,
@@ -191,7 +199,7 @@ def conclude(
         obs=observation,
         evaluation=evaluation,
         record=record,
-        context=collect_context(health_at_start=at_start(result.gpu_health)),
+        context=collect_context(evidence_root(settings), health_at_start=at_start(result.gpu_health)),
     )
     write_artifact(settings.output, artifact)
     render_report(settings.output, artifact)  # validated by write_artifact just now
@@ -222,7 +230,8 @@ def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
 
     validate_settings(settings)
     result = watch(settings, make_view(settings.live, settings.progress_every_s))
-    collection = collection_inputs("monitor", schemas=(SOAK_SCHEMA_REL,))  # before judgement code loads
+    # before judgement code loads; relative to the project the evidence speaks about
+    collection = collection_inputs("monitor", schemas=(SOAK_SCHEMA_REL,), root=evidence_root(settings))
     artifact = conclude(settings, result, collection)
     from harness.ci.outputs import CiOutputError
 

@@ -19,13 +19,21 @@ from matrix.evidence import (
     normalize_artifact,
     normalize_junit,
 )
-from matrix.gitfacts import head_commit, read_blobs, resolve_commit, runtime_fingerprint, tree_blobs
+from matrix.facts import FactsSource
+from matrix.gitfacts import (
+    FINGERPRINT_PATHS,
+    head_commit,
+    read_blobs,
+    resolve_commit,
+    runtime_fingerprint,
+    tree_blobs,
+)
 from matrix.grading import CellResult, grade_cell
 from matrix.inputs import changed_inputs, describe_changes, locked_versions
-from matrix.inventory import load_inventory
-from matrix.model import PLATFORMS, Binding, CellKey, EvidenceFacts, Inventory, MatrixInputError
+from matrix.model import GRADE_MEANING, Binding, EvidenceFacts, Inventory, MatrixInputError
+from matrix.project import derived_manifest
 from matrix.rederive import check_soak_evidence
-from matrix.runtime_facts import CapabilityQuery, CapabilityRow, ConfiguredCheck, Registry
+from matrix.runtime_facts import CapabilityRow
 from matrix.schema_check import validate_or_raise
 
 
@@ -42,6 +50,7 @@ class MatrixState:
     capabilities: tuple[CapabilityRow, ...] = ()
     probe_history: str | None = None
     soak_reports: dict[str, str] = field(default_factory=dict)
+    meanings: Mapping[str, str] = field(default_factory=lambda: dict(GRADE_MEANING))  # the facts source's
 
 
 def read_json(path: Path, display: str) -> Any:
@@ -104,8 +113,21 @@ def commit_field(kind: str) -> str:
     return "source.commit" if kind == "junit" else "context.source.commit"
 
 
-def attach_freshness(repo: Path, facts: EvidenceFacts, head_fp: str) -> EvidenceFacts:
-    """Resolve the evidence commit (must be in HEAD's history) and compare runtime fingerprints."""
+@dataclass(frozen=True)
+class FreshnessRule:
+    """How evidence is judged beyond its own manifest: the fingerprint's paths (for evidence without a
+    manifest) and, for a project's own inventory, the input roots a manifest is derived from."""
+
+    paths: tuple[str, ...] = FINGERPRINT_PATHS
+    roots: tuple[str, ...] = ()
+
+
+def attach_freshness(
+    repo: Path, facts: EvidenceFacts, head_fp: str, rule: FreshnessRule | None = None
+) -> EvidenceFacts:
+    """Resolve the evidence commit (must be in HEAD's history) and judge its freshness: by its input
+    manifest, one derived from ``rule.roots`` when it records none, else by the fingerprint."""
+    rule = rule or FreshnessRule()
     if facts.commit is None:
         return replace(facts, problems=(*facts.problems, "the evidence does not record its commit"))
     full = resolve_commit(repo, facts.commit)
@@ -115,8 +137,11 @@ def attach_freshness(repo: Path, facts: EvidenceFacts, head_fp: str) -> Evidence
             commit_field(facts.kind),
             f"commit {facts.commit!r} is not in HEAD's history (unknown, or a shallow clone: git fetch --unshallow)",
         )
-    fingerprint = runtime_fingerprint(repo, full)
+    fingerprint = runtime_fingerprint(repo, full, rule.paths)
     facts = replace(facts, fingerprint=fingerprint)
+    if facts.inputs is None and not facts.cell_inputs and rule.roots and facts.kind != "junit":
+        derived = derived_manifest(tree_blobs(repo, full), rule.roots)
+        facts = replace(facts, inputs=derived, inputs_note=None if derived else facts.inputs_note)
     if facts.inputs is None and not facts.cell_inputs:
         fresh = fingerprint == head_fp
         why = f"runtime fingerprint at {full[:12]} differs from HEAD's (the evidence records no usable input manifest)"
@@ -165,8 +190,9 @@ def judge_inputs(
     return replace(facts, fresh=fresh, stale=stale)
 
 
-def load_evidence(repo: Path, head_fp: str) -> tuple[EvidenceFacts, ...]:
-    """Every indexed evidence file, normalized, with freshness."""
+def load_evidence(repo: Path, head_fp: str, inventory: Inventory | None = None) -> tuple[EvidenceFacts, ...]:
+    """Every indexed evidence file, normalized, with freshness (judged by ``inventory``'s rules: a
+    project's input roots and fingerprint paths; this runtime's when None)."""
     out = []
     for position, entry in enumerate(load_index(repo)):
         path = repo / entry["file"]
@@ -177,7 +203,11 @@ def load_evidence(repo: Path, head_fp: str) -> tuple[EvidenceFacts, ...]:
                 INDEX_REL, f"entries[{position}].file", f"cannot read {entry['file']}: {exc}"
             ) from None
         facts = rederived(repo / entry["file"], normalize_entry(entry, raw), raw)
-        out.append(attach_freshness(repo, facts, head_fp))
+        if inventory is None:
+            out.append(attach_freshness(repo, facts, head_fp))
+            continue
+        rule = FreshnessRule(fingerprint_paths(inventory), evidence_roots(inventory, facts))
+        out.append(attach_freshness(repo, facts, head_fp, rule))
     return tuple(sorted(out, key=lambda ev: ev.id))
 
 
@@ -193,20 +223,6 @@ def rederived(path: Path, facts: EvidenceFacts, raw: bytes) -> EvidenceFacts:
         reason = str(exc).removeprefix(f"{facts.file}: ")
         return replace(facts, problems=(f"HEAD's verdict code re-derives a different verdict: {reason}",))
     return facts
-
-
-def registered_reason(registry: Registry, algo: str, task: str, backend: str) -> str | None:
-    """None when algo, task and backend are all registered; otherwise which is missing."""
-    missing = [
-        f"{what} {name!r} is not registered"
-        for what, name, names in (
-            ("entrypoint", algo, registry.algos),
-            ("task", task, registry.tasks),
-            ("backend", backend, registry.backends),
-        )
-        if name not in names
-    ]
-    return "; ".join(missing) or None
 
 
 PROBE_HISTORY_REL = "reports/probe-history.html"
@@ -246,46 +262,47 @@ def linked_pages(repo: Path, evidence: tuple[EvidenceFacts, ...]) -> tuple[str |
     return history, reports
 
 
-def capability_keys(inventory: Inventory, registry: Registry) -> list[CellKey]:
-    """One declared cell per registered backend x platform column (its owner config is the one asked)."""
-    first: dict[tuple[str, str], CellKey] = {}
-    for policy in sorted(inventory.cells, key=lambda p: p.key):
-        key = policy.key
-        if key.backend in registry.backends:
-            first.setdefault((key.backend, key.platform), key)
-    return sorted(first.values(), key=lambda k: (PLATFORMS.index(k.platform), k.backend))
-
-
 def grade_all(
-    inventory: Inventory,
-    evidence: tuple[EvidenceFacts, ...],
-    registry: Registry,
-    configured: ConfiguredCheck,
+    inventory: Inventory, evidence: tuple[EvidenceFacts, ...], facts: FactsSource
 ) -> tuple[CellResult, ...]:
-    """Grade every inventory cell against ``evidence``."""
+    """Grade every inventory cell against ``evidence``, Registered and Configured asked of ``facts``."""
     results = []
     for policy in inventory.cells:
         key = policy.key
-        registered = registered_reason(registry, key.algo, key.task, key.backend)
-        configured_reason = configured(key) if registered is None else "not registered"
+        registered = facts.registered(key)
+        configured_reason = facts.configured(key) if registered is None else "not registered"
         results.append(grade_cell(policy, registered, configured_reason, evidence, inventory.canonical_soak))
     return tuple(results)
 
 
-def compute(
-    repo: Path, registry: Registry, configured: ConfiguredCheck, capabilities: CapabilityQuery
-) -> MatrixState:
-    """Read all inputs of ``repo`` and grade every inventory cell."""
-    inventory = load_inventory(repo, registry)
-    head_fp = runtime_fingerprint(repo, head_commit(repo))
-    evidence = load_evidence(repo, head_fp)
+def fingerprint_paths(inventory: Inventory) -> tuple[str, ...]:
+    """The paths whose trees judge evidence without a manifest: this runtime's, or a project's inputs."""
+    return inventory.project.inputs if inventory.project is not None else FINGERPRINT_PATHS
+
+
+def evidence_roots(inventory: Inventory, ev: EvidenceFacts) -> tuple[str, ...]:
+    """A project's input roots of the cells ``ev`` covers on its platform (the project's own when it
+    covers none); () for this runtime's inventory, whose evidence has no roots."""
+    if inventory.project is None:
+        return ()
+    keys = [c.key for c in inventory.cells if c.key.platform == ev.platform and ev.covers_cell(c.key)]
+    roots = {r for key in keys for r in inventory.roots_of(key)}
+    return tuple(sorted(roots or inventory.project.inputs))
+
+
+def compute(repo: Path, inventory: Inventory, facts: FactsSource) -> MatrixState:
+    """Read the evidence of ``repo`` and grade every cell of its (loaded) ``inventory``."""
+    paths = fingerprint_paths(inventory)
+    head_fp = runtime_fingerprint(repo, head_commit(repo), paths)
+    evidence = load_evidence(repo, head_fp, inventory)
     history, reports = linked_pages(repo, evidence)
     return MatrixState(
         inventory,
         evidence,
-        grade_all(inventory, evidence, registry, configured),
+        grade_all(inventory, evidence, facts),
         head_fp,
-        tuple(capabilities(key) for key in capability_keys(inventory, registry)),
+        facts.capabilities(inventory),
         history,
         reports,
+        facts.meanings(),
     )

@@ -16,12 +16,15 @@ from matrix.affected import affected_cells, stale_cells
 from matrix.audit import CellMarker, audit, bound_to, collect_markers
 from matrix.build import MatrixState, compute, grade_all
 from matrix.ci import check_suite
+from matrix.facts import DeclaredFacts, FactsSource, RuntimeFacts
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import GitQueryError, repo_root
 from matrix.grading import CellResult
 from matrix.ingest import ingest
 from matrix.ingest_inputs import SourcesOf
-from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, MatrixInputError
+from matrix.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
+from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, Inventory, MatrixInputError
+from matrix.project import is_project_inventory
 from matrix.prune import (
     DEFAULT_KEEP,
     apply_prune,
@@ -83,14 +86,35 @@ def _inputs() -> tuple[Registry, ConfiguredCheck]:
         ) from None
 
 
-def _state(repo: Path) -> MatrixState:
+def project_inventory(repo: Path) -> Inventory | None:
+    """``repo``'s inventory when it is a project's own (it declares its facts; nothing of the runtime is
+    imported), None for this runtime's inventory or none at all."""
+    if not (repo / INVENTORY_REL).is_file():
+        return None
+    document = read_inventory(repo)
+    return parse_inventory(document, None, INVENTORY_REL) if is_project_inventory(document) else None
+
+
+def _loaded(repo: Path) -> tuple[MatrixState, FactsSource]:
+    """The graded matrix of ``repo`` and the facts source its inventory names: a project's own
+    declaration, or this runtime's registries, configuration and backends."""
+    project = project_inventory(repo)
+    if project is not None:
+        declared = DeclaredFacts(project)
+        return compute(repo, project, declared), declared
     registry, configured = _inputs()
+    inventory = load_inventory(repo, registry)
+    facts = RuntimeFacts(registry, configured, capability_inputs(), source_inputs())
     try:
-        return compute(repo, registry, configured, capability_inputs())
+        return compute(repo, inventory, facts), facts
     except ImportError as exc:
         raise MatrixInputError(
             "runtime", "import", f"the backends' capability declarations cannot be imported: {exc}"
         ) from None
+
+
+def _state(repo: Path) -> MatrixState:
+    return _loaded(repo)[0]
 
 
 def _page(repo: Path) -> str:
@@ -120,7 +144,11 @@ def ingest_cmd(
     """Validate one piece of evidence and file it under matrix/evidence/ (exit 2, nothing written, if bad)."""
     try:
         root = _repo(repo)
-        result = ingest(root, path, kind=kind, platform=platform, lane=lane, sources_of=source_inputs())
+        project = project_inventory(root)
+        sources = DeclaredFacts(project).cell_sources if project is not None else source_inputs()
+        result = ingest(
+            root, path, kind=kind, platform=platform, lane=lane, sources_of=sources, inventory=project
+        )
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
     verb = "filed" if result.created else "already filed"
@@ -242,8 +270,7 @@ def prune_cmd(
     evidence is never removed; git history keeps what is removed)."""
     try:
         root = _repo(repo)
-        registry, configured = _inputs()
-        state = _state(root)
+        state, facts = _loaded(root)
         keys = [r.policy.key for r in state.results]
         plan = plan_prune(state.evidence, keys, keep_historical, evidence_age(root, state.evidence))
         if not plan.remove:
@@ -254,7 +281,7 @@ def prune_cmd(
             state,
             plan,
             _page(root),
-            lambda kept: grade_all(state.inventory, kept, registry, configured),
+            lambda kept: grade_all(state.inventory, kept, facts),
         )
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
@@ -278,7 +305,7 @@ def _policy_lines(result: CellResult, bound: Sequence[CellMarker]) -> list[str]:
         f"  Tested needs: lane {p.test_lane!r} JUnit evidence in which every test bound to the cell passed, "
         f"at least {p.min_passed}, none failed, skipped or xfailed{kinds}",
         f"  Benchmarked needs: {'a passing probe and ' if p.probe_required else ''}a passing soak of at "
-        f"least {p.soak.min_duration_s} s, {p.soak.num_envs} envs and {p.soak.iterations} iterations",
+        f"least {p.soak.describe()}",
         f"  bound tests in tests/ (read by matrix check): {len(bound)}",
     ]
     lines.extend(f"    - {m.describe()}" for m in bound)

@@ -205,9 +205,9 @@ VERSION_FIELD: dict[str, str] = {"soak": "artifact_schema_version", "probe": "sc
 SOAK_FIELDS: dict[str, tuple[str, ...]] = {
     "commit": ("context.source.commit",),
     "dirty": ("context.source.dirty",),
-    "algo": ("run_settings.algo",),
-    "task": ("run_settings.task",),
-    "backend": ("run_settings.sim",),
+    "algo": ("run_settings.algo", "run_settings.cell.algo"),
+    "task": ("run_settings.task", "run_settings.cell.task"),
+    "backend": ("run_settings.sim", "run_settings.cell.backend"),
     "overrides": ("run_settings.extra_overrides",),
     "num_envs": ("run_settings.num_envs",),
     "iterations": ("run_settings.iterations",),
@@ -251,41 +251,60 @@ def _soak_outcome(doc: Mapping[str, Any], facts: dict[str, Any]) -> tuple[bool, 
         f" ({doc.get('failure_reason')})" if doc.get("failure_reason") else ""
     )
     problems = []
-    if doc.get("mode") != "run" or not isinstance(facts["task"], str):
-        problems.append("a `soak monitor` artifact does not record its cell; only `soak run` artifacts count")
+    if not names_cell(doc) or not isinstance(facts["task"], str):
+        problems.append(
+            "a `soak monitor` artifact without --cell does not record its cell; rerun it as "
+            "`soak monitor --cell TRAINER/TASK/BACKEND -- ...`, or use `soak run`"
+        )
     missing = missing_fields(doc)
     if missing:  # filed before ingest re-derived soak verdicts: nothing vouches for its status
         problems.append(
             f"predates re-derivable soak evidence (no {', '.join(missing)}), so its verdict cannot be "
             "re-derived and it does not count; re-run the soak and ingest the new artifact"
         )
-    if doc.get("mode") == "run":
+    if names_cell(doc):
         problems += soak_rank_problems(doc)
     backend = facts["backend"]
     devices = [(backend, soak_mjwarp_device(facts["overrides"]))] if isinstance(backend, str) else []
     return status == "passed", detail, problems, devices
 
 
+def names_cell(doc: Mapping[str, Any]) -> bool:
+    """True for a soak that records its cell: a `soak run`, or a `soak monitor --cell` (whose
+    ``run_settings.cell`` names it); either counts by the same rules."""
+    return doc.get("mode") == "run" or (
+        doc.get("mode") == "monitor" and isinstance(dig(doc, "run_settings.cell"), Mapping)
+    )
+
+
+def _ranks_field(doc: Mapping[str, Any]) -> str:
+    """Where a soak records its rank count: ``soak run``'s ``nproc_per_node``, a monitored cell's ``ranks``."""
+    return "run_settings.nproc_per_node" if doc.get("mode") == "run" else "run_settings.cell.ranks"
+
+
 def soak_ranks(doc: Mapping[str, Any]) -> int:
-    """The rank count a `soak run` ran its trainer with: ``run_settings.nproc_per_node`` (written only
-    for a job of several ranks), 1 when absent or not a count (see :func:`soak_rank_problems`)."""
-    declared = _as_int(dig(doc, "run_settings.nproc_per_node"))
+    """The rank count a soak ran its trainer with: ``run_settings.nproc_per_node`` of a `soak run`, or
+    ``run_settings.cell.ranks`` of a `soak monitor --cell` (each written only for a job of several
+    ranks), 1 when absent or not a count (see :func:`soak_rank_problems`)."""
+    declared = _as_int(dig(doc, _ranks_field(doc)))
     return declared if declared is not None and declared >= 1 else 1
 
 
 def soak_rank_problems(doc: Mapping[str, Any]) -> list[str]:
-    """Why a `soak run` artifact's rank count cannot be believed: ``run_settings.nproc_per_node`` that is
-    not a count, that claims several ranks with no ``ranks`` section, or that ``ranks.world_size``
-    contradicts. Such an artifact would grade a topology it may not have run, so it never counts."""
-    declared = dig(doc, "run_settings.nproc_per_node")
+    """Why a soak's rank count cannot be believed: a ``run_settings.nproc_per_node`` (or a monitored
+    cell's ``ranks``) that is not a count, that claims several ranks with no ``ranks`` section, or that
+    ``ranks.world_size`` contradicts. Such an artifact would grade a topology it may not have run, so it
+    never counts."""
+    field = _ranks_field(doc)
+    declared = dig(doc, field)
     if declared is not None and (_as_int(declared) is None or declared < 1):
-        return [f"run_settings.nproc_per_node is {declared!r}, not a rank count (an integer >= 1)"]
+        return [f"{field} is {declared!r}, not a rank count (an integer >= 1)"]
     ranks = soak_ranks(doc)
     section = doc.get("ranks")
     if not isinstance(section, Mapping):
         if ranks > 1:
             return [
-                f"run_settings.nproc_per_node says {ranks} ranks but the artifact has no ranks section, "
+                f"{field} says {ranks} ranks but the artifact has no ranks section, "
                 "so nothing shows the job ran with that many ranks"
             ]
         return []
@@ -294,7 +313,7 @@ def soak_rank_problems(doc: Mapping[str, Any]) -> list[str]:
         return []
     said = f"says {ranks} rank{'s' if ranks > 1 else ''}" if declared is not None else "is absent (one rank)"
     return [
-        f"run_settings.nproc_per_node {said} but ranks.world_size is {world!r}: the artifact contradicts "
+        f"{field} {said} but ranks.world_size is {world!r}: the artifact contradicts "
         "itself about its rank count"
     ]
 
@@ -420,9 +439,9 @@ def artifact_manifest(kind: str, doc: Mapping[str, Any]) -> tuple[InputManifest 
     manifest, note = parse_manifest(doc.get("inputs"))
     if manifest is None:
         return None, note
-    need = REQUIRED_ROLES.get(
-        "probe" if kind == "probe" else f"soak-{doc.get('mode')}", REQUIRED_ROLES["soak-run"]
-    )
+    # a monitored cell (`soak monitor --cell`) is held to what a `soak run` of its cell records
+    role = "probe" if kind == "probe" else "soak-run" if names_cell(doc) else f"soak-{doc.get('mode')}"
+    need = REQUIRED_ROLES.get(role, REQUIRED_ROLES["soak-run"])
     missing = [" or ".join(alts) for alts in need if not any(r.startswith(alts) for r in manifest.roles)]
     if missing:
         return None, f"input manifest lacks the record of {', '.join(missing)}"

@@ -52,21 +52,23 @@ def resolve_commit(repo: Path, commit: str) -> str | None:
 
 
 @cache
-def _fingerprint_cached(repo: str, commit: str) -> str:
-    done = _git(Path(repo), "ls-tree", "--full-tree", commit, "--", *FINGERPRINT_PATHS)
+def _fingerprint_cached(repo: str, commit: str, paths: tuple[str, ...]) -> str:
+    listed = [p.rstrip("/") for p in paths]
+    done = _git(Path(repo), "ls-tree", "--full-tree", commit, "--", *listed)
     if done.returncode != 0:
         raise GitQueryError(f"git ls-tree {commit}: {done.stderr.strip()}")
     ids: dict[str, str] = {}
     for line in done.stdout.splitlines():
         meta, _, path = line.partition("\t")
         ids[path] = meta.split()[2]
-    text = "".join(f"{path} {ids.get(path, '-')}\n" for path in FINGERPRINT_PATHS)
+    text = "".join(f"{path} {ids.get(path, '-')}\n" for path in listed)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def runtime_fingerprint(repo: Path, commit: str) -> str:
-    """The runtime fingerprint of ``commit`` (a full commit id) in ``repo``."""
-    return _fingerprint_cached(str(repo.resolve()), commit)
+def runtime_fingerprint(repo: Path, commit: str, paths: tuple[str, ...] = FINGERPRINT_PATHS) -> str:
+    """The fingerprint of ``commit`` (a full commit id) in ``repo`` over ``paths`` (this runtime's
+    :data:`FINGERPRINT_PATHS` by default; a project's own inventory names its input roots)."""
+    return _fingerprint_cached(str(repo.resolve()), commit, tuple(paths))
 
 
 def commits_since(repo: Path, commit: str) -> int:

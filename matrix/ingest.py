@@ -20,7 +20,16 @@ from typing import Any
 
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
-from matrix.build import attach_freshness, load_index, normalize_entry, read_json, soak_samples_rel
+from matrix.build import (
+    FreshnessRule,
+    attach_freshness,
+    evidence_roots,
+    fingerprint_paths,
+    load_index,
+    normalize_entry,
+    read_json,
+    soak_samples_rel,
+)
 from matrix.evidence import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
@@ -35,7 +44,7 @@ from matrix.gitfacts import head_commit, resolve_commit, runtime_fingerprint
 from matrix.hooks import hooks_in
 from matrix.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
 from matrix.junit import cell_property, summarize_junit
-from matrix.model import PLATFORMS, CellKey, EvidenceFacts, MatrixInputError, ranks_suffix
+from matrix.model import PLATFORMS, CellKey, EvidenceFacts, Inventory, MatrixInputError, ranks_suffix
 from matrix.rederive import check_soak_evidence, samples_file
 from matrix.runtime_facts import runtime_cell_sources
 from matrix.schema_check import validate_or_raise
@@ -57,16 +66,28 @@ def _slug(text: str) -> str:
 
 
 def _prepare(
-    source: Path, display: str, kind: str | None, platform: str | None, lane: str | None
+    source: Path,
+    display: str,
+    kind: str | None,
+    platform: str | None,
+    lane: str | None,
+    platforms: tuple[str, ...] = PLATFORMS,
 ) -> tuple[str, bytes, str, str | None, Any]:
     """(kind, filed bytes, platform, lane, parsed document) after version and schema checks."""
     if source.suffix.lower() == ".xml" or kind == "junit":
-        return _prepare_junit(source, display, kind, platform, lane)
+        prepared = _prepare_junit(source, display, kind, platform, lane)
+        if prepared[2] not in platforms:
+            raise MatrixInputError(
+                display,
+                "platform",
+                f"{prepared[2]!r} is not a platform of this inventory: {', '.join(platforms)}",
+            )
+        return prepared
     doc = read_json(source, display)
     kind = _artifact_kind(doc, display, kind)
     if lane is not None:
         raise MatrixInputError(display, "--lane", "a lane applies to JUnit evidence only")
-    platform = _artifact_platform(doc, display, kind, platform)
+    platform = _artifact_platform(doc, display, kind, platform, platforms)
     version = doc.get(VERSION_FIELD[kind]) if isinstance(doc, dict) else None
     problem = artifact_version_problem(kind, version)
     if problem:
@@ -107,17 +128,20 @@ def _artifact_kind(doc: Any, display: str, kind: str | None) -> str:
     return kind
 
 
-def _artifact_platform(doc: Any, display: str, kind: str, platform: str | None) -> str:
-    """The platform the artifact records or ``--platform`` gives; both, when given, must agree."""
+def _artifact_platform(
+    doc: Any, display: str, kind: str, platform: str | None, platforms: tuple[str, ...] = PLATFORMS
+) -> str:
+    """The platform the artifact records or ``--platform`` gives; both, when given, must agree, and it
+    must be one of the inventory's ``platforms``."""
     declared = doc.get("platform") if isinstance(doc, dict) else None
     if isinstance(declared, str) and platform is not None and declared != platform:
         raise MatrixInputError(
             display, "platform", f"the artifact records {declared!r} but --platform {platform!r}"
         )
     platform = platform or (declared if isinstance(declared, str) else None)
-    if platform not in PLATFORMS:
+    if platform not in platforms:
         raise MatrixInputError(
-            display, "--platform", f"required for {kind} evidence; allowed: {', '.join(PLATFORMS)}"
+            display, "--platform", f"required for {kind} evidence; allowed: {', '.join(platforms)}"
         )
     return platform
 
@@ -150,7 +174,7 @@ def _check_document(source: Path, display: str, kind: str, doc: Any) -> None:
         raise MatrixInputError(display, *disagreement)
 
 
-def ingest(
+def ingest(  # noqa: PLR0913 — the CLI options (keyword-only), the cell sources and the inventory
     repo: Path,
     source: Path,
     *,
@@ -158,11 +182,14 @@ def ingest(
     platform: str | None = None,
     lane: str | None = None,
     sources_of: SourcesOf = runtime_cell_sources,
+    inventory: Inventory | None = None,
 ) -> IngestResult:
     """Validate ``source`` and file it with an index entry; raises MatrixInputError, writing nothing.
-    ``sources_of`` names a cell's sources (the guard on manifests, a JUnit summary's per-cell inputs)."""
+    ``sources_of`` names a cell's sources (the guard on manifests, a JUnit summary's per-cell inputs);
+    ``inventory``: a project's own (its platforms and freshness rule), None for this runtime's."""
     display = str(source)
-    kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane)
+    platforms = inventory.platforms if inventory is not None else PLATFORMS
+    kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane, platforms)
     if kind == "junit":  # each bound cell's inputs, from the commit its tests ran at
         _known_commit(repo, display, doc["source"]["commit"])
         add_junit_inputs(repo, doc, sources_of)
@@ -180,9 +207,7 @@ def ingest(
     facts = normalize_entry(draft, filed)
     if facts.problems:
         raise MatrixInputError(
-            display,
-            "platform" if "platform" not in facts.problems[0] else "$",
-            "rejected: " + "; ".join(facts.problems),
+            display, problem_field(facts.problems[0]), "rejected: " + "; ".join(facts.problems)
         )
     if not facts.passed:
         raise MatrixInputError(display, "status", f"failing evidence is not filed: {facts.status_detail}")
@@ -191,7 +216,7 @@ def ingest(
             display, "dirty", "produced from a tree with uncommitted changes; commit, rerun, then ingest"
         )
     _guard_manifest(repo, display, kind, doc, facts, sources_of)
-    facts = attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo)))
+    facts = _fresh(repo, facts, inventory)
     ev_id = "-".join([kind, platform, _slug(_subject(kind, facts)), (facts.commit or "")[:12], sha[:12]])
     rel = f"matrix/evidence/{kind}/{ev_id}.json"
     suffix = ranks_suffix(facts.ranks) if facts.ranks is not None else ""
@@ -218,6 +243,26 @@ def ingest(
         files.update(_samples_to_file(repo, source, rel, doc))
     write_all_atomic(files)
     return IngestResult(ev_id, rel, True, facts.fresh, covers)
+
+
+def problem_field(problem: str) -> str:
+    """The field an ingest refusal names for its first problem: the one a schema error names, the cell
+    a monitored soak does not record, the platform a recorded fact contradicts, else the document."""
+    field, sep, _ = problem.partition(": ")
+    if sep and " " not in field:
+        return field
+    if "--cell" in problem:
+        return "run_settings.cell"
+    return "platform" if "platform" in problem or "cannot be " in problem else "$"
+
+
+def _fresh(repo: Path, facts: EvidenceFacts, inventory: Inventory | None) -> EvidenceFacts:
+    """``facts`` with freshness judged as ``matrix generate`` will (a project's own rule when given)."""
+    if inventory is None:
+        return attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo)))
+    paths = fingerprint_paths(inventory)
+    rule = FreshnessRule(paths, evidence_roots(inventory, facts))
+    return attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo), paths), rule)
 
 
 def _known_commit(repo: Path, display: str, commit: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from foundation.inputs import canonical_name
+from matrix.evidence import names_cell
 from matrix.gitfacts import commit_reader, tree_blobs
 from matrix.inputs import import_closure, junit_manifest
 from matrix.model import CellKey
@@ -67,14 +68,14 @@ def missing_from_manifest(
 
 def guard_entries(kind: str, doc: Mapping[str, Any], keys: list[CellKey], sources_of: SourcesOf) -> list[str]:
     """The entry files an artifact's manifest must cover: a soak run's cell sources; a probe's worker
-    and the modules of its task and backends (a soak of an outside command names none)."""
+    and the modules of its task and backends (a monitored command that names no cell names none)."""
     out: set[str] = set()
     for key in keys:
         try:
             sources = sources_of(key)
         except KeyError:
             continue
-        if kind == "soak" and doc.get("mode") == "run":
+        if kind == "soak" and names_cell(doc):
             out.update(sources.entries)
         elif kind == "probe":
             out.update(sources.physics)  # a probe steps the physics alone: no trainer, no learner

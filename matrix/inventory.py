@@ -1,12 +1,14 @@
 """Load and validate ``matrix/inventory.yaml``: schema, version, known names, unique cells.
 
 Axes: algo, task, backend, platform and the optional ``ranks`` (default 1; an integer >= 1 or a list of
-them); a list on any axis expands to the cross product.
+them); a list on any axis expands to the cross product. This runtime's inventory takes its names from the
+runtime registries; a project's own inventory declares them in its ``project`` section (matrix.project).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +20,25 @@ from matrix.model import (
     CellPolicy,
     Inventory,
     MatrixInputError,
+    Project,
     Recommendation,
     SoakBudget,
 )
+from matrix.project import (
+    AXES,
+    check_platforms,
+    is_project_inventory,
+    parse_project,
+    project_inventory_schema,
+)
 from matrix.runtime_facts import Registry
-from matrix.schema_check import validate_or_raise
+from matrix.schema_check import validate_document, validate_or_raise
 
 INVENTORY_SCHEMA_VERSION = 1
 INVENTORY_REL = "matrix/inventory.yaml"
 INVENTORY_SCHEMA = "inventory.schema.json"
+# Per axis (and platform) the names a cell may take, and "source": where they come from (for messages).
+Known = dict[str, Any]
 
 
 def read_yaml(path: Path, display: str) -> Any:
@@ -50,24 +62,26 @@ def _ranks(entry: dict[str, Any]) -> list[int]:
 
 
 def _budget(raw: dict[str, Any]) -> SoakBudget:
+    """A budget; a project's own inventory may leave envs and iterations out (not required)."""
+    envs, iterations = raw.get("num_envs"), raw.get("iterations")
     return SoakBudget(
         min_duration_s=float(raw["min_duration_s"]),
-        num_envs=int(raw["num_envs"]),
-        iterations=int(raw["iterations"]),
+        num_envs=None if envs is None else int(envs),
+        iterations=None if iterations is None else int(iterations),
     )
 
 
 def _axes(
-    entry: dict[str, Any], index: int, known: dict[str, frozenset[str]], display: str
+    entry: dict[str, Any], index: int, known: Mapping[str, Sequence[str]], display: str
 ) -> dict[str, list[str]]:
-    """The values of each axis of one entry, every one a known name."""
+    """The values of each axis of one entry, every one a known name (``known``: per axis, platform too)."""
     axes: dict[str, list[str]] = {}
     for axis in ("algo", "task", "backend", "platform"):
         values = _as_list(entry[axis])
-        allowed = PLATFORMS if axis == "platform" else tuple(sorted(known[axis]))
+        allowed = tuple(known[axis])
         for value in values:
             if value not in allowed:
-                what = "platform" if axis == "platform" else f"{axis} (not in the runtime registry)"
+                what = "platform" if axis == "platform" else f"{axis} ({known['source']})"
                 raise MatrixInputError(
                     display,
                     f"cells[{index}].{axis}",
@@ -104,11 +118,32 @@ def _policy(entry: dict[str, Any], key: CellKey) -> CellPolicy:
         probe_required=bool(entry.get("probe_required", False)),
         soak=_budget(entry["soak"]) if "soak" in entry else None,
         recommendation=Recommendation(rec["decision"], rec["date"], rec["rationale"]) if rec else None,
+        inputs=tuple(entry.get("inputs", ())),
     )
 
 
-def parse_inventory(document: Any, registry: Registry, display: str) -> Inventory:
-    """Validate an inventory document and expand it into unique cells (pure; raises MatrixInputError)."""
+def _validated(document: Any, registry: Registry | None, display: str) -> tuple[Project | None, Known]:
+    """Schema-check ``document`` (a project's own inventory against its extended schema, whose platforms
+    are its declared ones) and return its project section and the names each axis may take."""
+    if is_project_inventory(document):
+        project = parse_project(document, display)
+        check_platforms(document, project.platforms, display, declared=True)
+        validate_document(document, project_inventory_schema(project.platforms), display)
+        names = {axis: tuple(sorted(project.names[axis])) for axis in AXES}
+        return project, {**names, "platform": project.platforms, "source": "not in project.axes"}
+    check_platforms(document, PLATFORMS, display, declared=False)
+    validate_or_raise(document, INVENTORY_SCHEMA, display)
+    if registry is None:
+        raise MatrixInputError(display, "project", "no runtime registry to check the names against")
+    registered = {"algo": registry.algos, "task": registry.tasks, "backend": registry.backends}
+    known: Known = {axis: tuple(sorted(values)) for axis, values in registered.items()}
+    return None, {**known, "platform": PLATFORMS, "source": "not in the runtime registry"}
+
+
+def parse_inventory(document: Any, registry: Registry | None, display: str) -> Inventory:
+    """Validate an inventory document and expand it into unique cells (pure; raises MatrixInputError).
+    ``registry`` names this runtime's algos, tasks and backends; a project's own inventory (with a
+    ``project`` section, matrix.project) declares its own and needs none."""
     if isinstance(document, dict) and isinstance(document.get("schema_version"), int):
         version = document["schema_version"]
         if version > INVENTORY_SCHEMA_VERSION:
@@ -117,8 +152,7 @@ def parse_inventory(document: Any, registry: Registry, display: str) -> Inventor
                 "schema_version",
                 f"future schema version {version}; this generator reads version {INVENTORY_SCHEMA_VERSION}",
             )
-    validate_or_raise(document, INVENTORY_SCHEMA, display)
-    known = {"algo": registry.algos, "task": registry.tasks, "backend": registry.backends}
+    project, known = _validated(document, registry, display)
     seen: dict[CellKey, int] = {}
     cells: list[CellPolicy] = []
     for index, entry in enumerate(document["cells"]):
@@ -136,15 +170,21 @@ def parse_inventory(document: Any, registry: Registry, display: str) -> Inventor
                 )
             seen[key] = index
             cells.append(_policy(entry, key))
-    order = {p: i for i, p in enumerate(PLATFORMS)}
+    order = {p: i for i, p in enumerate(known["platform"])}
     cells.sort(key=lambda c: (order[c.key.platform], c.key.algo, c.key.task, c.key.backend, c.key.ranks))
     return Inventory(
         schema_version=document["schema_version"],
         canonical_soak=_budget(document["canonical_soak"]),
         cells=tuple(cells),
+        project=project,
     )
 
 
-def load_inventory(repo: Path, registry: Registry) -> Inventory:
+def read_inventory(repo: Path) -> Any:
+    """The parsed (unvalidated) ``matrix/inventory.yaml`` of ``repo``."""
+    return read_yaml(repo / INVENTORY_REL, INVENTORY_REL)
+
+
+def load_inventory(repo: Path, registry: Registry | None) -> Inventory:
     """Read ``matrix/inventory.yaml`` of ``repo`` and validate it (see parse_inventory)."""
     return parse_inventory(read_yaml(repo / INVENTORY_REL, INVENTORY_REL), registry, INVENTORY_REL)

@@ -87,22 +87,30 @@ class CellKey:
 
 @dataclass(frozen=True)
 class SoakBudget:
-    """Minimum soak a cell needs: wall duration (s), vector envs, collector iterations."""
+    """Minimum soak a cell needs: wall duration (s), vector envs, collector iterations. A project's own
+    inventory may leave envs and iterations out (None: not required; its trainer may have neither)."""
 
     min_duration_s: float
-    num_envs: int
-    iterations: int
+    num_envs: int | None
+    iterations: int | None
 
     def shortfalls(self, duration_s: float | None, num_envs: int | None, iterations: int | None) -> list[str]:
         """Human-readable reasons a measured soak is under this budget (empty when it meets it)."""
         out: list[str] = []
         if duration_s is None or duration_s < self.min_duration_s:
             out.append(f"duration {duration_s} s < {self.min_duration_s} s")
-        if num_envs is None or num_envs < self.num_envs:
+        if self.num_envs is not None and (num_envs is None or num_envs < self.num_envs):
             out.append(f"num_envs {num_envs} < {self.num_envs}")
-        if iterations is None or iterations < self.iterations:
+        if self.iterations is not None and (iterations is None or iterations < self.iterations):
             out.append(f"iterations {iterations} < {self.iterations}")
         return out
+
+    def describe(self) -> str:
+        """``600 s, 64 envs and 5000 iterations`` (a part not required is left out)."""
+        parts = [f"{self.min_duration_s} s"]
+        parts += [f"{self.num_envs} envs"] if self.num_envs is not None else []
+        parts += [f"{self.iterations} iterations"] if self.iterations is not None else []
+        return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
 
 
 @dataclass(frozen=True)
@@ -126,15 +134,43 @@ class CellPolicy:
     probe_required: bool = True
     soak: SoakBudget | None = None
     recommendation: Recommendation | None = None
+    # A project's own inventory: the files and folders that are this cell's own code (its input roots).
+    inputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Project:
+    """What a project's own inventory declares about itself (None for this runtime's inventory): its
+    name, the input roots of every cell (files and folders whose change stales all its evidence), its
+    platforms in column order, and the names each axis may take."""
+
+    name: str
+    inputs: tuple[str, ...]
+    platforms: tuple[str, ...]
+    names: Mapping[str, frozenset[str]]
 
 
 @dataclass(frozen=True)
 class Inventory:
-    """The validated inventory: canonical soak budget and the cells, sorted by platform then name."""
+    """The validated inventory: canonical soak budget and the cells, sorted by platform then name;
+    ``project`` set when it is a project's own inventory (matrix.project)."""
 
     schema_version: int
     canonical_soak: SoakBudget
     cells: tuple[CellPolicy, ...]
+    project: Project | None = None
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """The platforms its cells may name, in column order."""
+        return self.project.platforms if self.project is not None else PLATFORMS
+
+    def roots_of(self, key: CellKey) -> tuple[str, ...]:
+        """A project's input roots of ``key`` (its own and the project's); () for this runtime's cells."""
+        if self.project is None:
+            return ()
+        own = next((c.inputs for c in self.cells if c.key == key), ())
+        return tuple(sorted({*self.project.inputs, *own}))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ Output is deterministic: sorted inputs, no clock; the only times shown are those
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from matrix.build import MatrixState
 from matrix.gitfacts import FINGERPRINT_PATHS
 from matrix.grading import CellResult, freshness
 from matrix.grid import build_grid, capability_view, details
-from matrix.model import GRADE_MEANING, GRADES, PLATFORMS, MatrixInputError, SoakBudget
+from matrix.model import GRADE_MEANING, GRADES, MatrixInputError, Project, SoakBudget
 from matrix.runtime_facts import CapabilityRow
 
 MATRIX_JSON_VERSION = 1
@@ -79,13 +80,29 @@ def capability_doc(row: CapabilityRow) -> dict[str, Any]:
     return {**asdict(row), "host_transfers": dict(row.host_transfers)}
 
 
+def project_doc(project: Project) -> dict[str, Any]:
+    """A project's own inventory as the JSON document names it (absent for this runtime's)."""
+    return {"name": project.name, "inputs": list(project.inputs), "facts": "declared"}
+
+
+def budget_text(budget: Mapping[str, Any]) -> str:
+    """``1800.0 s, 1024 envs, 65000 iterations`` of a document budget (parts not required left out)."""
+    parts = [f"{budget['min_duration_s']} s"]
+    parts += [f"{budget['num_envs']} envs"] if budget.get("num_envs") is not None else []
+    parts += [f"{budget['iterations']} iterations"] if budget.get("iterations") is not None else []
+    return ", ".join(parts)
+
+
 def matrix_doc(state: MatrixState) -> dict[str, Any]:
     """The machine-readable matrix."""
+    project = state.inventory.project
+    meaning = {**GRADE_MEANING, **state.meanings}
     return {
         "schema_version": MATRIX_JSON_VERSION,
-        "fingerprint_paths": list(FINGERPRINT_PATHS),
-        "grades": [{"grade": g, "meaning": GRADE_MEANING[g]} for g in GRADES],
-        "platforms": list(PLATFORMS),
+        **({"project": project_doc(project)} if project is not None else {}),
+        "fingerprint_paths": list(project.inputs if project is not None else FINGERPRINT_PATHS),
+        "grades": [{"grade": g, "meaning": meaning[g]} for g in GRADES],
+        "platforms": list(state.inventory.platforms),
         "canonical_soak": _budget(state.inventory.canonical_soak),
         "cells": [cell_doc(r) for r in state.results],
         "capabilities": [capability_doc(row) for row in state.capabilities],
@@ -128,6 +145,7 @@ def _env(autoescape: bool) -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["md"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    env.filters["budget"] = budget_text
     return env
 
 

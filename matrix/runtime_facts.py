@@ -149,14 +149,14 @@ class CellSources:
     static import graph shows) and the data it reads (path prefixes: configuration, assets, schemas)."""
 
     trainer: tuple[str, ...]  # the train command and the processes it runs
-    learner: str  # the cell's learner module
+    learner: str | None  # the cell's learner module (None: a project that names none)
     physics: tuple[str, ...]  # the cell's backend and task modules: what a probe measures
     data: tuple[str, ...]
 
     @property
     def entries(self) -> tuple[str, ...]:
         """Every entry file of a training run of the cell."""
-        return (*self.trainer, self.learner, *self.physics)
+        return (*self.trainer, *([self.learner] if self.learner else []), *self.physics)
 
 
 def _module_file(target: str) -> str:

@@ -36,7 +36,7 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 600, env: dict[str, str] | 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel and the locked runtime dependencies (no dev group, no mjwarp extra)."""
+    """A fresh venv with the wheel and the locked training stack (the train extra; no dev group, no mjwarp)."""
     root = tmp_path_factory.mktemp("wheel")
     uv = _uv()
     _run([*uv, "build", "--wheel", "--out-dir", str(root / "dist"), str(REPO)], cwd=root)
@@ -44,7 +44,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert len(wheels) == 1
     requirements = root / "requirements.txt"
     _run(
-        [*uv, "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes", "-o", str(requirements)],
+        [*uv, "export", "--frozen", "--no-dev", "--extra", "train", "--no-emit-project", "--no-hashes", "-o",
+         str(requirements)],
         cwd=REPO,
     )
     _run([*uv, "venv", "--quiet", "--python", sys.executable, str(root / "venv")], cwd=root)

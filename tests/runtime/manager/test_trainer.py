@@ -120,8 +120,9 @@ def test_normal_completion_artifacts_and_counters(tmp_path: Path, clean_host: No
     ]
     assert list(log_dir.glob("events.out.tfevents.*"))
     # a single process is no job of ranks: no rank folders, no job section, the layout of before torchrun
+    # (plus the input records of the processes that ran, foundation/inputs.py)
     assert "distributed" not in summary and "distributed" not in m
-    assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["checkpoints"]
+    assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["checkpoints", "inputs"]
 
 
 def test_backend_worker_exception_is_classified(tmp_path: Path, clean_host: None) -> None:

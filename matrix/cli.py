@@ -14,7 +14,7 @@ from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
 from matrix.affected import affected_cells, stale_cells
 from matrix.audit import CellMarker, audit, bound_to, collect_markers
-from matrix.build import MatrixState, compute, grade_all
+from matrix.build import MatrixState, compute, fingerprint_paths, grade_all
 from matrix.ci import check_suite
 from matrix.facts import DeclaredFacts, FactsSource, RuntimeFacts
 from matrix.fileio import write_all_atomic
@@ -137,8 +137,12 @@ def ingest_cmd(
         Path, typer.Argument(help="soak artifact JSON, probe artifact JSON, or pytest JUnit XML")
     ],
     kind: Annotated[str | None, typer.Option(help="junit | soak | probe (default: detected)")] = None,
-    platform: Annotated[str | None, typer.Option(help=f"one of {', '.join(PLATFORMS)}")] = None,
-    lane: Annotated[str | None, typer.Option(help=f"JUnit only: one of {', '.join(LANES)}")] = None,
+    platform: Annotated[
+        str | None, typer.Option(help=f"one of the inventory's platforms ({', '.join(PLATFORMS)} here)")
+    ] = None,
+    lane: Annotated[
+        str | None, typer.Option(help=f"JUnit only: one of the inventory's lanes ({', '.join(LANES)} here)")
+    ] = None,
     repo: RepoOption = None,
 ) -> None:
     """Validate one piece of evidence and file it under matrix/evidence/ (exit 2, nothing written, if bad)."""
@@ -380,8 +384,9 @@ def affected_cmd(
     try:
         root = _repo(repo)
         state = _state(root)
-        before = commit_state(root, since) if since is not None else commit_state(root, "HEAD")
-        after = commit_state(root, "HEAD") if since is not None else worktree_state(root)
+        paths = fingerprint_paths(state.inventory)
+        before = commit_state(root, since or "HEAD", paths=paths)
+        after = commit_state(root, "HEAD", paths=paths) if since is not None else worktree_state(root, paths)
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
     found = affected_cells(state.results, state.evidence, before, after)
@@ -397,7 +402,9 @@ def affected_cmd(
 @app.command("stale")
 def stale_cmd(
     kind: Annotated[str, typer.Option(help="junit | soak | probe")],
-    platform: Annotated[str, typer.Option(help=f"one of {', '.join(PLATFORMS)}")] = "linux-cpu",
+    platform: Annotated[
+        str, typer.Option(help=f"one of the inventory's platforms ({', '.join(PLATFORMS)} here)")
+    ] = "linux-cpu",
     words: Annotated[
         bool, typer.Option(help="print 'algo task backend ranks' per line, for scripts")
     ] = False,
@@ -405,14 +412,15 @@ def stale_cmd(
 ) -> None:
     """List the supported cells of a platform whose evidence of one kind does not count at HEAD: what an
     incremental collection collects (scripts/matrix/collect_cpu_evidence.sh --only stale)."""
-    if kind not in EVIDENCE_KINDS or platform not in PLATFORMS:
-        raise _fail(
-            f"--kind must be one of {', '.join(EVIDENCE_KINDS)}; --platform one of {', '.join(PLATFORMS)}"
-        )
     try:
         state = _state(_repo(repo))
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
+    platforms = state.inventory.platforms
+    if kind not in EVIDENCE_KINDS or platform not in platforms:
+        raise _fail(
+            f"--kind must be one of {', '.join(EVIDENCE_KINDS)}; --platform one of {', '.join(platforms)}"
+        )
     for key in stale_cells(state.results, kind, platform):
         out.print(f"{key.algo} {key.task} {key.backend} {key.ranks}" if words else key.label(), markup=False)
 

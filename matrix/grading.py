@@ -77,8 +77,8 @@ def _junit_verdict(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
     return None
 
 
-def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts) -> str | None:
-    wrong_sampler = sampler_problem(ev.platform, ev.sampler)
+def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts, system: str | None) -> str | None:
+    wrong_sampler = sampler_problem(ev.platform, ev.sampler, system)
     if wrong_sampler is not None:
         return wrong_sampler
     short = budget.shortfalls(ev.duration_s, ev.num_envs, ev.iterations)
@@ -91,7 +91,7 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
     if reason is None and ev.kind == "junit":
         reason = _junit_verdict(policy, ev)
     elif reason is None and ev.kind == "soak" and policy.soak is not None:
-        reason = _soak_verdict(policy.soak, ev)
+        reason = _soak_verdict(policy.soak, ev, policy.system)
     counts = reason is None
     if ev.kind == "junit" and counts:
         tally = ev.tests[policy.key.binding()]

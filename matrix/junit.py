@@ -64,9 +64,16 @@ def _bool(display: str, name: str, raw: str | None) -> bool:
 
 
 def summarize_junit(
-    data: bytes, display: str, *, platform: str | None = None, lane: str | None = None
+    data: bytes,
+    display: str,
+    *,
+    platform: str | None = None,
+    lane: str | None = None,
+    platforms: tuple[str, ...] = PLATFORMS,
+    lanes: tuple[str, ...] = LANES,
 ) -> dict[str, Any]:
-    """Parse JUnit XML bytes into the summary document (pure; raises MatrixInputError naming display)."""
+    """Parse JUnit XML bytes into the summary document (pure; raises MatrixInputError naming display).
+    Its platform and lane must be the inventory's (``platforms``, ``lanes``: this runtime's by default)."""
     suites = _suites(data, display)
     for position, suite in enumerate(suites):
         _check_declared_counts(suite, position, display)
@@ -90,8 +97,8 @@ def summarize_junit(
             "dirty": _bool(display, "dirty", facts.get("dirty")),
             "worktree_digest": facts.get("worktree_digest") or None,
         },
-        "platform": _choose(display, "platform", facts.get("platform"), platform, PLATFORMS),
-        "lane": _choose(display, "lane", facts.get("lane"), lane, LANES),
+        "platform": _choose(display, "platform", facts.get("platform"), platform, platforms),
+        "lane": _choose(display, "lane", facts.get("lane"), lane, lanes),
         "system": facts.get("system") or None,
         "gpu_available": _bool(display, "gpu_available", facts.get("gpu_available")),
         "timestamp": suites[0].get("timestamp"),

@@ -136,18 +136,23 @@ class CellPolicy:
     recommendation: Recommendation | None = None
     # A project's own inventory: the files and folders that are this cell's own code (its input roots).
     inputs: tuple[str, ...] = ()
+    # A project's own inventory: the host system of the cell's platform (its soak sampler follows it).
+    system: str | None = None
 
 
 @dataclass(frozen=True)
 class Project:
     """What a project's own inventory declares about itself (None for this runtime's inventory): its
     name, the input roots of every cell (files and folders whose change stales all its evidence), its
-    platforms in column order, and the names each axis may take."""
+    platforms in column order, the names each axis may take, its test lanes, and per platform the host
+    system its evidence must record."""
 
     name: str
     inputs: tuple[str, ...]
     platforms: tuple[str, ...]
     names: Mapping[str, frozenset[str]]
+    lanes: tuple[str, ...] = LANES
+    systems: Mapping[str, str] = field(default_factory=lambda: dict(PLATFORM_SYSTEM))
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,16 @@ class Inventory:
     def platforms(self) -> tuple[str, ...]:
         """The platforms its cells may name, in column order."""
         return self.project.platforms if self.project is not None else PLATFORMS
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The test lanes its cells may name."""
+        return self.project.lanes if self.project is not None else LANES
+
+    @property
+    def systems(self) -> Mapping[str, str]:
+        """Per platform, the host system its evidence must record."""
+        return self.project.systems if self.project is not None else PLATFORM_SYSTEM
 
     def roots_of(self, key: CellKey) -> tuple[str, ...]:
         """A project's input roots of ``key`` (its own and the project's); () for this runtime's cells."""

@@ -8,7 +8,9 @@ inventory declares, in ``project``:
 - ``facts: declared``: its cells are registered and configured because it declares them
   (``matrix.facts.DeclaredFacts``; no runtime is imported to grade it);
 - ``axes``: the names each axis may take (``algo`` is the trainer, ``task``, ``backend``);
-- ``platforms``: the platforms its cells run on, in column order;
+- ``platforms``: the platforms its cells run on, in column order: this runtime's by name, or its own
+  as ``{name: linux-arm64, system: Linux}`` (the host system its evidence must record);
+- ``lanes`` (optional; default cpu, cuda, mps): the test lanes its cells' ``tests.lane`` may name;
 - ``inputs``: files and folders (a folder with a trailing ``/``) whose change stales every cell's
   evidence; each cell adds its own code as ``inputs`` of its own.
 
@@ -19,42 +21,15 @@ inventory: every file under the input roots of the cells it covers, at its commi
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any
 
-from foundation.schema import load_schema
 from matrix.inputs.manifest import InputManifest
-from matrix.model import PLATFORMS, MatrixInputError, Project
-from matrix.schema_check import validate_document
+from matrix.model import LANES, PLATFORM_SYSTEM, PLATFORMS, MatrixInputError, Project
+from matrix.schema_check import validate_or_raise
 
 AXES: tuple[str, ...] = ("algo", "task", "backend")
-_NAME = {"type": "string", "minLength": 1, "pattern": "^[^/\\s]+$"}
-_NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME}
-ROOTS_SCHEMA: dict[str, Any] = {
-    "type": "array",
-    "uniqueItems": True,
-    "items": {"type": "string", "minLength": 1, "pattern": "^(?![/.]|.*\\.\\.)[^\\s]+$"},
-    "description": "repository-relative files, or folders written with a trailing /",
-}
-PROJECT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name", "facts", "axes", "platforms", "inputs"],
-    "properties": {
-        "name": _NAME,
-        "facts": {"enum": ["declared"]},
-        "axes": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": list(AXES),
-            "properties": {axis: _NAMES for axis in AXES},
-        },
-        "platforms": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}},
-        "inputs": ROOTS_SCHEMA,
-    },
-}
+PROJECT_INVENTORY_SCHEMA = "project-inventory.schema.json"
 
 
 def is_project_inventory(document: Any) -> bool:
@@ -62,15 +37,23 @@ def is_project_inventory(document: Any) -> bool:
     return isinstance(document, Mapping) and "project" in document
 
 
-def platform_values(document: Any) -> list[tuple[str, Any]]:
-    """``(field, value)`` of every platform named by the cells of an (unvalidated) inventory document."""
+def _values(document: Any, field: str) -> list[tuple[str, Any]]:
+    """``(field path, value)`` of every value of a cell ``field`` (``platform``, or ``tests.lane``) in an
+    (unvalidated) inventory document; a list of platforms gives one pair per platform."""
     cells = document.get("cells") if isinstance(document, Mapping) else None
     out: list[tuple[str, Any]] = []
     for index, entry in enumerate(cells if isinstance(cells, list) else []):
-        value = entry.get("platform") if isinstance(entry, Mapping) else None
+        value: Any = entry
+        for part in field.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
         values = value if isinstance(value, list) else [value] if value is not None else []
-        out += [(f"cells[{index}].platform", v) for v in values]
+        out += [(f"cells[{index}].{field}", v) for v in values]
     return out
+
+
+def platform_values(document: Any) -> list[tuple[str, Any]]:
+    """``(field, value)`` of every platform named by the cells of an (unvalidated) inventory document."""
+    return _values(document, "platform")
 
 
 def check_platforms(document: Any, allowed: Sequence[str], display: str, declared: bool) -> None:
@@ -84,42 +67,63 @@ def check_platforms(document: Any, allowed: Sequence[str], display: str, declare
             )
 
 
-def parse_project(document: Mapping[str, Any], display: str) -> Project:
-    """The validated ``project`` section (raises MatrixInputError naming ``project.<field>``)."""
-    section = document["project"]
-    validate_document(section, PROJECT_SCHEMA, display, prefix="project")
-    for position, name in enumerate(section["platforms"]):
-        if name not in PLATFORMS:
+def check_lanes(document: Any, allowed: Sequence[str], display: str) -> None:
+    """Every lane a cell's tests name must be one of the project's ``allowed`` lanes."""
+    for field, value in _values(document, "tests.lane"):
+        if value not in allowed:
+            raise MatrixInputError(
+                display,
+                field,
+                f"unknown lane {value!r}; allowed (declared in project.lanes): {', '.join(allowed)}",
+            )
+
+
+def _platforms(declared: Sequence[Any], display: str) -> dict[str, str]:
+    """Platform name -> the host system its evidence must record, in column order: one of this runtime's
+    platforms by name, or a project's own as ``{name, system}``."""
+    systems: dict[str, str] = {}
+    for position, item in enumerate(declared):
+        name, system = (
+            (item, PLATFORM_SYSTEM.get(item)) if isinstance(item, str) else (item["name"], item["system"])
+        )
+        if system is None:
             raise MatrixInputError(
                 display,
                 f"project.platforms[{position}]",
-                f"unknown platform {name!r}; allowed: {', '.join(PLATFORMS)} (evidence records one of "
-                "these; a platform of a project's own naming is not supported yet)",
+                f"unknown platform {name!r}; allowed: {', '.join(PLATFORMS)}, or a platform of the project's "
+                f"own declared with its host system: {{name: {name}, system: Linux}} (Linux, Darwin or Windows)",
             )
+        if name in systems:
+            raise MatrixInputError(
+                display, f"project.platforms[{position}]", f"platform {name!r} is declared twice"
+            )
+        systems[name] = system
+    return systems
+
+
+def parse_project(document: Mapping[str, Any], display: str) -> Project:
+    """The project section of a schema-valid project inventory (raises MatrixInputError naming
+    ``project.<field>``)."""
+    section = document["project"]
+    systems = _platforms(section["platforms"], display)
     return Project(
         name=section["name"],
         inputs=tuple(section["inputs"]),
-        platforms=tuple(section["platforms"]),
+        platforms=tuple(systems),
         names={axis: frozenset(section["axes"][axis]) for axis in AXES},
+        lanes=tuple(section.get("lanes", LANES)),
+        systems=systems,
     )
 
 
-@cache
-def _project_inventory_schema(platforms: tuple[str, ...]) -> dict[str, Any]:
-    schema = copy.deepcopy(load_schema("inventory.schema.json"))
-    schema["title"] = "a project's own support-matrix inventory (matrix.project)"
-    schema["properties"]["project"] = PROJECT_SCHEMA
-    schema["required"] = [*schema["required"], "project"]
-    schema["$defs"]["platform"] = {"enum": list(platforms)}
-    schema["$defs"]["soak_budget"]["required"] = ["min_duration_s"]
-    schema["$defs"]["cell"]["properties"]["inputs"] = ROOTS_SCHEMA
-    return schema
-
-
-def project_inventory_schema(platforms: Sequence[str]) -> dict[str, Any]:
-    """The shipped inventory schema extended for a project's own inventory (``project``, cells'
-    ``inputs``, budgets of duration alone, the declared platforms)."""
-    return _project_inventory_schema(tuple(platforms))
+def validate_project_inventory(document: Any, display: str) -> Project:
+    """Schema-check a project's own inventory (the shipped ``project-inventory.schema.json``), then its
+    declared platforms and lanes against what its cells name; its project section."""
+    validate_or_raise(document, PROJECT_INVENTORY_SCHEMA, display)
+    project = parse_project(document, display)
+    check_platforms(document, project.platforms, display, declared=True)
+    check_lanes(document, project.lanes, display)
+    return project
 
 
 def under_roots(path: str, roots: Sequence[str]) -> bool:

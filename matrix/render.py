@@ -82,7 +82,13 @@ def capability_doc(row: CapabilityRow) -> dict[str, Any]:
 
 def project_doc(project: Project) -> dict[str, Any]:
     """A project's own inventory as the JSON document names it (absent for this runtime's)."""
-    return {"name": project.name, "inputs": list(project.inputs), "facts": "declared"}
+    return {
+        "name": project.name,
+        "inputs": list(project.inputs),
+        "facts": "declared",
+        "lanes": list(project.lanes),
+        "systems": dict(project.systems),
+    }
 
 
 def budget_text(budget: Mapping[str, Any]) -> str:

@@ -12,9 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from matrix.gitfacts import FINGERPRINT_PATHS
-from matrix.grading import CellResult
 from matrix.inputs import InputManifest, changed_inputs
-from matrix.model import CellKey, EvidenceFacts
+from matrix.model import CellKey, CellResult, EvidenceFacts
 
 
 @dataclass(frozen=True)

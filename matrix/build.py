@@ -29,7 +29,7 @@ from matrix.gitfacts import (
     runtime_fingerprint,
     tree_blobs,
 )
-from matrix.grading import CellResult, grade_cell
+from matrix.grading import grade_cell
 from matrix.inputs import changed_inputs, describe_changes, locked_versions
 from matrix.model import (
     GRADE_MEANING,
@@ -37,6 +37,7 @@ from matrix.model import (
     PLATFORM_SYSTEM,
     PLATFORMS,
     Binding,
+    CellResult,
     EvidenceFacts,
     Inventory,
     MatrixInputError,

@@ -19,11 +19,10 @@ from matrix.ci import check_suite
 from matrix.facts import DeclaredFacts, FactsSource, RuntimeFacts
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import GitQueryError, repo_root
-from matrix.grading import CellResult
 from matrix.ingest import ingest
 from matrix.ingest_inputs import SourcesOf
 from matrix.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
-from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, Inventory, MatrixInputError
+from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, CellResult, Inventory, MatrixInputError
 from matrix.project import is_project_inventory
 from matrix.prune import (
     DEFAULT_KEEP,

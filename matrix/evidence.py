@@ -15,7 +15,7 @@ from typing import Any
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
 from matrix.hooks import hooks_in
-from matrix.inputs.manifest import InputManifest, parse_manifest
+from matrix.inputs.manifest import parse_manifest
 from matrix.model import (
     EVIDENCE_KINDS,
     LANES,
@@ -24,6 +24,7 @@ from matrix.model import (
     Binding,
     BoundTally,
     EvidenceFacts,
+    InputManifest,
 )
 from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors

@@ -7,33 +7,9 @@ For each grade above the one reached, ``blockers`` says why it is not met.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from matrix.model import GRADES, CellKey, CellPolicy, EvidenceFacts, SoakBudget
+from matrix.model import GRADES, CellKey, CellPolicy, CellResult, EvidenceFacts, EvidenceVerdict, SoakBudget
 from matrix.soak_sampler import platform_note, sampler_problem
-
-
-@dataclass(frozen=True)
-class EvidenceVerdict:
-    """How one piece of evidence was judged for one cell."""
-
-    id: str
-    kind: str
-    file: str
-    freshness: str  # fresh | historical | invalid
-    counts: bool
-    verdict: str
-
-
-@dataclass(frozen=True)
-class CellResult:
-    """The graded cell."""
-
-    policy: CellPolicy
-    grade: str
-    blockers: tuple[tuple[str, tuple[str, ...]], ...]  # (grade above the reached one, reasons)
-    evidence: tuple[EvidenceVerdict, ...]
-    notes: tuple[str, ...] = ()
 
 
 def freshness(ev: EvidenceFacts, key: CellKey | None = None) -> str:

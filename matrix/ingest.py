@@ -43,7 +43,7 @@ from matrix.fileio import write_all_atomic
 from matrix.gitfacts import head_commit, resolve_commit, runtime_fingerprint
 from matrix.hooks import hooks_in
 from matrix.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
-from matrix.junit import cell_property, summarize_junit
+from matrix.junit import summarize_junit
 from matrix.model import (
     LANES,
     PLATFORM_SYSTEM,
@@ -52,6 +52,7 @@ from matrix.model import (
     EvidenceFacts,
     Inventory,
     MatrixInputError,
+    cell_property,
     ranks_suffix,
 )
 from matrix.rederive import check_soak_evidence, samples_file

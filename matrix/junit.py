@@ -12,13 +12,20 @@ import hashlib
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from matrix.model import LANES, PLATFORMS, Binding, MatrixInputError
+from matrix.model import (
+    CELL_PROPERTY,
+    LANES,
+    PLATFORMS,
+    RANKS_PREFIX,
+    SUITE_PREFIX,
+    Binding,
+    MatrixInputError,
+    cell_property,
+)
 
 JUNIT_SUMMARY_VERSION = 1
-CELL_PROPERTY = "cell"
-SUITE_PREFIX = "matrix."
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "errors": 3}
-RANKS_PREFIX = "ranks="
+__all__ = ["cell_property", "summarize_junit"]
 
 
 def _properties(node: ET.Element) -> list[tuple[str, str]]:
@@ -169,11 +176,6 @@ def _outcomes_and_bindings(
                 if name == CELL_PROPERTY:
                     bindings.setdefault(test_id, set()).add(_cell(display, test_id, value))
     return outcomes, bindings
-
-
-def cell_property(algo: str, task: str, backend: str, ranks: int = 1) -> str:
-    """The ``cell`` property value: ``algo/task/backend``, and ``/ranks=N`` appended for N > 1."""
-    return f"{algo}/{task}/{backend}" + (f"/{RANKS_PREFIX}{ranks}" if ranks > 1 else "")
 
 
 def _ranks(part: str) -> int | None:

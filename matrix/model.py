@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from matrix.inputs.manifest import InputManifest
-
 PLATFORMS: tuple[str, ...] = ("linux-cuda", "linux-cpu", "macos-mps")
 # Ascending; a cell shows the highest grade whose requirements (and all lower ones) hold.
 GRADES: tuple[str, ...] = ("Unsupported", "Registered", "Configured", "Tested", "Benchmarked", "Recommended")
@@ -32,6 +30,16 @@ TEST_KINDS: tuple[str, ...] = ("train", "fault", "soak", "smoke")
 PLATFORM_SYSTEM: dict[str, str] = {"linux-cuda": "Linux", "linux-cpu": "Linux", "macos-mps": "Darwin"}
 
 
+@dataclass(frozen=True)
+class InputManifest:
+    """Project files (POSIX path -> git blob id) and distributions (name -> version) a piece of evidence
+    was made from, and the roles of the processes that recorded them."""
+
+    files: Mapping[str, str]
+    distributions: Mapping[str, str]
+    roles: tuple[str, ...] = ()
+
+
 class MatrixInputError(Exception):
     """Bad input: names the file and the field; the CLI prints it and exits 2 having written nothing."""
 
@@ -43,6 +51,16 @@ class MatrixInputError(Exception):
 
 # (algo, task, backend, ranks): what ``@pytest.mark.cell(algo, task, backend, ranks=N)`` names.
 Binding = tuple[str, str, str, int]
+# How a JUnit XML carries them (``-p matrix.pytest_cell`` writes it, ``matrix ingest`` reads it): a testcase
+# property ``cell`` per bound cell, and the run facts as suite properties ``matrix.*``.
+CELL_PROPERTY = "cell"
+SUITE_PREFIX = "matrix."
+RANKS_PREFIX = "ranks="
+
+
+def cell_property(algo: str, task: str, backend: str, ranks: int = 1) -> str:
+    """The ``cell`` property value: ``algo/task/backend``, and ``/ranks=N`` appended for N > 1."""
+    return f"{algo}/{task}/{backend}" + (f"/{RANKS_PREFIX}{ranks}" if ranks > 1 else "")
 
 
 def ranks_suffix(ranks: int) -> str:
@@ -256,3 +274,26 @@ class EvidenceFacts:
             (algo is None or algo == key.algo) and task == key.task and backend == key.backend
             for algo, task, backend in self.covers
         )
+
+
+@dataclass(frozen=True)
+class EvidenceVerdict:
+    """How one piece of evidence was judged for one cell."""
+
+    id: str
+    kind: str
+    file: str
+    freshness: str  # fresh | historical | invalid
+    counts: bool
+    verdict: str
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The graded cell."""
+
+    policy: CellPolicy
+    grade: str
+    blockers: tuple[tuple[str, tuple[str, ...]], ...]  # (grade above the reached one, reasons)
+    evidence: tuple[EvidenceVerdict, ...]
+    notes: tuple[str, ...] = ()

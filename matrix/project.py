@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matrix.inputs.manifest import InputManifest
-from matrix.model import LANES, PLATFORM_SYSTEM, PLATFORMS, MatrixInputError, Project
+from matrix.model import LANES, PLATFORM_SYSTEM, PLATFORMS, InputManifest, MatrixInputError, Project
 from matrix.schema_check import validate_or_raise
 
 AXES: tuple[str, ...] = ("algo", "task", "backend")

@@ -20,8 +20,8 @@ from matrix.build import MatrixState, filed_samples_rel, load_index, soak_report
 from matrix.evidence import INDEX_REL, INDEX_VERSION
 from matrix.fileio import write_all_atomic
 from matrix.gitfacts import commits_since
-from matrix.grading import CellResult, freshness
-from matrix.model import CellKey, EvidenceFacts
+from matrix.grading import freshness
+from matrix.model import CellKey, CellResult, EvidenceFacts
 from matrix.render import render_all
 
 # ``matrix check`` warns above this many historical evidence files (README, "Support-matrix evidence").

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.junit import CELL_PROPERTY, SUITE_PREFIX, cell_property
-from matrix.model import LANES, PLATFORMS
+from matrix.model import CELL_PROPERTY, LANES, PLATFORMS, SUITE_PREFIX, cell_property
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 

@@ -16,9 +16,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from matrix.build import MatrixState
 from matrix.gitfacts import FINGERPRINT_PATHS
-from matrix.grading import CellResult, freshness
+from matrix.grading import freshness
 from matrix.grid import build_grid, capability_view, details
-from matrix.model import GRADE_MEANING, GRADES, MatrixInputError, Project, SoakBudget
+from matrix.model import GRADE_MEANING, GRADES, CellResult, MatrixInputError, Project, SoakBudget
 from matrix.runtime_facts import CapabilityRow
 
 MATRIX_JSON_VERSION = 1

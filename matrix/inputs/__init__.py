@@ -11,11 +11,11 @@ from matrix.inputs.junit_inputs import junit_manifest
 from matrix.inputs.lock import dependency_closure, locked_versions
 from matrix.inputs.manifest import (
     InputChange,
-    InputManifest,
     changed_inputs,
     describe_changes,
     parse_manifest,
 )
+from matrix.model import InputManifest
 
 __all__ = [
     "InputChange",

@@ -14,8 +14,16 @@ from matrix.audit import CellMarker, audit, markers_in_source
 from matrix.evidence import JUNIT_SCHEMA, normalize_artifact, normalize_junit
 from matrix.grading import grade_cell
 from matrix.inventory import parse_inventory
-from matrix.junit import cell_property, summarize_junit
-from matrix.model import BoundTally, CellKey, CellPolicy, Inventory, MatrixInputError, SoakBudget
+from matrix.junit import summarize_junit
+from matrix.model import (
+    BoundTally,
+    CellKey,
+    CellPolicy,
+    Inventory,
+    MatrixInputError,
+    SoakBudget,
+    cell_property,
+)
 from matrix.prune import groups, plan_prune
 from matrix.pytest_cell import cell_values
 from matrix.schema_check import schema_errors

@@ -12,18 +12,44 @@ from rich.console import Console
 
 from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
-from matrix.affected import affected_cells, stale_cells
-from matrix.audit import CellMarker, audit, bound_to, collect_markers
-from matrix.build import MatrixState, compute, fingerprint_paths, grade_all
-from matrix.ci import check_suite
-from matrix.facts import DeclaredFacts, FactsSource, RuntimeFacts
+from matrix.declared import (
+    INVENTORY_REL,
+    CapabilityQuery,
+    ConfiguredCheck,
+    DeclaredFacts,
+    FactsSource,
+    Registry,
+    RuntimeFacts,
+    is_project_inventory,
+    load_inventory,
+    load_registry,
+    parse_inventory,
+    read_inventory,
+    runtime_capabilities,
+    runtime_cell_sources,
+    runtime_configured,
+)
 from matrix.fileio import write_all_atomic
-from matrix.gitfacts import GitQueryError, repo_root
-from matrix.ingest import ingest
-from matrix.ingest_inputs import SourcesOf
-from matrix.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
+from matrix.freshness import (
+    GitQueryError,
+    affected_cells,
+    commit_state,
+    repo_root,
+    stale_cells,
+    worktree_state,
+)
+from matrix.grading import (
+    CellMarker,
+    MatrixState,
+    audit,
+    bound_to,
+    collect_markers,
+    compute,
+    fingerprint_paths,
+    grade_all,
+)
+from matrix.intake import SourcesOf, ingest
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, CellResult, Inventory, MatrixInputError
-from matrix.project import is_project_inventory
 from matrix.prune import (
     DEFAULT_KEEP,
     apply_prune,
@@ -32,17 +58,7 @@ from matrix.prune import (
     plan_prune,
     store_warning,
 )
-from matrix.render import PAGE_REL, render_all
-from matrix.runtime_facts import (
-    CapabilityQuery,
-    ConfiguredCheck,
-    Registry,
-    load_registry,
-    runtime_capabilities,
-    runtime_cell_sources,
-    runtime_configured,
-)
-from matrix.trees import commit_state, worktree_state
+from matrix.publishing import PAGE_REL, check_suite, render_all
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 out = Console(highlight=False, soft_wrap=True)

@@ -176,7 +176,7 @@ class Project:
 @dataclass(frozen=True)
 class Inventory:
     """The validated inventory: canonical soak budget and the cells, sorted by platform then name;
-    ``project`` set when it is a project's own inventory (matrix.project)."""
+    ``project`` set when it is a project's own inventory (matrix.declared.project)."""
 
     schema_version: int
     canonical_soak: SoakBudget
@@ -247,9 +247,11 @@ class EvidenceFacts:
     num_envs: int | None = None
     iterations: int | None = None
     time: str | None = None  # as carried by the evidence itself
-    sampler: str = "linux"  # a soak's process sampler (matrix.soak_sampler); Linux before samplers existed
+    sampler: str = (
+        "linux"  # a soak's process sampler (matrix.grading.soak_sampler); Linux before samplers existed
+    )
     unchecked: tuple[str, ...] = ()  # criteria that sampler declared it could not check
-    # What produced it (matrix.inputs): a soak's or probe's manifest; a JUnit summary's, per bound cell.
+    # What produced it (matrix.freshness): a soak's or probe's manifest; a JUnit summary's, per bound cell.
     inputs: InputManifest | None = None
     cell_inputs: Mapping[Binding, InputManifest] = field(default_factory=dict)
     inputs_note: str | None = None  # why no manifest is used (then the runtime fingerprint judges it)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from matrix.grading import grade_cell
+from matrix.grading.policy import grade_cell
 from matrix.model import (
     BoundTally,
     CellKey,

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 import matrix.cli
 from harness.soak.loop.settings import SettingsError
 from harness.soak.route import monitor_cell
-from matrix.inventory import parse_inventory
+from matrix.declared.inventory import parse_inventory
 from matrix.model import MatrixInputError
-from matrix.render import BEGIN_MARKER, END_MARKER
+from matrix.publishing.render import BEGIN_MARKER, END_MARKER
 from tests.matrix._fixtures import INVENTORY, REGISTRY, commit_all, git
 
 INVENTORY_YAML = """\

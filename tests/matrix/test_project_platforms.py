@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
-from matrix.affected import TreeState, affected_cells
-from matrix.evidence import index_entry_problems, platform_problems
-from matrix.grading import grade_cell
-from matrix.inventory import parse_inventory
-from matrix.junit import summarize_junit
+from matrix.declared.inventory import parse_inventory
+from matrix.freshness.affected import TreeState, affected_cells
+from matrix.grading.evidence import index_entry_problems, platform_problems
+from matrix.grading.policy import grade_cell
+from matrix.grading.soak_sampler import sampler_problem
+from matrix.intake.junit import summarize_junit
 from matrix.model import EvidenceFacts, MatrixInputError
-from matrix.soak_sampler import sampler_problem
 from tests.matrix._fixtures import junit_xml
 
 INVENTORY = """\

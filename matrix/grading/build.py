@@ -1,6 +1,6 @@
 """Edges of the matrix: read the inventory, the evidence index and filed evidence, ask git about
 freshness, ask the runtime for the backends' capabilities, note which linked pages exist, and grade
-every cell (grading itself is pure, in matrix.grading)."""
+every cell (grading itself is pure, in matrix.grading.policy)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from matrix.evidence import (
+from matrix.declared import CapabilityRow, FactsSource, derived_manifest
+from matrix.freshness import (
+    FINGERPRINT_PATHS,
+    changed_inputs,
+    describe_changes,
+    head_commit,
+    locked_versions,
+    read_blobs,
+    resolve_commit,
+    runtime_fingerprint,
+    tree_blobs,
+)
+from matrix.grading.evidence import (
     INDEX_REL,
     INDEX_SCHEMA,
     INDEX_VERSION,
@@ -20,17 +32,8 @@ from matrix.evidence import (
     normalize_artifact,
     normalize_junit,
 )
-from matrix.facts import FactsSource
-from matrix.gitfacts import (
-    FINGERPRINT_PATHS,
-    head_commit,
-    read_blobs,
-    resolve_commit,
-    runtime_fingerprint,
-    tree_blobs,
-)
-from matrix.grading import grade_cell
-from matrix.inputs import changed_inputs, describe_changes, locked_versions
+from matrix.grading.policy import grade_cell
+from matrix.grading.rederive import check_soak_evidence
 from matrix.model import (
     GRADE_MEANING,
     LANES,
@@ -42,9 +45,6 @@ from matrix.model import (
     Inventory,
     MatrixInputError,
 )
-from matrix.project import derived_manifest
-from matrix.rederive import check_soak_evidence
-from matrix.runtime_facts import CapabilityRow
 from matrix.schema_check import validate_or_raise
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from matrix.grading.soak_sampler import platform_note, sampler_problem
 from matrix.model import GRADES, CellKey, CellPolicy, CellResult, EvidenceFacts, EvidenceVerdict, SoakBudget
-from matrix.soak_sampler import platform_note, sampler_problem
 
 
 def freshness(ev: EvidenceFacts, key: CellKey | None = None) -> str:

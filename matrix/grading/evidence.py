@@ -14,8 +14,10 @@ from typing import Any
 
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
-from matrix.hooks import hooks_in
-from matrix.inputs.manifest import parse_manifest
+from matrix.freshness import parse_manifest
+from matrix.grading.hooks import hooks_in
+from matrix.grading.rederive import missing_fields
+from matrix.grading.soak_sampler import sampler_of, unchecked_of
 from matrix.model import (
     EVIDENCE_KINDS,
     LANES,
@@ -26,9 +28,7 @@ from matrix.model import (
     EvidenceFacts,
     InputManifest,
 )
-from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors
-from matrix.soak_sampler import sampler_of, unchecked_of
 
 INDEX_REL = "matrix/evidence/index.json"
 INDEX_SCHEMA = "evidence-index.schema.json"
@@ -131,7 +131,7 @@ def _as_int(value: Any) -> int | None:
 def normalize_junit(
     entry: Mapping[str, Any], doc: Any, systems: Mapping[str, str] = PLATFORM_SYSTEM
 ) -> EvidenceFacts:
-    """Facts of a filed JUnit summary (see matrix.junit); ``systems`` as for :func:`platform_problems`."""
+    """Facts of a filed JUnit summary (see matrix.intake.junit); ``systems`` as for :func:`platform_problems`."""
     problems = list(schema_errors(doc, JUNIT_SCHEMA))
     tests: dict[Binding, BoundTally] = {}
     cell_inputs: dict[Binding, InputManifest] = {}

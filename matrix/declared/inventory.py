@@ -2,7 +2,7 @@
 
 Axes: algo, task, backend, platform and the optional ``ranks`` (default 1; an integer >= 1 or a list of
 them); a list on any axis expands to the cross product. This runtime's inventory takes its names from the
-runtime registries; a project's own inventory declares them in its ``project`` section (matrix.project).
+runtime registries; a project's own inventory declares them in its ``project`` section (matrix.declared.project).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from matrix.declared.project import AXES, check_platforms, is_project_inventory, validate_project_inventory
+from matrix.declared.runtime_facts import Registry
 from matrix.model import (
     PLATFORMS,
     CellKey,
@@ -24,8 +26,6 @@ from matrix.model import (
     Recommendation,
     SoakBudget,
 )
-from matrix.project import AXES, check_platforms, is_project_inventory, validate_project_inventory
-from matrix.runtime_facts import Registry
 from matrix.schema_check import validate_or_raise
 
 INVENTORY_SCHEMA_VERSION = 1
@@ -136,7 +136,7 @@ def _validated(document: Any, registry: Registry | None, display: str) -> tuple[
 def parse_inventory(document: Any, registry: Registry | None, display: str) -> Inventory:
     """Validate an inventory document and expand it into unique cells (pure; raises MatrixInputError).
     ``registry`` names this runtime's algos, tasks and backends; a project's own inventory (with a
-    ``project`` section, matrix.project) declares its own and needs none."""
+    ``project`` section, matrix.declared.project) declares its own and needs none."""
     if isinstance(document, dict) and isinstance(document.get("schema_version"), int):
         version = document["schema_version"]
         if version > INVENTORY_SCHEMA_VERSION:

@@ -1,4 +1,4 @@
-"""Both sides of a change as :class:`matrix.affected.TreeState`: a commit, or the working tree, with the
+"""Both sides of a change as :class:`matrix.freshness.affected.TreeState`: a commit, or the working tree, with the
 fingerprint over this runtime's paths or a project's own input roots."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from foundation.inputs import git_blob_id
-from matrix.affected import TreeState, touches_fingerprint
-from matrix.gitfacts import (
+from matrix.freshness.affected import TreeState, touches_fingerprint
+from matrix.freshness.gitfacts import (
     FINGERPRINT_PATHS,
     GitQueryError,
     changed_paths,
@@ -17,7 +17,7 @@ from matrix.gitfacts import (
     runtime_fingerprint,
     tree_blobs,
 )
-from matrix.inputs import locked_versions
+from matrix.freshness.lock import locked_versions
 from matrix.model import MatrixInputError
 
 

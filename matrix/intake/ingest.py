@@ -2,8 +2,8 @@
 
 Accepted: a soak artifact (JSON, with the samples file it names beside it), a probe artifact (JSON), or a
 pytest JUnit XML (converted to a JUnit summary). Invalid, failing, dirty or platform-contradicting input,
-a soak artifact whose verdicts its own evidence does not bear out (matrix.rederive), and evidence made
-with a test-only hook (matrix.hooks: ``probe --test-step-sleep-ms``, ``training.test_*``) are rejected
+a soak artifact whose verdicts its own evidence does not bear out (matrix.grading.rederive), and evidence made
+with a test-only hook (matrix.grading.hooks: ``probe --test-step-sleep-ms``, ``training.test_*``) are rejected
 with a MatrixInputError (exit 2) before anything is written. A soak artifact's samples file is filed
 beside it under the name the artifact records (its sha256 is checked first), so `soak report` and
 `soak compare` work on filed evidence; a different file already filed under that name is refused.
@@ -20,30 +20,31 @@ from typing import Any
 
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
-from matrix.build import (
-    FreshnessRule,
-    attach_freshness,
-    evidence_roots,
-    fingerprint_paths,
-    load_index,
-    normalize_entry,
-    read_json,
-    soak_samples_rel,
-)
-from matrix.evidence import (
+from matrix.declared import runtime_cell_sources
+from matrix.fileio import write_all_atomic
+from matrix.freshness import head_commit, resolve_commit, runtime_fingerprint
+from matrix.grading import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
     INDEX_VERSION,
     JUNIT_SCHEMA,
     VERSION_FIELD,
+    FreshnessRule,
     artifact_version_problem,
+    attach_freshness,
+    check_soak_evidence,
     detect_kind,
+    evidence_roots,
+    fingerprint_paths,
+    hooks_in,
+    load_index,
+    normalize_entry,
+    read_json,
+    samples_file,
+    soak_samples_rel,
 )
-from matrix.fileio import write_all_atomic
-from matrix.gitfacts import head_commit, resolve_commit, runtime_fingerprint
-from matrix.hooks import hooks_in
-from matrix.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
-from matrix.junit import summarize_junit
+from matrix.intake.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
+from matrix.intake.junit import summarize_junit
 from matrix.model import (
     LANES,
     PLATFORM_SYSTEM,
@@ -55,8 +56,6 @@ from matrix.model import (
     cell_property,
     ranks_suffix,
 )
-from matrix.rederive import check_soak_evidence, samples_file
-from matrix.runtime_facts import runtime_cell_sources
 from matrix.schema_check import validate_or_raise
 
 

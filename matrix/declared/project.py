@@ -6,7 +6,7 @@ inventory declares, in ``project``:
 
 - ``name``: the project's name;
 - ``facts: declared``: its cells are registered and configured because it declares them
-  (``matrix.facts.DeclaredFacts``; no runtime is imported to grade it);
+  (``matrix.declared.facts.DeclaredFacts``; no runtime is imported to grade it);
 - ``axes``: the names each axis may take (``algo`` is the trainer, ``task``, ``backend``);
 - ``platforms``: the platforms its cells run on, in column order: this runtime's by name, or its own
   as ``{name: linux-arm64, system: Linux}`` (the host system its evidence must record);

@@ -12,19 +12,44 @@ from rich.console import Console
 
 from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
-from matrix.affected import affected_cells, stale_cells
-from matrix.audit import CellMarker, audit, bound_to, collect_markers
-from matrix.build import MatrixState, compute, grade_all
-from matrix.ci import check_suite
-from matrix.facts import DeclaredFacts, FactsSource, RuntimeFacts
+from matrix.declared import (
+    INVENTORY_REL,
+    CapabilityQuery,
+    ConfiguredCheck,
+    DeclaredFacts,
+    FactsSource,
+    Registry,
+    RuntimeFacts,
+    is_project_inventory,
+    load_inventory,
+    load_registry,
+    parse_inventory,
+    read_inventory,
+    runtime_capabilities,
+    runtime_cell_sources,
+    runtime_configured,
+)
 from matrix.fileio import write_all_atomic
-from matrix.gitfacts import GitQueryError, repo_root
-from matrix.grading import CellResult
-from matrix.ingest import ingest
-from matrix.ingest_inputs import SourcesOf
-from matrix.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
-from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, Inventory, MatrixInputError
-from matrix.project import is_project_inventory
+from matrix.freshness import (
+    GitQueryError,
+    affected_cells,
+    commit_state,
+    repo_root,
+    stale_cells,
+    worktree_state,
+)
+from matrix.grading import (
+    CellMarker,
+    MatrixState,
+    audit,
+    bound_to,
+    collect_markers,
+    compute,
+    fingerprint_paths,
+    grade_all,
+)
+from matrix.intake import SourcesOf, ingest
+from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, CellResult, Inventory, MatrixInputError
 from matrix.prune import (
     DEFAULT_KEEP,
     apply_prune,
@@ -33,17 +58,7 @@ from matrix.prune import (
     plan_prune,
     store_warning,
 )
-from matrix.render import PAGE_REL, render_all
-from matrix.runtime_facts import (
-    CapabilityQuery,
-    ConfiguredCheck,
-    Registry,
-    load_registry,
-    runtime_capabilities,
-    runtime_cell_sources,
-    runtime_configured,
-)
-from matrix.trees import commit_state, worktree_state
+from matrix.publishing import PAGE_REL, check_suite, render_all
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 out = Console(highlight=False, soft_wrap=True)
@@ -137,8 +152,12 @@ def ingest_cmd(
         Path, typer.Argument(help="soak artifact JSON, probe artifact JSON, or pytest JUnit XML")
     ],
     kind: Annotated[str | None, typer.Option(help="junit | soak | probe (default: detected)")] = None,
-    platform: Annotated[str | None, typer.Option(help=f"one of {', '.join(PLATFORMS)}")] = None,
-    lane: Annotated[str | None, typer.Option(help=f"JUnit only: one of {', '.join(LANES)}")] = None,
+    platform: Annotated[
+        str | None, typer.Option(help=f"one of the inventory's platforms ({', '.join(PLATFORMS)} here)")
+    ] = None,
+    lane: Annotated[
+        str | None, typer.Option(help=f"JUnit only: one of the inventory's lanes ({', '.join(LANES)} here)")
+    ] = None,
     repo: RepoOption = None,
 ) -> None:
     """Validate one piece of evidence and file it under matrix/evidence/ (exit 2, nothing written, if bad)."""
@@ -380,8 +399,9 @@ def affected_cmd(
     try:
         root = _repo(repo)
         state = _state(root)
-        before = commit_state(root, since) if since is not None else commit_state(root, "HEAD")
-        after = commit_state(root, "HEAD") if since is not None else worktree_state(root)
+        paths = fingerprint_paths(state.inventory)
+        before = commit_state(root, since or "HEAD", paths=paths)
+        after = commit_state(root, "HEAD", paths=paths) if since is not None else worktree_state(root, paths)
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
     found = affected_cells(state.results, state.evidence, before, after)
@@ -397,7 +417,9 @@ def affected_cmd(
 @app.command("stale")
 def stale_cmd(
     kind: Annotated[str, typer.Option(help="junit | soak | probe")],
-    platform: Annotated[str, typer.Option(help=f"one of {', '.join(PLATFORMS)}")] = "linux-cpu",
+    platform: Annotated[
+        str, typer.Option(help=f"one of the inventory's platforms ({', '.join(PLATFORMS)} here)")
+    ] = "linux-cpu",
     words: Annotated[
         bool, typer.Option(help="print 'algo task backend ranks' per line, for scripts")
     ] = False,
@@ -405,14 +427,15 @@ def stale_cmd(
 ) -> None:
     """List the supported cells of a platform whose evidence of one kind does not count at HEAD: what an
     incremental collection collects (scripts/matrix/collect_cpu_evidence.sh --only stale)."""
-    if kind not in EVIDENCE_KINDS or platform not in PLATFORMS:
-        raise _fail(
-            f"--kind must be one of {', '.join(EVIDENCE_KINDS)}; --platform one of {', '.join(PLATFORMS)}"
-        )
     try:
         state = _state(_repo(repo))
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
+    platforms = state.inventory.platforms
+    if kind not in EVIDENCE_KINDS or platform not in platforms:
+        raise _fail(
+            f"--kind must be one of {', '.join(EVIDENCE_KINDS)}; --platform one of {', '.join(platforms)}"
+        )
     for key in stale_cells(state.results, kind, platform):
         out.print(f"{key.algo} {key.task} {key.backend} {key.ranks}" if words else key.label(), markup=False)
 

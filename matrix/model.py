@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from matrix.inputs.manifest import InputManifest
-
 PLATFORMS: tuple[str, ...] = ("linux-cuda", "linux-cpu", "macos-mps")
 # Ascending; a cell shows the highest grade whose requirements (and all lower ones) hold.
 GRADES: tuple[str, ...] = ("Unsupported", "Registered", "Configured", "Tested", "Benchmarked", "Recommended")
@@ -32,6 +30,16 @@ TEST_KINDS: tuple[str, ...] = ("train", "fault", "soak", "smoke")
 PLATFORM_SYSTEM: dict[str, str] = {"linux-cuda": "Linux", "linux-cpu": "Linux", "macos-mps": "Darwin"}
 
 
+@dataclass(frozen=True)
+class InputManifest:
+    """Project files (POSIX path -> git blob id) and distributions (name -> version) a piece of evidence
+    was made from, and the roles of the processes that recorded them."""
+
+    files: Mapping[str, str]
+    distributions: Mapping[str, str]
+    roles: tuple[str, ...] = ()
+
+
 class MatrixInputError(Exception):
     """Bad input: names the file and the field; the CLI prints it and exits 2 having written nothing."""
 
@@ -43,6 +51,16 @@ class MatrixInputError(Exception):
 
 # (algo, task, backend, ranks): what ``@pytest.mark.cell(algo, task, backend, ranks=N)`` names.
 Binding = tuple[str, str, str, int]
+# How a JUnit XML carries them (``-p matrix.pytest_cell`` writes it, ``matrix ingest`` reads it): a testcase
+# property ``cell`` per bound cell, and the run facts as suite properties ``matrix.*``.
+CELL_PROPERTY = "cell"
+SUITE_PREFIX = "matrix."
+RANKS_PREFIX = "ranks="
+
+
+def cell_property(algo: str, task: str, backend: str, ranks: int = 1) -> str:
+    """The ``cell`` property value: ``algo/task/backend``, and ``/ranks=N`` appended for N > 1."""
+    return f"{algo}/{task}/{backend}" + (f"/{RANKS_PREFIX}{ranks}" if ranks > 1 else "")
 
 
 def ranks_suffix(ranks: int) -> str:
@@ -136,24 +154,29 @@ class CellPolicy:
     recommendation: Recommendation | None = None
     # A project's own inventory: the files and folders that are this cell's own code (its input roots).
     inputs: tuple[str, ...] = ()
+    # A project's own inventory: the host system of the cell's platform (its soak sampler follows it).
+    system: str | None = None
 
 
 @dataclass(frozen=True)
 class Project:
     """What a project's own inventory declares about itself (None for this runtime's inventory): its
     name, the input roots of every cell (files and folders whose change stales all its evidence), its
-    platforms in column order, and the names each axis may take."""
+    platforms in column order, the names each axis may take, its test lanes, and per platform the host
+    system its evidence must record."""
 
     name: str
     inputs: tuple[str, ...]
     platforms: tuple[str, ...]
     names: Mapping[str, frozenset[str]]
+    lanes: tuple[str, ...] = LANES
+    systems: Mapping[str, str] = field(default_factory=lambda: dict(PLATFORM_SYSTEM))
 
 
 @dataclass(frozen=True)
 class Inventory:
     """The validated inventory: canonical soak budget and the cells, sorted by platform then name;
-    ``project`` set when it is a project's own inventory (matrix.project)."""
+    ``project`` set when it is a project's own inventory (matrix.declared.project)."""
 
     schema_version: int
     canonical_soak: SoakBudget
@@ -164,6 +187,16 @@ class Inventory:
     def platforms(self) -> tuple[str, ...]:
         """The platforms its cells may name, in column order."""
         return self.project.platforms if self.project is not None else PLATFORMS
+
+    @property
+    def lanes(self) -> tuple[str, ...]:
+        """The test lanes its cells may name."""
+        return self.project.lanes if self.project is not None else LANES
+
+    @property
+    def systems(self) -> Mapping[str, str]:
+        """Per platform, the host system its evidence must record."""
+        return self.project.systems if self.project is not None else PLATFORM_SYSTEM
 
     def roots_of(self, key: CellKey) -> tuple[str, ...]:
         """A project's input roots of ``key`` (its own and the project's); () for this runtime's cells."""
@@ -214,9 +247,11 @@ class EvidenceFacts:
     num_envs: int | None = None
     iterations: int | None = None
     time: str | None = None  # as carried by the evidence itself
-    sampler: str = "linux"  # a soak's process sampler (matrix.soak_sampler); Linux before samplers existed
+    sampler: str = (
+        "linux"  # a soak's process sampler (matrix.grading.soak_sampler); Linux before samplers existed
+    )
     unchecked: tuple[str, ...] = ()  # criteria that sampler declared it could not check
-    # What produced it (matrix.inputs): a soak's or probe's manifest; a JUnit summary's, per bound cell.
+    # What produced it (matrix.freshness): a soak's or probe's manifest; a JUnit summary's, per bound cell.
     inputs: InputManifest | None = None
     cell_inputs: Mapping[Binding, InputManifest] = field(default_factory=dict)
     inputs_note: str | None = None  # why no manifest is used (then the runtime fingerprint judges it)
@@ -241,3 +276,26 @@ class EvidenceFacts:
             (algo is None or algo == key.algo) and task == key.task and backend == key.backend
             for algo, task, backend in self.covers
         )
+
+
+@dataclass(frozen=True)
+class EvidenceVerdict:
+    """How one piece of evidence was judged for one cell."""
+
+    id: str
+    kind: str
+    file: str
+    freshness: str  # fresh | historical | invalid
+    counts: bool
+    verdict: str
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The graded cell."""
+
+    policy: CellPolicy
+    grade: str
+    blockers: tuple[tuple[str, tuple[str, ...]], ...]  # (grade above the reached one, reasons)
+    evidence: tuple[EvidenceVerdict, ...]
+    notes: tuple[str, ...] = ()

@@ -16,13 +16,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from matrix.build import MatrixState, filed_samples_rel, load_index, soak_report_rel
-from matrix.evidence import INDEX_REL, INDEX_VERSION
 from matrix.fileio import write_all_atomic
-from matrix.gitfacts import commits_since
-from matrix.grading import CellResult, freshness
-from matrix.model import CellKey, EvidenceFacts
-from matrix.render import render_all
+from matrix.freshness import commits_since
+from matrix.grading import (
+    INDEX_REL,
+    INDEX_VERSION,
+    MatrixState,
+    filed_samples_rel,
+    freshness,
+    load_index,
+    soak_report_rel,
+)
+from matrix.model import CellKey, CellResult, EvidenceFacts
+from matrix.publishing import render_all
 
 # ``matrix check`` warns above this many historical evidence files (README, "Support-matrix evidence").
 HISTORICAL_WARN_LIMIT = 40

@@ -9,20 +9,39 @@ for a marker with ``ranks=N``: a job of N ranks); the suite gets ``matrix.commit
 
 from __future__ import annotations
 
+import argparse
 import platform as platform_module
+import re
 from pathlib import Path
 
 import pytest
 
-from matrix.junit import CELL_PROPERTY, SUITE_PREFIX, cell_property
-from matrix.model import LANES, PLATFORMS
+from matrix.model import CELL_PROPERTY, LANES, PLATFORMS, SUITE_PREFIX, cell_property
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+def _name(value: str) -> str:
+    """A platform or lane name (which one the inventory allows, ``matrix ingest`` checks)."""
+    if not _NAME.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a name ([a-z0-9][a-z0-9_.-]*)")
+    return value
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("matrix", "support-matrix evidence")
-    group.addoption("--matrix-platform", choices=PLATFORMS, default=None, help="platform this lane runs as")
     group.addoption(
-        "--matrix-lane", choices=LANES, default=None, help="CI lane name recorded in the JUnit XML"
+        "--matrix-platform",
+        type=_name,
+        default=None,
+        help=f"platform this lane runs as: one of the inventory's ({', '.join(PLATFORMS)}, or a project's own)",
+    )
+    group.addoption(
+        "--matrix-lane",
+        type=_name,
+        default=None,
+        help=f"CI lane name recorded in the JUnit XML: one of the inventory's ({', '.join(LANES)}, or a "
+        "project's own)",
     )
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from foundation.schema import sorted_errors
@@ -47,15 +46,3 @@ def validate_or_raise(document: Mapping[str, Any] | Any, schema_name: str, displ
     if problems:
         field, _, message = problems[0].partition(": ")
         raise MatrixInputError(display, field, f"schema violation: {message}")
-
-
-def validate_document(document: Any, schema: Mapping[str, Any], display: str, prefix: str = "") -> None:
-    """Validate against a schema the matrix derives (not a shipped file); raise MatrixInputError naming
-    ``display`` and the first failing field (under ``prefix`` when a section is validated alone)."""
-    errors = list(Draft202012Validator(schema).iter_errors(document))
-    if errors:
-        first = best_match(errors)
-        path = field_path(first.absolute_path)
-        field = prefix if path == "$" and prefix else f"{prefix}.{path}" if prefix else path
-        message = first.message if len(first.message) <= 300 else first.message[:300] + "..."
-        raise MatrixInputError(display, field.replace(".[", "["), f"schema violation: {message}")

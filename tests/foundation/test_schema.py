@@ -15,6 +15,7 @@ EXPECTED = {
     "probe-0.3.0.schema.json",
     "probe-0.4.0.schema.json",
     "probe-compare-1.schema.json",
+    "project-inventory.schema.json",
     "run-config-1.schema.json",
     "run-summary-1.schema.json",
     "runtime-manifest-1.schema.json",

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from matrix.declared.runtime_facts import Registry
 from matrix.model import CellKey
-from matrix.render import BEGIN_MARKER, END_MARKER
-from matrix.runtime_facts import Registry
+from matrix.publishing.render import BEGIN_MARKER, END_MARKER
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = Registry(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from matrix.audit import CellMarker, audit, collect_markers, markers_in_source
-from matrix.inventory import parse_inventory
+from matrix.declared.inventory import parse_inventory
+from matrix.grading.audit import CellMarker, audit, collect_markers, markers_in_source
 from matrix.model import CellKey, CellPolicy, Inventory, MatrixInputError, SoakBudget
 from tests.matrix._fixtures import REGISTRY, REPO, commit_all
 from tests.matrix.conftest import Invoke

@@ -7,8 +7,16 @@ from dataclasses import replace
 
 import pytest
 
-from matrix.grading import CellResult, grade_cell
-from matrix.model import BoundTally, CellKey, CellPolicy, EvidenceFacts, Recommendation, SoakBudget
+from matrix.grading.policy import grade_cell
+from matrix.model import (
+    BoundTally,
+    CellKey,
+    CellPolicy,
+    CellResult,
+    EvidenceFacts,
+    Recommendation,
+    SoakBudget,
+)
 
 KEY = CellKey("sac", "g1_walk_flat", "mujoco", "linux-cpu")
 CANON = SoakBudget(3600, 2048, 1000)

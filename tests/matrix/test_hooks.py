@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from matrix.evidence import normalize_artifact
-from matrix.hooks import PROBE_FLAGS, PROBE_SETTINGS, RUN_SETTINGS, hooks_in
+from matrix.grading.evidence import normalize_artifact
+from matrix.grading.hooks import PROBE_FLAGS, PROBE_SETTINGS, RUN_SETTINGS, hooks_in
 from tests.matrix._fixtures import git, probe_artifact, soak_artifact, write_json
 from tests.matrix.conftest import Invoke
 from tests.matrix.test_cli import snapshot

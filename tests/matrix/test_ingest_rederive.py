@@ -173,8 +173,8 @@ def _with_suite_attribute(xml: str, attribute: str, value: str) -> str:
 
 
 def test_a_filed_junit_summary_has_its_counts_recomputed() -> None:
-    from matrix.evidence import junit_count_problems
-    from matrix.junit import summarize_junit
+    from matrix.grading.evidence import junit_count_problems
+    from matrix.intake.junit import summarize_junit
 
     xml = junit_xml("a" * 40, [("t1", SAC_WALK, "passed"), ("t2", SAC_WALK, "failed")])
     summary = summarize_junit(xml.encode(), "j.xml")

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import matrix.cli
-from matrix import rederive
+from matrix.declared.runtime_facts import CellSources
+from matrix.grading import rederive
 from matrix.model import CellKey
-from matrix.runtime_facts import CellSources
 from tests.matrix._fixtures import (
     commit_all,
     git,

@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 import matrix.cli
 from harness.soak.loop.settings import SettingsError
 from harness.soak.route import monitor_cell
-from matrix.inventory import parse_inventory
+from matrix.declared.inventory import parse_inventory
 from matrix.model import MatrixInputError
-from matrix.render import BEGIN_MARKER, END_MARKER
+from matrix.publishing.render import BEGIN_MARKER, END_MARKER
 from tests.matrix._fixtures import INVENTORY, REGISTRY, commit_all, git
 
 INVENTORY_YAML = """\
@@ -30,24 +30,25 @@ project:
   name: toyproject
   facts: declared
   axes: {algo: [toy, other], task: [count], backend: [py]}
-  platforms: [linux-cpu]
+  platforms: [{name: linux-arm64, system: Linux}]
+  lanes: [arm64]
   inputs: [settings.toml]
 canonical_soak: {min_duration_s: 3600}
 cells:
   - algo: toy
     task: count
     backend: py
-    platform: linux-cpu
+    platform: linux-arm64
     inputs: [trainer.py]
-    tests: {lane: cpu, min_passed: 1, kinds: [soak]}
+    tests: {lane: arm64, min_passed: 1, kinds: [soak]}
     probe_required: false
     soak: {min_duration_s: 1}
   - algo: other
     task: count
     backend: py
-    platform: linux-cpu
+    platform: linux-arm64
     inputs: [other.py]
-    tests: {lane: cpu, min_passed: 1}
+    tests: {lane: arm64, min_passed: 1}
     probe_required: false
     soak: {min_duration_s: 1}
 """
@@ -130,7 +131,7 @@ def _project(root: Path) -> Path:
 
 def _junit(repo: Path, out: Path) -> None:
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "matrix.pytest_cell", "-p", "no:cacheprovider",
-            "--matrix-platform", "linux-cpu", "--matrix-lane", "cpu", f"--junitxml={out}", "tests"]  # fmt: skip
+            "--matrix-platform", "linux-arm64", "--matrix-lane", "arm64", f"--junitxml={out}", "tests"]  # fmt: skip
     done = subprocess.run(argv, cwd=repo, env=QUIET, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
@@ -202,7 +203,7 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
     _junit(repo, runs / "junit.xml")
     soak = _soak(repo, runs)
     _matrix(repo, "ingest", str(runs / "junit.xml"))
-    assert "covers: toy/count/py" in _matrix(repo, "ingest", str(soak), "--platform", "linux-cpu")
+    assert "covers: toy/count/py" in _matrix(repo, "ingest", str(soak), "--platform", "linux-arm64")
     _matrix(repo, "generate")
     _check_without_runtime(repo)
     cells = _cells(repo)
@@ -210,6 +211,7 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
     assert cells["other"]["grade"] == "Tested", cells["other"]["blockers"]
     page = (repo / "docs" / "support-matrix.md").read_text()
     assert "declared in the project's own inventory" in page and "Backend capabilities" not in page
+    assert "| py @ linux-arm64 |" in page
     commit_all(repo, "file the evidence")
 
     (repo / "README.md").write_text("# toyproject\n\nUnrelated words.\n")
@@ -219,11 +221,11 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
 
     (repo / "trainer.py").write_text(TRAINER.replace("count(2000)", "count(3000)"))
     commit_all(repo, "trainer: more work per step")
-    assert "toy/count/py@linux-cpu: soak" in _matrix(repo, "affected", "--since", "HEAD~1")
+    assert "toy/count/py@linux-arm64: soak" in _matrix(repo, "affected", "--since", "HEAD~1")
     _matrix(repo, "generate")
     _matrix(repo, "check")
     assert {a: c["grade"] for a, c in _cells(repo).items()} == {"toy": "Configured", "other": "Tested"}
-    explained = _matrix(repo, "explain", "toy", "count", "py", "linux-cpu")
+    explained = _matrix(repo, "explain", "toy", "count", "py", "linux-arm64")
     assert "historical: trainer.py changed since" in explained
 
 
@@ -239,16 +241,17 @@ def test_unknown_platform_names_the_field_and_the_allowed_values() -> None:
                        r"allowed: linux-cuda, linux-cpu, macos-mps"):  # fmt: skip
         parse_inventory(runtime, REGISTRY, "inv.yaml")
     project = _document(
-        INVENTORY_YAML.replace("platform: linux-cpu\n", "platform: [linux-cpu, linux-cuda]\n")
+        INVENTORY_YAML.replace("platform: linux-arm64\n", "platform: [linux-arm64, linux-cuda]\n")
     )
     with pytest.raises(MatrixInputError, match=r"cells\[0\]\.platform: unknown platform 'linux-cuda'; "
-                       r"allowed \(declared in project.platforms\): linux-cpu"):  # fmt: skip
+                       r"allowed \(declared in project.platforms\): linux-arm64"):  # fmt: skip
         parse_inventory(project, None, "inv.yaml")
 
 
 def test_project_inventory_declares_its_own_names_and_budgets() -> None:
     inventory = parse_inventory(_document(INVENTORY_YAML), None, "inv.yaml")
-    assert inventory.project is not None and inventory.platforms == ("linux-cpu",)
+    assert inventory.project is not None and inventory.platforms == ("linux-arm64",)
+    assert inventory.lanes == ("arm64",) and inventory.systems == {"linux-arm64": "Linux"}
     toy = next(c for c in inventory.cells if c.key.algo == "toy")
     assert toy.soak is not None and toy.soak.num_envs is None and toy.soak.shortfalls(2.0, None, None) == []
     assert inventory.roots_of(toy.key) == ("settings.toml", "trainer.py")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from matrix.junit import summarize_junit
+from matrix.intake.junit import summarize_junit
 from tests.matrix._fixtures import commit_all
 from tests.matrix.conftest import Invoke, cell
 

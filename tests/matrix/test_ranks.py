@@ -10,12 +10,20 @@ from typing import Any, cast
 
 import pytest
 
-from matrix.audit import CellMarker, audit, markers_in_source
-from matrix.evidence import JUNIT_SCHEMA, normalize_artifact, normalize_junit
-from matrix.grading import grade_cell
-from matrix.inventory import parse_inventory
-from matrix.junit import cell_property, summarize_junit
-from matrix.model import BoundTally, CellKey, CellPolicy, Inventory, MatrixInputError, SoakBudget
+from matrix.declared.inventory import parse_inventory
+from matrix.grading.audit import CellMarker, audit, markers_in_source
+from matrix.grading.evidence import JUNIT_SCHEMA, normalize_artifact, normalize_junit
+from matrix.grading.policy import grade_cell
+from matrix.intake.junit import summarize_junit
+from matrix.model import (
+    BoundTally,
+    CellKey,
+    CellPolicy,
+    Inventory,
+    MatrixInputError,
+    SoakBudget,
+    cell_property,
+)
 from matrix.prune import groups, plan_prune
 from matrix.pytest_cell import cell_values
 from matrix.schema_check import schema_errors
@@ -84,7 +92,7 @@ def test_a_bad_rank_count_is_an_input_error_naming_the_field(ranks: Any) -> None
 
 
 # Marks built here are data for cell_values, not bindings of these tests: spelled ``pytest.mark.cell``,
-# `matrix check` (matrix.audit) would read them as markers binding this module to the cell.
+# `matrix check` (matrix.grading.audit) would read them as markers binding this module to the cell.
 MARKS = pytest.mark
 
 

@@ -13,9 +13,9 @@ from markupsafe import escape
 from typer.testing import CliRunner, Result
 
 import matrix.cli
-from matrix.grid import next_line
+from matrix.declared.runtime_facts import runtime_capabilities
 from matrix.model import CellKey
-from matrix.runtime_facts import runtime_capabilities
+from matrix.publishing.grid import next_line
 from runtime.backends import backend_class
 from runtime.backends.contract import BackendCapabilities
 from tests.matrix._fixtures import (

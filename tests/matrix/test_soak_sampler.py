@@ -11,9 +11,9 @@ import pytest
 
 from harness.soak.host.portable import PortableSampler
 from harness.soak.host.sampling import LINUX_CAPABILITIES
-from matrix.grading import grade_cell
+from matrix.grading.policy import grade_cell
+from matrix.grading.soak_sampler import platform_note, sampler_of, sampler_problem, unchecked_of
 from matrix.model import CellKey, SoakBudget
-from matrix.soak_sampler import platform_note, sampler_of, sampler_problem, unchecked_of
 from tests.matrix.test_grading import ALL, CANON, POLICY, SOAK
 from tests.matrix.test_render_grid import real_shape_repo
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.rederive import disagreements
+from matrix.grading.rederive import disagreements
 from tests.harness.soak._soakrun import FAULTS, REPO, SoakOutcome, assert_nothing_left, monitor_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]

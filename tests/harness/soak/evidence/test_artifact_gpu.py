@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.soak.evidence.artifact import validation_errors
 from harness.soak.verdicts.gpu import assess_gpu
-from matrix.rederive import disagreements
+from matrix.grading.rederive import disagreements
 from tests.harness.soak.evidence.test_artifact import build
 from tests.harness.soak.verdicts import _gpu_data as data
 

@@ -15,7 +15,7 @@ import pytest
 from harness.soak.evidence.artifact import validation_errors
 from harness.soak.verdicts.drift import classify_throughput, throughput_drift, throughput_series
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from matrix.rederive import disagreements
+from matrix.grading.rederive import disagreements
 from tests.harness.soak._soakrun import REPO, SoakOutcome, monitor_args
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

@@ -2,7 +2,7 @@
 
 A cell's bound tests depend on their own files, every ``conftest.py`` above them, the pytest
 configuration, what those files import (functions' imports included: an upper estimate), the cell's own
-sources (``matrix.runtime_facts.CellSources``: its subprocess runs load them), and the locked
+sources (``matrix.declared.runtime_facts.CellSources``: its subprocess runs load them), and the locked
 distributions the imports reach with everything they depend on.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from matrix.inputs.closure import Reader, import_closure
-from matrix.inputs.lock import dependency_closure
+from matrix.freshness.closure import Reader, import_closure
+from matrix.freshness.lock import dependency_closure
 
 PYTEST_CONFIG_FILES: tuple[str, ...] = ("pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg")
 ROLE = "bound tests (static)"

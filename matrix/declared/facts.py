@@ -1,6 +1,6 @@
 """Where the Registered and Configured grades, the capabilities table and a cell's sources come from: a
 :class:`FactsSource`. This runtime's registries and configuration composition are one source
-(:class:`RuntimeFacts`, over ``matrix.runtime_facts``, which imports the runtime lazily); a project's own
+(:class:`RuntimeFacts`, over ``matrix.declared.runtime_facts``, which imports the runtime lazily); a project's own
 inventory declares its cells registered and configured and names no capabilities (:class:`DeclaredFacts`,
 pure: grading such a project imports no runtime, torch or MuJoCo).
 """
@@ -11,8 +11,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from matrix.declared.runtime_facts import (
+    CapabilityQuery,
+    CapabilityRow,
+    CellSources,
+    ConfiguredCheck,
+    Registry,
+)
 from matrix.model import GRADE_MEANING, CellKey, Inventory
-from matrix.runtime_facts import CapabilityQuery, CapabilityRow, CellSources, ConfiguredCheck, Registry
 
 SourcesOf = Callable[[CellKey], CellSources]
 DECLARED_MEANING: dict[str, str] = {

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from matrix.inputs import dependency_closure, locked_versions
-from matrix.inputs.lock import LockError
+from matrix.freshness.lock import LockError, dependency_closure, locked_versions
 
 LOCK = """
 version = 1

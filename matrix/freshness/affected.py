@@ -2,7 +2,7 @@
 
 A change stales a cell's evidence of one kind when that evidence was fresh before the change and one of
 its inputs is among the changed files (or, for evidence without an input manifest, the change touches
-the runtime fingerprint's paths). ``matrix affected`` prints them; ``matrix stale`` lists the cells
+the fingerprint's paths: this runtime's, or a project's own input roots). ``matrix affected`` prints them; ``matrix stale`` lists the cells
 whose evidence of a kind does not count at HEAD, which is what an incremental collection collects.
 """
 
@@ -11,19 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from matrix.gitfacts import FINGERPRINT_PATHS
-from matrix.grading import CellResult
-from matrix.inputs import InputManifest, changed_inputs
-from matrix.model import CellKey, EvidenceFacts
+from matrix.freshness.gitfacts import FINGERPRINT_PATHS
+from matrix.freshness.manifest import changed_inputs
+from matrix.model import CellKey, CellResult, EvidenceFacts, InputManifest
 
 
 @dataclass(frozen=True)
 class TreeState:
-    """One side of a change: every file's blob id, the lock's versions and the runtime fingerprint."""
+    """One side of a change: every file's blob id, the lock's versions, and the fingerprint over
+    ``paths`` (this runtime's, or a project's own input roots) that judges evidence without a manifest."""
 
     blobs: Mapping[str, str]
     locked: Mapping[str, str]
     fingerprint: str
+    paths: tuple[str, ...] = FINGERPRINT_PATHS
 
 
 @dataclass(frozen=True, order=True)
@@ -41,9 +42,10 @@ def _manifest_for(ev: EvidenceFacts, key: CellKey) -> InputManifest | None:
     return ev.cell_inputs.get(key.binding()) if ev.kind == "junit" else ev.inputs
 
 
-def touches_fingerprint(paths: Iterable[str]) -> str | None:
+def touches_fingerprint(paths: Iterable[str], roots: Sequence[str] = FINGERPRINT_PATHS) -> str | None:
+    """The first of ``paths`` under the fingerprint's ``roots`` (a folder root may end in ``/``), or None."""
     for path in sorted(paths):
-        if any(path == root or path.startswith(f"{root}/") for root in FINGERPRINT_PATHS):
+        if any(path == r.rstrip("/") or path.startswith(f"{r.rstrip('/')}/") for r in roots):
             return path
     return None
 
@@ -59,10 +61,8 @@ def _cause(
         changed = (
             p for p in set(before.blobs) | set(after.blobs) if before.blobs.get(p) != after.blobs.get(p)
         )
-        path = touches_fingerprint(changed)
-        return (
-            f"{path} (no input manifest: any change under {', '.join(FINGERPRINT_PATHS)})" if path else None
-        )
+        path = touches_fingerprint(changed, after.paths)
+        return f"{path} (no input manifest: any change under {', '.join(after.paths)})" if path else None
     if changed_inputs(manifest, before.blobs, before.locked):
         return None
     now = changed_inputs(manifest, after.blobs, after.locked)

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from foundation.inputs import canonical_name
-from matrix.evidence import names_cell
-from matrix.gitfacts import commit_reader, tree_blobs
-from matrix.inputs import import_closure, junit_manifest
+from matrix.declared import CellSources
+from matrix.freshness import commit_reader, import_closure, junit_manifest, tree_blobs
+from matrix.grading import names_cell
 from matrix.model import CellKey
-from matrix.runtime_facts import CellSources
 
 SourcesOf = Callable[[CellKey], CellSources]
 PROBE_WORKER = "harness/probe/worker.py"

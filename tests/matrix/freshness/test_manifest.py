@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from matrix.inputs import InputChange, InputManifest, changed_inputs, describe_changes, parse_manifest
+from matrix.freshness.manifest import InputChange, changed_inputs, describe_changes, parse_manifest
+from matrix.model import InputManifest
 
 DOC = {
     "manifest_version": 1,

@@ -1,6 +1,6 @@
 """Edges of the matrix: read the inventory, the evidence index and filed evidence, ask git about
 freshness, ask the runtime for the backends' capabilities, note which linked pages exist, and grade
-every cell (grading itself is pure, in matrix.grading)."""
+every cell (grading itself is pure, in matrix.grading.policy)."""
 
 from __future__ import annotations
 
@@ -12,28 +12,39 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from matrix.evidence import (
-    INDEX_REL,
-    INDEX_SCHEMA,
-    INDEX_VERSION,
-    normalize_artifact,
-    normalize_junit,
-)
-from matrix.facts import FactsSource
-from matrix.gitfacts import (
+from matrix.declared import CapabilityRow, FactsSource, derived_manifest
+from matrix.freshness import (
     FINGERPRINT_PATHS,
+    changed_inputs,
+    describe_changes,
     head_commit,
+    locked_versions,
     read_blobs,
     resolve_commit,
     runtime_fingerprint,
     tree_blobs,
 )
-from matrix.grading import CellResult, grade_cell
-from matrix.inputs import changed_inputs, describe_changes, locked_versions
-from matrix.model import GRADE_MEANING, Binding, EvidenceFacts, Inventory, MatrixInputError
-from matrix.project import derived_manifest
-from matrix.rederive import check_soak_evidence
-from matrix.runtime_facts import CapabilityRow
+from matrix.grading.evidence import (
+    INDEX_REL,
+    INDEX_SCHEMA,
+    INDEX_VERSION,
+    index_entry_problems,
+    normalize_artifact,
+    normalize_junit,
+)
+from matrix.grading.policy import grade_cell
+from matrix.grading.rederive import check_soak_evidence
+from matrix.model import (
+    GRADE_MEANING,
+    LANES,
+    PLATFORM_SYSTEM,
+    PLATFORMS,
+    Binding,
+    CellResult,
+    EvidenceFacts,
+    Inventory,
+    MatrixInputError,
+)
 from matrix.schema_check import validate_or_raise
 
 
@@ -88,8 +99,11 @@ def load_index(repo: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def normalize_entry(entry: dict[str, Any], raw: bytes) -> EvidenceFacts:
-    """Facts of one filed evidence file given its bytes (pure: no git, no files)."""
+def normalize_entry(
+    entry: dict[str, Any], raw: bytes, systems: Mapping[str, str] = PLATFORM_SYSTEM
+) -> EvidenceFacts:
+    """Facts of one filed evidence file given its bytes (pure: no git, no files); ``systems``: per
+    platform of the inventory, the host system its evidence must record."""
     doc: Any = None
     parse_problem: str | None = None
     try:
@@ -97,9 +111,9 @@ def normalize_entry(entry: dict[str, Any], raw: bytes) -> EvidenceFacts:
     except (UnicodeDecodeError, ValueError) as exc:
         parse_problem = f"malformed JSON: {exc}"
     if entry["kind"] == "junit":
-        facts = normalize_junit(entry, doc if isinstance(doc, dict) else {})
+        facts = normalize_junit(entry, doc if isinstance(doc, dict) else {}, systems)
     else:
-        facts = normalize_artifact(entry, doc if isinstance(doc, dict) else {})
+        facts = normalize_artifact(entry, doc if isinstance(doc, dict) else {}, systems)
     problems = list(facts.problems)
     if parse_problem:
         problems.insert(0, parse_problem)
@@ -194,7 +208,12 @@ def load_evidence(repo: Path, head_fp: str, inventory: Inventory | None = None) 
     """Every indexed evidence file, normalized, with freshness (judged by ``inventory``'s rules: a
     project's input roots and fingerprint paths; this runtime's when None)."""
     out = []
+    platforms, lanes = (inventory.platforms, inventory.lanes) if inventory is not None else (PLATFORMS, LANES)
+    systems = inventory.systems if inventory is not None else PLATFORM_SYSTEM
     for position, entry in enumerate(load_index(repo)):
+        if problems := index_entry_problems(entry, position, platforms, lanes):
+            field, _, message = problems[0].partition(": ")
+            raise MatrixInputError(INDEX_REL, field, message)
         path = repo / entry["file"]
         try:
             raw = path.read_bytes()
@@ -202,7 +221,7 @@ def load_evidence(repo: Path, head_fp: str, inventory: Inventory | None = None) 
             raise MatrixInputError(
                 INDEX_REL, f"entries[{position}].file", f"cannot read {entry['file']}: {exc}"
             ) from None
-        facts = rederived(repo / entry["file"], normalize_entry(entry, raw), raw)
+        facts = rederived(repo / entry["file"], normalize_entry(entry, raw, systems), raw)
         if inventory is None:
             out.append(attach_freshness(repo, facts, head_fp))
             continue

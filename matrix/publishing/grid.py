@@ -2,13 +2,13 @@
 reason, and the per-cell detail that lists only the evidence recorded for the cell's own platform.
 
 Rows are entrypoint x task x ranks (a job of several ranks has a row of its own, right after the
-single-rank row), columns backend x platform (platforms in ``PLATFORMS`` order). Each grid cell carries
+single-rank row), columns backend x platform (platforms in the inventory's order: the document's ``platforms``). Each grid cell carries
 a one-line reason for the next grade; the full reasons are in its ``title`` and detail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,18 +155,31 @@ def next_line(cell: Doc) -> tuple[str, str]:
     return f"{grade}: {short}", f"{grade}: " + "; ".join(reasons)
 
 
-def _columns(cells: Sequence[Doc]) -> tuple[tuple[str, str], ...]:
-    found = {(c["backend"], c["platform"]) for c in cells}
-    return tuple(sorted(found, key=lambda bp: (PLATFORMS.index(bp[1]), bp[0])))
+def _platform_order(doc: Doc) -> Callable[[Doc], tuple[str, str, int, int, str]]:
+    """Grid order of a cell, row (algo, task, ranks) then column, by the document's platform order."""
+    order = {p: i for i, p in enumerate(doc.get("platforms", PLATFORMS))}
+
+    def key(cell: Doc) -> tuple[str, str, int, int, str]:
+        return (*_row(cell), order[cell["platform"]], cell["backend"])
+
+    return key
+
+
+def _columns(
+    cells: Sequence[Doc], grid_order: Callable[[Doc], tuple[str, str, int, int, str]]
+) -> tuple[tuple[str, str], ...]:
+    found = {(c["backend"], c["platform"]): grid_order(c)[3:] for c in cells}
+    return tuple(sorted(found, key=lambda bp: found[bp]))
 
 
 def build_grid(doc: Doc) -> Grid:
     """The grid of ``doc``'s cells; footnotes are numbered by distinct fail-closed reason."""
     cells = doc["cells"]
-    columns = _columns(cells)
+    grid_order = _platform_order(doc)
+    columns = _columns(cells, grid_order)
     by_key = {(*_row(c), c["backend"], c["platform"]): c for c in cells}
     notes: dict[str, list[str]] = {}
-    for c in sorted(cells, key=_grid_order):
+    for c in sorted(cells, key=grid_order):
         if c["unsupported_reason"]:
             notes.setdefault(c["unsupported_reason"], []).append(label(c))
     numbers = {reason: n for n, reason in enumerate(notes, start=1)}
@@ -182,15 +195,6 @@ def build_grid(doc: Doc) -> Grid:
         spans[platform] = spans.get(platform, 0) + 1
     footnotes = tuple((numbers[r], r, tuple(labels)) for r, labels in notes.items())
     return Grid(columns, tuple(spans.items()), tuple(rows), footnotes)
-
-
-def _column_order(cell: Doc) -> tuple[int, str]:
-    return PLATFORMS.index(cell["platform"]), cell["backend"]
-
-
-def _grid_order(cell: Doc) -> tuple[str, str, int, int, str]:
-    """Row (algo, task, ranks), then column."""
-    return (*_row(cell), *_column_order(cell))
 
 
 def _grid_cell(cell: Doc, numbers: Mapping[str, int]) -> GridCell:
@@ -226,7 +230,7 @@ def details(doc: Doc) -> tuple[CellDetail, ...]:
     """Every cell's detail, in grid order (row, then column)."""
     platform_of = {e["id"]: e["platform"] for e in doc["evidence"]}
     reports = {e["id"]: e.get("report") for e in doc["evidence"]}
-    ordered = sorted(doc["cells"], key=_grid_order)
+    ordered = sorted(doc["cells"], key=_platform_order(doc))
     return tuple(cell_detail(c, platform_of, reports) for c in ordered)
 
 

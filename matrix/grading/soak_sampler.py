@@ -16,6 +16,8 @@ from harness.soak.host.portable import UNOBSERVABLE_CLASSES
 from harness.soak.host.sampling import declared_limits
 
 PLATFORM_SAMPLER: dict[str, str] = {"linux-cpu": "linux", "linux-cuda": "linux", "macos-mps": "portable"}
+# A project's own platform: the sampler the soak monitor uses on its host system.
+SYSTEM_SAMPLER: dict[str, str] = {"Linux": "linux", "Darwin": "portable"}
 SHM_ROW = "orphaned_shm_segments"
 
 
@@ -34,9 +36,10 @@ def unchecked_of(doc: Mapping[str, Any]) -> tuple[str, ...]:
     return (*out, f"row {SHM_ROW}") if shm_reason is not None else tuple(out)
 
 
-def sampler_problem(platform: str, sampler: str) -> str | None:
-    """Why a soak from ``sampler`` cannot count for a ``platform`` cell, or None."""
-    want = PLATFORM_SAMPLER.get(platform)
+def sampler_problem(platform: str, sampler: str, system: str | None = None) -> str | None:
+    """Why a soak from ``sampler`` cannot count for a ``platform`` cell, or None (``system``: the host
+    system a project's own platform declares)."""
+    want = PLATFORM_SAMPLER.get(platform) or SYSTEM_SAMPLER.get(system or "")
     if want is None or sampler == want:
         return None
     return (

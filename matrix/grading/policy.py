@@ -7,33 +7,9 @@ For each grade above the one reached, ``blockers`` says why it is not met.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from matrix.model import GRADES, CellKey, CellPolicy, EvidenceFacts, SoakBudget
-from matrix.soak_sampler import platform_note, sampler_problem
-
-
-@dataclass(frozen=True)
-class EvidenceVerdict:
-    """How one piece of evidence was judged for one cell."""
-
-    id: str
-    kind: str
-    file: str
-    freshness: str  # fresh | historical | invalid
-    counts: bool
-    verdict: str
-
-
-@dataclass(frozen=True)
-class CellResult:
-    """The graded cell."""
-
-    policy: CellPolicy
-    grade: str
-    blockers: tuple[tuple[str, tuple[str, ...]], ...]  # (grade above the reached one, reasons)
-    evidence: tuple[EvidenceVerdict, ...]
-    notes: tuple[str, ...] = ()
+from matrix.grading.soak_sampler import platform_note, sampler_problem
+from matrix.model import GRADES, CellKey, CellPolicy, CellResult, EvidenceFacts, EvidenceVerdict, SoakBudget
 
 
 def freshness(ev: EvidenceFacts, key: CellKey | None = None) -> str:
@@ -77,8 +53,8 @@ def _junit_verdict(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
     return None
 
 
-def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts) -> str | None:
-    wrong_sampler = sampler_problem(ev.platform, ev.sampler)
+def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts, system: str | None) -> str | None:
+    wrong_sampler = sampler_problem(ev.platform, ev.sampler, system)
     if wrong_sampler is not None:
         return wrong_sampler
     short = budget.shortfalls(ev.duration_s, ev.num_envs, ev.iterations)
@@ -91,7 +67,7 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
     if reason is None and ev.kind == "junit":
         reason = _junit_verdict(policy, ev)
     elif reason is None and ev.kind == "soak" and policy.soak is not None:
-        reason = _soak_verdict(policy.soak, ev)
+        reason = _soak_verdict(policy.soak, ev, policy.system)
     counts = reason is None
     if ev.kind == "junit" and counts:
         tally = ev.tests[policy.key.binding()]

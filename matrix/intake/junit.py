@@ -12,13 +12,20 @@ import hashlib
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from matrix.model import LANES, PLATFORMS, Binding, MatrixInputError
+from matrix.model import (
+    CELL_PROPERTY,
+    LANES,
+    PLATFORMS,
+    RANKS_PREFIX,
+    SUITE_PREFIX,
+    Binding,
+    MatrixInputError,
+    cell_property,
+)
 
 JUNIT_SUMMARY_VERSION = 1
-CELL_PROPERTY = "cell"
-SUITE_PREFIX = "matrix."
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "errors": 3}
-RANKS_PREFIX = "ranks="
+__all__ = ["cell_property", "summarize_junit"]
 
 
 def _properties(node: ET.Element) -> list[tuple[str, str]]:
@@ -64,9 +71,16 @@ def _bool(display: str, name: str, raw: str | None) -> bool:
 
 
 def summarize_junit(
-    data: bytes, display: str, *, platform: str | None = None, lane: str | None = None
+    data: bytes,
+    display: str,
+    *,
+    platform: str | None = None,
+    lane: str | None = None,
+    platforms: tuple[str, ...] = PLATFORMS,
+    lanes: tuple[str, ...] = LANES,
 ) -> dict[str, Any]:
-    """Parse JUnit XML bytes into the summary document (pure; raises MatrixInputError naming display)."""
+    """Parse JUnit XML bytes into the summary document (pure; raises MatrixInputError naming display).
+    Its platform and lane must be the inventory's (``platforms``, ``lanes``: this runtime's by default)."""
     suites = _suites(data, display)
     for position, suite in enumerate(suites):
         _check_declared_counts(suite, position, display)
@@ -90,8 +104,8 @@ def summarize_junit(
             "dirty": _bool(display, "dirty", facts.get("dirty")),
             "worktree_digest": facts.get("worktree_digest") or None,
         },
-        "platform": _choose(display, "platform", facts.get("platform"), platform, PLATFORMS),
-        "lane": _choose(display, "lane", facts.get("lane"), lane, LANES),
+        "platform": _choose(display, "platform", facts.get("platform"), platform, platforms),
+        "lane": _choose(display, "lane", facts.get("lane"), lane, lanes),
         "system": facts.get("system") or None,
         "gpu_available": _bool(display, "gpu_available", facts.get("gpu_available")),
         "timestamp": suites[0].get("timestamp"),
@@ -162,11 +176,6 @@ def _outcomes_and_bindings(
                 if name == CELL_PROPERTY:
                     bindings.setdefault(test_id, set()).add(_cell(display, test_id, value))
     return outcomes, bindings
-
-
-def cell_property(algo: str, task: str, backend: str, ranks: int = 1) -> str:
-    """The ``cell`` property value: ``algo/task/backend``, and ``/ranks=N`` appended for N > 1."""
-    return f"{algo}/{task}/{backend}" + (f"/{RANKS_PREFIX}{ranks}" if ranks > 1 else "")
 
 
 def _ranks(part: str) -> int | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from matrix.inputs import import_closure, module_path
+from matrix.freshness.closure import import_closure, module_path
 
 FILES = {
     "app/__init__.py": b"",

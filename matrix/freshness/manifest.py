@@ -11,17 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from matrix.model import InputManifest
+
 MANIFEST_VERSION = 1
-
-
-@dataclass(frozen=True)
-class InputManifest:
-    """Project files (POSIX path -> git blob id) and distributions (name -> version) a piece of evidence
-    was made from, and the roles of the processes that recorded them."""
-
-    files: Mapping[str, str]
-    distributions: Mapping[str, str]
-    roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, order=True)

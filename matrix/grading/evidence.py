@@ -8,14 +8,16 @@ contradictions, a test-only hook). Freshness (git) is added by the caller.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
-from matrix.hooks import hooks_in
-from matrix.inputs.manifest import InputManifest, parse_manifest
+from matrix.freshness import parse_manifest
+from matrix.grading.hooks import hooks_in
+from matrix.grading.rederive import missing_fields
+from matrix.grading.soak_sampler import sampler_of, unchecked_of
 from matrix.model import (
     EVIDENCE_KINDS,
     LANES,
@@ -24,10 +26,9 @@ from matrix.model import (
     Binding,
     BoundTally,
     EvidenceFacts,
+    InputManifest,
 )
-from matrix.rederive import missing_fields
 from matrix.schema_check import schema_errors
-from matrix.soak_sampler import sampler_of, unchecked_of
 
 INDEX_REL = "matrix/evidence/index.json"
 INDEX_SCHEMA = "evidence-index.schema.json"
@@ -88,14 +89,17 @@ def platform_problems(
     system: str | None,
     gpu_available: bool | None,
     backend_devices: list[tuple[str, str | None]],
+    systems: Mapping[str, str] = PLATFORM_SYSTEM,
 ) -> list[str]:
     """Contradictions between the declared platform/lane and the facts the evidence records (pure).
 
     ``backend_devices`` pairs each backend the evidence exercised with its physics device (``cuda``,
-    ``cpu``, or None when not recorded).
+    ``cpu``, or None when not recorded); ``systems``: per platform of the inventory, its host system.
     """
     out: list[str] = []
-    want = PLATFORM_SYSTEM[platform]
+    want = systems.get(platform)
+    if want is None:
+        return [f"platform {platform!r} is not one of the inventory's: {', '.join(systems)}"]
     if system is None:
         out.append(f"the host system is not recorded; cannot show it is {want} ({platform})")
     elif not (system.startswith(want) or (want == "Darwin" and system.lower().startswith("macos"))):
@@ -124,8 +128,10 @@ def _as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
-    """Facts of a filed JUnit summary (see matrix.junit)."""
+def normalize_junit(
+    entry: Mapping[str, Any], doc: Any, systems: Mapping[str, str] = PLATFORM_SYSTEM
+) -> EvidenceFacts:
+    """Facts of a filed JUnit summary (see matrix.intake.junit); ``systems`` as for :func:`platform_problems`."""
     problems = list(schema_errors(doc, JUNIT_SCHEMA))
     tests: dict[Binding, BoundTally] = {}
     cell_inputs: dict[Binding, InputManifest] = {}
@@ -149,7 +155,12 @@ def normalize_junit(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
         problems += junit_count_problems(doc)
         problems += _declared_mismatch(entry, doc.get("platform"), doc.get("lane"))
         problems += platform_problems(
-            entry["platform"], entry.get("lane"), doc.get("system"), _as_bool(doc.get("gpu_available")), []
+            entry["platform"],
+            entry.get("lane"),
+            doc.get("system"),
+            _as_bool(doc.get("gpu_available")),
+            [],
+            systems,
         )
     return EvidenceFacts(
         id=entry["id"],
@@ -362,8 +373,11 @@ def _probe_processes(block: Any) -> list[Any]:
     return [block]
 
 
-def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
-    """Facts of a filed soak or probe artifact, checked against the shipped schema of its version.
+def normalize_artifact(
+    entry: Mapping[str, Any], doc: Any, systems: Mapping[str, str] = PLATFORM_SYSTEM
+) -> EvidenceFacts:
+    """Facts of a filed soak or probe artifact, checked against the shipped schema of its version
+    (``systems`` as for :func:`platform_problems`).
 
     A probe measures environment stepping for a task and its backends, independent of the learner, so
     it covers every entrypoint (algo) of that task and backend, at every rank count; a soak covers only
@@ -396,6 +410,7 @@ def normalize_artifact(entry: Mapping[str, Any], doc: Any) -> EvidenceFacts:
             facts["system"] if isinstance(facts["system"], str) else None,
             _as_bool(facts["gpu_available"]),
             devices,
+            systems,
         )
     duration = facts.get("duration_s")
     manifest, note = artifact_manifest(kind, doc)
@@ -448,15 +463,22 @@ def artifact_manifest(kind: str, doc: Mapping[str, Any]) -> tuple[InputManifest 
     return manifest, None
 
 
-def index_entry_problems(entry: Any, position: int) -> list[str]:
-    """Structural problems of one index entry (field: message), beyond the index schema."""
+def index_entry_problems(
+    entry: Any, position: int, platforms: Sequence[str] = PLATFORMS, lanes: Sequence[str] = LANES
+) -> list[str]:
+    """Problems of one index entry (field: message) beyond the index schema, which takes any platform and
+    lane name: they must be the inventory's (``platforms``, ``lanes``)."""
     if not isinstance(entry, Mapping):
         return [f"entries[{position}]: not an object"]
     out = []
     if entry.get("kind") not in EVIDENCE_KINDS:
         out.append(f"entries[{position}].kind: must be one of {', '.join(EVIDENCE_KINDS)}")
-    if entry.get("platform") not in PLATFORMS:
-        out.append(f"entries[{position}].platform: must be one of {', '.join(PLATFORMS)}")
-    if entry.get("lane") is not None and entry.get("lane") not in LANES:
-        out.append(f"entries[{position}].lane: must be null or one of {', '.join(LANES)}")
+    if entry.get("platform") not in platforms:
+        out.append(
+            f"entries[{position}].platform: unknown platform {entry.get('platform')!r}; allowed: {', '.join(platforms)}"
+        )
+    if entry.get("lane") is not None and entry.get("lane") not in lanes:
+        out.append(
+            f"entries[{position}].lane: unknown lane {entry.get('lane')!r}; allowed: null or {', '.join(lanes)}"
+        )
     return out

@@ -2,7 +2,7 @@
 
 Axes: algo, task, backend, platform and the optional ``ranks`` (default 1; an integer >= 1 or a list of
 them); a list on any axis expands to the cross product. This runtime's inventory takes its names from the
-runtime registries; a project's own inventory declares them in its ``project`` section (matrix.project).
+runtime registries; a project's own inventory declares them in its ``project`` section (matrix.declared.project).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from matrix.declared.project import AXES, check_platforms, is_project_inventory, validate_project_inventory
+from matrix.declared.runtime_facts import Registry
 from matrix.model import (
     PLATFORMS,
     CellKey,
@@ -24,15 +26,7 @@ from matrix.model import (
     Recommendation,
     SoakBudget,
 )
-from matrix.project import (
-    AXES,
-    check_platforms,
-    is_project_inventory,
-    parse_project,
-    project_inventory_schema,
-)
-from matrix.runtime_facts import Registry
-from matrix.schema_check import validate_document, validate_or_raise
+from matrix.schema_check import validate_or_raise
 
 INVENTORY_SCHEMA_VERSION = 1
 INVENTORY_REL = "matrix/inventory.yaml"
@@ -105,7 +99,7 @@ def _check_test_policy(entry: dict[str, Any], index: int, display: str) -> None:
         )
 
 
-def _policy(entry: dict[str, Any], key: CellKey) -> CellPolicy:
+def _policy(entry: dict[str, Any], key: CellKey, project: Project | None) -> CellPolicy:
     tests = entry.get("tests") or {}
     rec = entry.get("recommendation")
     unsupported = entry.get("unsupported")
@@ -119,16 +113,15 @@ def _policy(entry: dict[str, Any], key: CellKey) -> CellPolicy:
         soak=_budget(entry["soak"]) if "soak" in entry else None,
         recommendation=Recommendation(rec["decision"], rec["date"], rec["rationale"]) if rec else None,
         inputs=tuple(entry.get("inputs", ())),
+        system=project.systems[key.platform] if project is not None else None,
     )
 
 
 def _validated(document: Any, registry: Registry | None, display: str) -> tuple[Project | None, Known]:
-    """Schema-check ``document`` (a project's own inventory against its extended schema, whose platforms
-    are its declared ones) and return its project section and the names each axis may take."""
+    """Schema-check ``document`` (a project's own inventory against its own schema, its platforms and
+    lanes the ones it declares) and return its project section and the names each axis may take."""
     if is_project_inventory(document):
-        project = parse_project(document, display)
-        check_platforms(document, project.platforms, display, declared=True)
-        validate_document(document, project_inventory_schema(project.platforms), display)
+        project = validate_project_inventory(document, display)
         names = {axis: tuple(sorted(project.names[axis])) for axis in AXES}
         return project, {**names, "platform": project.platforms, "source": "not in project.axes"}
     check_platforms(document, PLATFORMS, display, declared=False)
@@ -143,7 +136,7 @@ def _validated(document: Any, registry: Registry | None, display: str) -> tuple[
 def parse_inventory(document: Any, registry: Registry | None, display: str) -> Inventory:
     """Validate an inventory document and expand it into unique cells (pure; raises MatrixInputError).
     ``registry`` names this runtime's algos, tasks and backends; a project's own inventory (with a
-    ``project`` section, matrix.project) declares its own and needs none."""
+    ``project`` section, matrix.declared.project) declares its own and needs none."""
     if isinstance(document, dict) and isinstance(document.get("schema_version"), int):
         version = document["schema_version"]
         if version > INVENTORY_SCHEMA_VERSION:
@@ -169,7 +162,7 @@ def parse_inventory(document: Any, registry: Registry | None, display: str) -> I
                     f"duplicate cell {key.label()} (already declared by cells[{seen[key]}])",
                 )
             seen[key] = index
-            cells.append(_policy(entry, key))
+            cells.append(_policy(entry, key, project))
     order = {p: i for i, p in enumerate(known["platform"])}
     cells.sort(key=lambda c: (order[c.key.platform], c.key.algo, c.key.task, c.key.backend, c.key.ranks))
     return Inventory(

@@ -14,12 +14,11 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from matrix.build import MatrixState
-from matrix.gitfacts import FINGERPRINT_PATHS
-from matrix.grading import CellResult, freshness
-from matrix.grid import build_grid, capability_view, details
-from matrix.model import GRADE_MEANING, GRADES, MatrixInputError, Project, SoakBudget
-from matrix.runtime_facts import CapabilityRow
+from matrix.declared import CapabilityRow
+from matrix.freshness import FINGERPRINT_PATHS
+from matrix.grading import MatrixState, freshness
+from matrix.model import GRADE_MEANING, GRADES, CellResult, MatrixInputError, Project, SoakBudget
+from matrix.publishing.grid import build_grid, capability_view, details
 
 MATRIX_JSON_VERSION = 1
 PAGE_REL = "docs/support-matrix.md"
@@ -82,7 +81,13 @@ def capability_doc(row: CapabilityRow) -> dict[str, Any]:
 
 def project_doc(project: Project) -> dict[str, Any]:
     """A project's own inventory as the JSON document names it (absent for this runtime's)."""
-    return {"name": project.name, "inputs": list(project.inputs), "facts": "declared"}
+    return {
+        "name": project.name,
+        "inputs": list(project.inputs),
+        "facts": "declared",
+        "lanes": list(project.lanes),
+        "systems": dict(project.systems),
+    }
 
 
 def budget_text(budget: Mapping[str, Any]) -> str:

@@ -2,8 +2,8 @@
 
 Accepted: a soak artifact (JSON, with the samples file it names beside it), a probe artifact (JSON), or a
 pytest JUnit XML (converted to a JUnit summary). Invalid, failing, dirty or platform-contradicting input,
-a soak artifact whose verdicts its own evidence does not bear out (matrix.rederive), and evidence made
-with a test-only hook (matrix.hooks: ``probe --test-step-sleep-ms``, ``training.test_*``) are rejected
+a soak artifact whose verdicts its own evidence does not bear out (matrix.grading.rederive), and evidence made
+with a test-only hook (matrix.grading.hooks: ``probe --test-step-sleep-ms``, ``training.test_*``) are rejected
 with a MatrixInputError (exit 2) before anything is written. A soak artifact's samples file is filed
 beside it under the name the artifact records (its sha256 is checked first), so `soak report` and
 `soak compare` work on filed evidence; a different file already filed under that name is refused.
@@ -20,33 +20,42 @@ from typing import Any
 
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
-from matrix.build import (
-    FreshnessRule,
-    attach_freshness,
-    evidence_roots,
-    fingerprint_paths,
-    load_index,
-    normalize_entry,
-    read_json,
-    soak_samples_rel,
-)
-from matrix.evidence import (
+from matrix.declared import runtime_cell_sources
+from matrix.fileio import write_all_atomic
+from matrix.freshness import head_commit, resolve_commit, runtime_fingerprint
+from matrix.grading import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
     INDEX_VERSION,
     JUNIT_SCHEMA,
     VERSION_FIELD,
+    FreshnessRule,
     artifact_version_problem,
+    attach_freshness,
+    check_soak_evidence,
     detect_kind,
+    evidence_roots,
+    fingerprint_paths,
+    hooks_in,
+    load_index,
+    normalize_entry,
+    read_json,
+    samples_file,
+    soak_samples_rel,
 )
-from matrix.fileio import write_all_atomic
-from matrix.gitfacts import head_commit, resolve_commit, runtime_fingerprint
-from matrix.hooks import hooks_in
-from matrix.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
-from matrix.junit import cell_property, summarize_junit
-from matrix.model import PLATFORMS, CellKey, EvidenceFacts, Inventory, MatrixInputError, ranks_suffix
-from matrix.rederive import check_soak_evidence, samples_file
-from matrix.runtime_facts import runtime_cell_sources
+from matrix.intake.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
+from matrix.intake.junit import summarize_junit
+from matrix.model import (
+    LANES,
+    PLATFORM_SYSTEM,
+    PLATFORMS,
+    CellKey,
+    EvidenceFacts,
+    Inventory,
+    MatrixInputError,
+    cell_property,
+    ranks_suffix,
+)
 from matrix.schema_check import validate_or_raise
 
 
@@ -65,29 +74,30 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-") or "x"
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """The platforms and lanes evidence may be filed for: the inventory's."""
+
+    platforms: tuple[str, ...] = PLATFORMS
+    lanes: tuple[str, ...] = LANES
+
+
 def _prepare(
     source: Path,
     display: str,
     kind: str | None,
     platform: str | None,
     lane: str | None,
-    platforms: tuple[str, ...] = PLATFORMS,
+    allowed: Allowed,
 ) -> tuple[str, bytes, str, str | None, Any]:
     """(kind, filed bytes, platform, lane, parsed document) after version and schema checks."""
     if source.suffix.lower() == ".xml" or kind == "junit":
-        prepared = _prepare_junit(source, display, kind, platform, lane)
-        if prepared[2] not in platforms:
-            raise MatrixInputError(
-                display,
-                "platform",
-                f"{prepared[2]!r} is not a platform of this inventory: {', '.join(platforms)}",
-            )
-        return prepared
+        return _prepare_junit(source, display, kind, (platform, lane), allowed)
     doc = read_json(source, display)
     kind = _artifact_kind(doc, display, kind)
     if lane is not None:
         raise MatrixInputError(display, "--lane", "a lane applies to JUnit evidence only")
-    platform = _artifact_platform(doc, display, kind, platform, platforms)
+    platform = _artifact_platform(doc, display, kind, platform, allowed.platforms)
     version = doc.get(VERSION_FIELD[kind]) if isinstance(doc, dict) else None
     problem = artifact_version_problem(kind, version)
     if problem:
@@ -96,15 +106,18 @@ def _prepare(
 
 
 def _prepare_junit(
-    source: Path, display: str, kind: str | None, platform: str | None, lane: str | None
+    source: Path, display: str, kind: str | None, given: tuple[str | None, str | None], allowed: Allowed
 ) -> tuple[str, bytes, str, str | None, Any]:
+    """A JUnit XML as its summary (``given``: the --platform and --lane options)."""
     if kind not in (None, "junit"):
         raise MatrixInputError(display, "--kind", f"a JUnit XML cannot be ingested as {kind!r}")
     try:
         data = source.read_bytes()
     except OSError as exc:
         raise MatrixInputError(display, "$", f"cannot read: {exc}") from None
-    summary = summarize_junit(data, display, platform=platform, lane=lane)
+    summary = summarize_junit(
+        data, display, platform=given[0], lane=given[1], platforms=allowed.platforms, lanes=allowed.lanes
+    )
     return (
         "junit",
         (json.dumps(summary, indent=2, sort_keys=True) + "\n").encode(),
@@ -188,8 +201,8 @@ def ingest(  # noqa: PLR0913 — the CLI options (keyword-only), the cell source
     ``sources_of`` names a cell's sources (the guard on manifests, a JUnit summary's per-cell inputs);
     ``inventory``: a project's own (its platforms and freshness rule), None for this runtime's."""
     display = str(source)
-    platforms = inventory.platforms if inventory is not None else PLATFORMS
-    kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane, platforms)
+    allowed = Allowed(inventory.platforms, inventory.lanes) if inventory is not None else Allowed()
+    kind, filed, platform, lane, doc = _prepare(source, display, kind, platform, lane, allowed)
     if kind == "junit":  # each bound cell's inputs, from the commit its tests ran at
         _known_commit(repo, display, doc["source"]["commit"])
         add_junit_inputs(repo, doc, sources_of)
@@ -204,7 +217,7 @@ def ingest(  # noqa: PLR0913 — the CLI options (keyword-only), the cell source
         "platform": platform,
         "lane": lane,
     }
-    facts = normalize_entry(draft, filed)
+    facts = normalize_entry(draft, filed, inventory.systems if inventory is not None else PLATFORM_SYSTEM)
     if facts.problems:
         raise MatrixInputError(
             display, problem_field(facts.problems[0]), "rejected: " + "; ".join(facts.problems)

@@ -1,0 +1,49 @@
+"""Freshness: what each piece of evidence depends on (input manifests, a project's import closure, the
+lock's pins), what git says about it (commits, trees, the fingerprint over the paths that judge evidence
+without a manifest), and which cells a change stales (``matrix affected``, ``matrix stale``).
+
+Pure where it can be (manifests, closures, what a change stales); git is asked in ``gitfacts`` and
+``trees``. Imports only the matrix vocabulary (``matrix.model``).
+"""
+
+from matrix.freshness.affected import affected_cells, stale_cells
+from matrix.freshness.closure import import_closure
+from matrix.freshness.gitfacts import (
+    FINGERPRINT_PATHS,
+    GitQueryError,
+    commit_reader,
+    commits_since,
+    head_commit,
+    read_blobs,
+    repo_root,
+    resolve_commit,
+    runtime_fingerprint,
+    tree_blobs,
+)
+from matrix.freshness.junit_inputs import junit_manifest
+from matrix.freshness.lock import locked_versions
+from matrix.freshness.manifest import changed_inputs, describe_changes, parse_manifest
+from matrix.freshness.trees import commit_state, worktree_state
+
+__all__ = [
+    "FINGERPRINT_PATHS",
+    "GitQueryError",
+    "affected_cells",
+    "changed_inputs",
+    "commit_reader",
+    "commit_state",
+    "commits_since",
+    "describe_changes",
+    "head_commit",
+    "import_closure",
+    "junit_manifest",
+    "locked_versions",
+    "parse_manifest",
+    "read_blobs",
+    "repo_root",
+    "resolve_commit",
+    "runtime_fingerprint",
+    "stale_cells",
+    "tree_blobs",
+    "worktree_state",
+]

@@ -1,0 +1,14 @@
+"""Intake of evidence: ``matrix ingest`` validates one soak or probe artifact or pytest JUnit XML (read
+into a JUnit summary, with each bound cell's inputs) and files it under ``matrix/evidence/``, judging it
+as ``matrix generate`` will.
+
+Imports the rooms below it: declared, freshness, grading.
+"""
+
+from matrix.intake.ingest import ingest
+from matrix.intake.ingest_inputs import SourcesOf
+
+__all__ = [
+    "SourcesOf",
+    "ingest",
+]

@@ -6,21 +6,24 @@ UV := python3 -m uv
 endif
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
-# The lane runs on every core through pytest-xdist; tests/lane.py orders it (exclusive tests alone, then
-# the long real runs, longest first, from tests/durations.json). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= auto
+# The lane runs through pytest-xdist with one worker more than the cores: about a third of a worker's time
+# is spent waiting on real processes (sleeps, timeouts, torchrun), and the extra worker keeps the cores
+# busy meanwhile. tests/lane.py orders it (the long real runs first, longest first, from
+# tests/durations.json; exclusive tests last, alone). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 # The inner-loop lane: no real soak, training run, probe run or torchrun job (docs/ci.md).
 FAST_MARKERS := not slow and not soak
 # Headless Chromium renders the soak report, the probe history and the support matrix in the tests, which
 # fail without it. The names are the ones tests/conftest.py looks for, in its order.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome
+SOURCES := foundation runtime harness matrix scripts benchmarks
 
-.PHONY: setup chromium demo test test-fast lint matrix-check
+.PHONY: setup chromium bytecode demo test test-fast lint matrix-check
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --frozen --extra mjwarp
+	$(UV) sync --frozen --extra mjwarp --compile-bytecode
 
 # Finds a Chromium that runs; installs one (apt-get, as root) where none is on PATH, else stops naming it.
 chromium:
@@ -48,14 +51,19 @@ demo: setup
 	$(RUN) soak demo
 
 lint: setup
-	$(RUN) ruff check foundation runtime harness matrix tests scripts benchmarks
-	$(RUN) ruff format --check foundation runtime harness matrix tests scripts benchmarks
+	$(RUN) ruff check $(SOURCES) tests
+	$(RUN) ruff format --check $(SOURCES) tests
 	$(RUN) mypy
 
-test: setup chromium
+# Every test spawns Python processes; the project's modules are compiled once here, so that none of them
+# compiles its imports again (setup does the same for the locked packages with --compile-bytecode).
+bytecode:
+	@$(RUN) python -m compileall -q $(SOURCES) tests
+
+test: setup chromium bytecode
 	$(RUN) pytest $(XDIST) $(PYTEST_ARGS)
 
-test-fast: setup chromium
+test-fast: setup chromium bytecode
 	$(RUN) pytest $(XDIST) -m "$(FAST_MARKERS)" $(PYTEST_ARGS)
 
 matrix-check: setup

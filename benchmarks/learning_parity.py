@@ -37,6 +37,8 @@ import typer
 RESULT_SCHEMA = "learning-parity-1"
 RESULT_SCHEMA_FILE = f"{RESULT_SCHEMA}.schema.json"
 TRAIN_TIMEOUT_S = 6 * 3600
+# What each checkpoint's evaluation records; the other rollouts of evaluate_run are not computed.
+EVALUATED_POLICIES = ("trained_deterministic", "uniform_random")
 
 
 @dataclass(frozen=True)
@@ -213,7 +215,9 @@ def evaluate_checkpoints(
     saved = [p.name for p in (run_dir / "checkpoints").glob("ckpt_*.pt")]
     out = []
     for name in checkpoints_to_evaluate(saved, last, final_iteration):
-        result = evaluate_run(run_dir, num_envs=num_envs, horizon=horizon, checkpoint=name)
+        result = evaluate_run(
+            run_dir, num_envs=num_envs, horizon=horizon, checkpoint=name, policies=EVALUATED_POLICIES
+        )
         out.append(
             {
                 "checkpoint": name,

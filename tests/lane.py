@@ -2,10 +2,12 @@
 
 Order: tests (or ``xdist_group`` units, kept whole) whose recorded duration in ``tests/durations.json``
 is at least ``HEAVY_SECONDS`` run first, longest first, so the long real runs start while short tests
-fill the other worker; the rest keep their collection order (module fixtures stay shared). Tests marked
-``exclusive`` (a timing premise that needs the host to itself) go before everything and run alone:
-every test holds a shared lock on one file for its run, an exclusive test holds it exclusively, and a
-turnstile lock keeps a waiting exclusive test from being starved by the other worker's stream of tests.
+fill the other workers; the rest keep their collection order (module fixtures stay shared). Tests marked
+``exclusive`` (a timing premise that needs the host to itself) go after everything and run alone: every
+test holds a shared lock on one file for its run, an exclusive test holds it exclusively, and a
+turnstile lock keeps a waiting exclusive test from being starved by the other workers' stream of tests.
+Last, because an exclusive test waits for every test running beside it to end: at the start that is a
+long real run, at the end only the short tests that finish the lane.
 Without xdist the locks are not taken. ``--record-durations PATH`` writes each test's measured
 setup + call + teardown seconds from the run (docs/ci.md).
 """
@@ -58,7 +60,7 @@ def _unit(item: pytest.Item) -> str:
 
 
 def lane_order(items: list[pytest.Item], durations: dict[str, float]) -> list[pytest.Item]:
-    """``items`` reordered: exclusive units, then heavy units longest first, then the rest in order."""
+    """``items`` reordered: heavy units longest first, then the rest in order, then exclusive units."""
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(_unit(item), []).append(item)
@@ -67,8 +69,8 @@ def lane_order(items: list[pytest.Item], durations: dict[str, float]) -> list[py
         position, (_, members) = entry
         weight = sum(durations.get(plain_id(member.nodeid, _group(member)), 0.0) for member in members)
         if any(member.get_closest_marker("exclusive") for member in members):
-            return (0, -weight, position)
-        return (1, -weight, position) if weight >= HEAVY_SECONDS else (2, 0.0, position)
+            return (2, -weight, position)
+        return (0, -weight, position) if weight >= HEAVY_SECONDS else (1, 0.0, position)
 
     ordered = sorted(enumerate(units.items()), key=rank)
     return [member for _, (_, members) in ordered for member in members]

@@ -1,4 +1,4 @@
-"""The lane's order (exclusive units, then heavy units longest first, then collection order) and its
+"""The lane's order (heavy units longest first, then collection order, then exclusive units) and its
 host lock: under real pytest-xdist workers an ``exclusive`` test never overlaps another test."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_heavy_units_go_first_longest_first_and_light_ones_keep_their_order() ->
     assert _order(items, durations) == ["t.py::heavier", "t.py::heavy", "t.py::a", "t.py::b", "t.py::c"]
 
 
-def test_a_group_is_one_unit_weighed_by_its_sum_and_exclusive_tests_lead() -> None:
+def test_a_group_is_one_unit_weighed_by_its_sum_and_exclusive_tests_close() -> None:
     group = {"xdist_group": _Mark(("smokes",))}
     items = [
         _Item("t.py::light"),
@@ -56,11 +56,11 @@ def test_a_group_is_one_unit_weighed_by_its_sum_and_exclusive_tests_lead() -> No
     durations = {"t.py::g1": 20.0, "t.py::g2": 20.0, "t.py::single": 30.0, "t.py::alone": 1.0}
     # the group (40 s in all) outweighs the 30 s test, and its members stay together in their order
     assert _order(items, durations) == [
-        "t.py::alone",
         "t.py::g1@smokes",
         "t.py::g2@smokes",
         "t.py::single",
         "t.py::light",
+        "t.py::alone",
     ]
 
 

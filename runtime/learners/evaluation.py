@@ -147,22 +147,40 @@ def restore_run(
     return RestoredRun(payload, cfg, obs_dim, action_dim, learner)
 
 
+POLICIES: tuple[str, ...] = (
+    "trained_deterministic",
+    "trained_stochastic",
+    "untrained_deterministic",
+    "uniform_random",
+)
+
+
 def evaluate_run(
-    run_dir: Path, num_envs: int, horizon: int, seed: int = 12345, checkpoint: str = "final.pt"
+    run_dir: Path,
+    num_envs: int,
+    horizon: int,
+    seed: int = 12345,
+    checkpoint: str = "final.pt",
+    policies: tuple[str, ...] = POLICIES,
 ) -> dict[str, Any]:
     """Survival statistics of a finished run's final policy vs the untrained actor and random actions.
 
-    Returns ``{policy: {mean, median, fraction_censored}}`` for policies ``trained_deterministic``,
-    ``trained_stochastic``, ``untrained_deterministic``, ``uniform_random``; plus ``horizon``,
-    ``num_envs``, ``seed`` and the checkpoint's ``total_env_steps``. All on CPU, fresh env per policy
-    with the same ``seed`` (identical initial states).
+    Returns ``{policy: {mean, median, fraction_censored}}`` for each of ``policies`` (by default all of
+    ``POLICIES``: ``trained_deterministic``, ``trained_stochastic``, ``untrained_deterministic``,
+    ``uniform_random``); plus ``horizon``, ``num_envs``, ``seed`` and the checkpoint's
+    ``total_env_steps``. All on CPU, fresh env per policy with the same ``seed`` (identical initial
+    states). A caller that reads only some policies names them: the untrained actor holds its stand pose
+    for the whole horizon, the costliest rollout of the four.
     """
     import torch
 
+    unknown = [name for name in policies if name not in POLICIES]
+    if unknown or not policies:
+        raise ValueError(f"policies must be a non-empty subset of {', '.join(POLICIES)}; got {policies}")
     run = restore_run(run_dir, num_envs, checkpoint)
     trained, untrained, action_dim = run.learner, run.untrained_learner(), run.action_dim
     gen = torch.Generator().manual_seed(seed)
-    policies: dict[str, Policy] = {
+    rollouts: dict[str, Policy] = {
         "trained_deterministic": lambda o: trained.actor.act(o, deterministic=True),
         "trained_stochastic": lambda o: trained.actor.act(o, deterministic=False),
         "untrained_deterministic": lambda o: untrained.actor.act(o, deterministic=True),
@@ -174,7 +192,9 @@ def evaluate_run(
         "seed": seed,
         "total_env_steps": run.total_env_steps,
     }
-    for name, policy in policies.items():
+    for name, policy in rollouts.items():
+        if name not in policies:
+            continue
         e = run.make_env(seed)
         try:
             lengths = survival_lengths(e, policy, horizon)

@@ -47,6 +47,7 @@ PREFILL = 60
 ENV_STEPS = 128_000  # 4 000 iterations
 HORIZON = 300
 MIN_RATIO = 2.0
+EVALUATED = ("trained_deterministic", "uniform_random")  # what the floor reads, as the benchmark does
 RECIPE = (
     f"algo.prefill_iterations={PREFILL}", f"algo.learning_starts={NUM_ENVS * PREFILL}",
     "algo.updates_per_iteration=4", "algo.actor_lr=0.001", "algo.critic_lr=0.001", "algo.tau=0.02",
@@ -115,7 +116,9 @@ def test_two_ranks_with_half_the_worlds_each_learn_past_the_same_floor(tmp_path:
     assert summary["distributed"]["params_identical"] is True
     assert sum(r["total_env_steps"] for r in summary["distributed"]["ranks"]) == ENV_STEPS
     survival = {
-        name: evaluate_run(job / "rank-0", num_envs=NUM_ENVS, horizon=HORIZON, checkpoint=name)
+        name: evaluate_run(
+            job / "rank-0", num_envs=NUM_ENVS, horizon=HORIZON, checkpoint=name, policies=EVALUATED
+        )
         for name in ("ckpt_00002500.pt", "ckpt_00003000.pt", "ckpt_00003500.pt", "final.pt")
     }
     print({name: r["trained_deterministic"]["mean"] for name, r in survival.items()})

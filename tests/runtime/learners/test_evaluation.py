@@ -14,9 +14,11 @@ import torch
 from runtime.config import compose, validate_for_run
 from runtime.learners import build_learner
 from runtime.learners.evaluation import (
+    POLICIES,
     CheckpointError,
     TaskMismatchError,
     cpu_env,
+    evaluate_run,
     read_checkpoint,
     restore_run,
     survival_lengths,
@@ -126,3 +128,16 @@ def test_a_run_of_another_task_is_refused_by_name(tmp_path: Path) -> None:
     _walk_checkpoint(tmp_path / "run")
     with pytest.raises(TaskMismatchError, match=r"run: a G1WalkFlat run, not G1MotionTracking"):
         restore_run(tmp_path / "run", num_envs=2, task=G1MotionTracking)
+
+
+def test_an_evaluation_computes_only_the_policies_it_is_asked_for(tmp_path: Path) -> None:
+    _walk_checkpoint(tmp_path / "run")
+    asked = ("trained_deterministic", "uniform_random")
+    result = evaluate_run(tmp_path / "run", num_envs=2, horizon=3, policies=asked)
+    assert [name for name in POLICIES if name in result] == list(asked)
+    assert all(1.0 <= result[name]["mean"] <= 3.0 for name in asked)
+    full = evaluate_run(tmp_path / "run", num_envs=2, horizon=3)
+    assert all(name in full for name in POLICIES)
+    assert full["trained_deterministic"] == result["trained_deterministic"]  # same worlds, same seed
+    with pytest.raises(ValueError, match="policies must be a non-empty subset"):
+        evaluate_run(tmp_path / "run", num_envs=2, horizon=3, policies=("random",))

@@ -35,26 +35,33 @@ def _run(cmd: list[str], cwd: Path, timeout: float = 600, env: dict[str, str] | 
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel and the locked training stack (the train extra; no dev group, no mjwarp)."""
-    root = tmp_path_factory.mktemp("wheel")
-    uv = _uv()
-    _run([*uv, "build", "--wheel", "--out-dir", str(root / "dist"), str(REPO)], cwd=root)
-    wheels = sorted((root / "dist").glob("soakbench-*.whl"))
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once for the module."""
+    dist = tmp_path_factory.mktemp("dist")
+    _run([*_uv(), "build", "--wheel", "--out-dir", str(dist), str(REPO)], cwd=dist)
+    wheels = sorted(dist.glob("soakbench-*.whl"))
     assert len(wheels) == 1
-    requirements = root / "requirements.txt"
-    _run(
-        [*uv, "export", "--frozen", "--no-dev", "--extra", "train", "--no-emit-project", "--no-hashes", "-o",
-         str(requirements)],
-        cwd=REPO,
-    )
+    return wheels[0]
+
+
+def _install(root: Path, wheel: Path, *extras: str) -> Path:
+    """``root/venv`` with ``wheel`` and the locked dependencies of its base and ``extras`` (no dev group)."""
+    uv, requirements = _uv(), root / "requirements.txt"
+    chosen = [arg for extra in extras for arg in ("--extra", extra)]
+    export = [*uv, "export", "--frozen", "--no-dev", *chosen, "--no-emit-project", "--no-hashes"]
+    _run([*export, "-o", str(requirements)], cwd=REPO)
     _run([*uv, "venv", "--quiet", "--python", sys.executable, str(root / "venv")], cwd=root)
     python = root / "venv" / "bin" / "python"
     _run(
-        [*uv, "pip", "install", "--quiet", "--python", str(python), "-r", str(requirements), str(wheels[0])],
-        root,
+        [*uv, "pip", "install", "--quiet", "--python", str(python), "-r", str(requirements), str(wheel)], root
     )
     return root
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    """A fresh venv with the wheel and the locked training stack (the train extra; no mjwarp)."""
+    return _install(tmp_path_factory.mktemp("wheel"), wheel, "train")
 
 
 def _clean_env() -> dict[str, str]:
@@ -149,3 +156,49 @@ def test_soak_monitor_and_matrix_explain(installed: Path) -> None:
     assert first.startswith("sac/g1_walk_flat/mujoco@linux-cpu: ")
     assert first.rsplit(": ", 1)[1] in ("Registered", "Configured", "Tested", "Benchmarked", "Recommended")
     assert "evidence considered" in explained
+
+
+@pytest.mark.linux_only
+def test_a_harness_only_install_soaks_an_outside_project_without_the_training_stack(
+    tmp_path_factory: pytest.TempPathFactory, wheel: Path
+) -> None:
+    """`pip install .` with no extras: no torch or MuJoCo, yet `soak monitor --cell` watches an outside
+    project's command and its artifact names the installed harness's version and that project's commit."""
+    root = _install(tmp_path_factory.mktemp("harness-only"), wheel)
+    bin_dir, env = root / "venv" / "bin", _clean_env()
+    for stack in ("torch", "mujoco", "omegaconf", "tensorboard"):
+        found = _run([str(bin_dir / "python"), "-c", f"import importlib.util as u; print(u.find_spec({stack!r}))"],
+                     cwd=root, env=env)  # fmt: skip
+        assert found.strip() == "None", f"{stack} is installed without the train extra"
+    project = root / "outside"
+    project.mkdir()
+    (project / "job.py").write_text(
+        "import pathlib, sys, time\n"
+        "log = pathlib.Path(sys.argv[1]) / 'progress.jsonl'\n"
+        "for i in range(25):\n"
+        "    with log.open('a') as fh: fh.write(f'{{\"iteration\": {i}}}\\n')\n"
+        "    time.sleep(0.2)\n"
+    )
+    git = ["git", "-c", "user.email=ci@example.invalid", "-c", "user.name=ci"]
+    _run(["git", "init", "-q"], cwd=project)
+    _run([*git, "add", "-A"], cwd=project)
+    _run([*git, "commit", "-qm", "an outside trainer"], cwd=project)
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=project).strip()
+    output = project.parent / "soak.json"
+    argv = [
+        str(bin_dir / "soak"), "monitor", "--cell", "toy/count/py", "--log-dir", str(root / "log"),
+        "--output", str(output), "--sample-interval-seconds", "0.25", "--min-trend-samples", "8",
+        "--post-shutdown-grace-seconds", "1", "--live", "off", "--",
+        str(bin_dir / "python"), "job.py", str(root / "log"),
+    ]  # fmt: skip
+    done = subprocess.run(
+        argv, cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    artifact = json.loads(output.read_text())
+    assert done.returncode == 0 and artifact["status"] == "passed", artifact["failure_reason"]
+    assert "PASSED" in done.stdout + done.stderr  # --live off still prints the verdict
+    assert artifact["run_settings"]["cell"] == {"algo": "toy", "task": "count", "backend": "py"}
+    assert artifact["context"]["source"]["commit"] == commit
+    software = artifact["context"]["software"]
+    assert software["torch"] is None and software["mujoco"] is None
+    assert software["soakbench"] is not None

@@ -58,14 +58,15 @@ def adam_update(
     step = state.step + 1
     p = [params[k].detach() for k in keys]
     g = [grads[k] for k in keys]
-    m = torch._foreach_add(torch._foreach_mul([state.m[k] for k in keys], b1), g, alpha=1.0 - b1)
-    g2 = torch._foreach_mul(g, g)
-    v = torch._foreach_add(torch._foreach_mul([state.v[k] for k in keys], b2), g2, alpha=1.0 - b2)
+    # Fused foreach ops: out of place for the returned tensors, in place only on temporaries made here.
+    m = torch._foreach_lerp([state.m[k] for k in keys], g, 1.0 - b1)
+    v = torch._foreach_addcmul(torch._foreach_mul([state.v[k] for k in keys], b2), g, g, value=1.0 - b2)
     bc1 = 1.0 - b1**step
     bc2 = 1.0 - b2**step
-    denom = torch._foreach_add(torch._foreach_div(torch._foreach_sqrt(v), math.sqrt(bc2)), eps)
-    upd = torch._foreach_div(m, denom)
-    new_p = torch._foreach_add(p, upd, alpha=-lr / bc1)
+    denom = torch._foreach_sqrt(v)
+    torch._foreach_div_(denom, math.sqrt(bc2))
+    torch._foreach_add_(denom, eps)
+    new_p = torch._foreach_addcdiv(p, m, denom, value=-lr / bc1)
     return dict(zip(keys, new_p, strict=True)), AdamState(
         step=step, m=dict(zip(keys, m, strict=True)), v=dict(zip(keys, v, strict=True))
     )

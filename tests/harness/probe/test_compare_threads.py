@@ -24,8 +24,8 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
     """On a 2-core host one MuJoCo thread is about 1.8x slower than two, when the second core is free:
     with other processes holding most of a core, two threads gain little or nothing (measured: 3.2k
     vs 2.9k env steps/s at load 8), and the comparison rightly calls it inconclusive."""
-    settings = ("--backends", "mujoco", "--num-envs", "256", "--warmup", "5", "--iters", "60")
-    more = ("--rounds", "10", "--processes", "4")
+    settings = ("--backends", "mujoco", "--num-envs", "256", "--warmup", "5", "--iters", "40")
+    more = ("--rounds", "6", "--processes", "3")
     two = _probe(tmp_path / "two.json", *settings, *more, "--physics-threads", "2")
     one = _probe(tmp_path / "one.json", *settings, *more, "--physics-threads", "1")
     other = json.loads(two.read_text())["contention"]["other_cpu_share"]
@@ -50,6 +50,7 @@ def test_one_physics_thread_against_two_is_slower_and_fails(tmp_path: Path) -> N
             f"({limits[0]:,.0f} vs {limits[1]:,.0f} control steps/s), within the noise floor {floor:.0%}: "
             "other processes held the second core"
         )
+    print({name: (row["verdict"], row["noise_floor"]) for name, row in rows.items()})
     assert "slower" in {rows["env_control_steps_per_s"]["verdict"], rows["iteration_ms"]["verdict"]}
     assert "faster" not in {rows["env_control_steps_per_s"]["verdict"], rows["iteration_ms"]["verdict"]}
     # the gate reads the headline measures only (an iteration_ms call alone is reported, not gated)

@@ -20,6 +20,7 @@ from matrix.declared import (
     FactsSource,
     Registry,
     RuntimeFacts,
+    check_roots_at_head,
     is_project_inventory,
     load_inventory,
     load_registry,
@@ -34,8 +35,10 @@ from matrix.freshness import (
     GitQueryError,
     affected_cells,
     commit_state,
+    head_commit,
     repo_root,
     stale_cells,
+    tree_blobs,
     worktree_state,
 )
 from matrix.grading import (
@@ -103,11 +106,16 @@ def _inputs() -> tuple[Registry, ConfiguredCheck]:
 
 def project_inventory(repo: Path) -> Inventory | None:
     """``repo``'s inventory when it is a project's own (it declares its facts; nothing of the runtime is
-    imported), None for this runtime's inventory or none at all."""
+    imported), None for this runtime's inventory or none at all. Each input root it declares must exist
+    at HEAD."""
     if not (repo / INVENTORY_REL).is_file():
         return None
     document = read_inventory(repo)
-    return parse_inventory(document, None, INVENTORY_REL) if is_project_inventory(document) else None
+    if not is_project_inventory(document):
+        return None
+    inventory = parse_inventory(document, None, INVENTORY_REL)
+    check_roots_at_head(document, tree_blobs(repo, head_commit(repo)), INVENTORY_REL)
+    return inventory
 
 
 def _loaded(repo: Path) -> tuple[MatrixState, FactsSource]:

@@ -38,6 +38,7 @@ class InputManifest:
     files: Mapping[str, str]
     distributions: Mapping[str, str]
     roles: tuple[str, ...] = ()
+    roots: tuple[str, ...] = ()  # a manifest derived from input roots: a file added under them is a change
 
 
 class MatrixInputError(Exception):

@@ -73,6 +73,14 @@ def _strict_xfail(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.xfail(*mark.args, **mark.kwargs, strict=True), append=False)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``cell`` marker, so a project's own tests need no ``markers`` entry of their own
+    (and ``--strict-markers`` accepts it)."""
+    config.addinivalue_line(
+        "markers", "cell(algo, task, backend, kind=..., ranks=N): binds a test to a support-matrix cell"
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         values = cell_values(item)

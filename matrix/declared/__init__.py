@@ -8,7 +8,7 @@ the runtime; no other room.
 
 from matrix.declared.facts import DeclaredFacts, FactsSource, RuntimeFacts
 from matrix.declared.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
-from matrix.declared.project import derived_manifest, is_project_inventory
+from matrix.declared.project import check_roots_at_head, derived_manifest, is_project_inventory
 from matrix.declared.runtime_facts import (
     CapabilityQuery,
     CapabilityRow,
@@ -31,6 +31,7 @@ __all__ = [
     "FactsSource",
     "Registry",
     "RuntimeFacts",
+    "check_roots_at_head",
     "derived_manifest",
     "is_project_inventory",
     "load_inventory",

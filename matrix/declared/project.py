@@ -14,9 +14,11 @@ inventory declares, in ``project``:
 - ``inputs``: files and folders (a folder with a trailing ``/``) whose change stales every cell's
   evidence; each cell adds its own code as ``inputs`` of its own.
 
-Its soak budgets may leave ``num_envs`` and ``iterations`` out (a monitored trainer records neither).
-Evidence of such a project whose artifact records no usable input manifest gets one derived from the
-inventory: every file under the input roots of the cells it covers, at its commit (pure here).
+Every input root must exist at HEAD (:func:`check_roots_at_head`): a mistyped or emptied root would
+leave its cells' evidence fresh for ever. Its soak budgets are a duration alone (a monitored trainer
+records no env count or iterations). Evidence of such a project whose artifact records no usable input
+manifest gets one derived from the inventory: every file under the input roots of the cells it covers,
+at its commit (pure here); a file added under a root later is a changed input of it.
 """
 
 from __future__ import annotations
@@ -125,6 +127,23 @@ def validate_project_inventory(document: Any, display: str) -> Project:
     return project
 
 
+def check_roots_at_head(document: Mapping[str, Any], head: Mapping[str, str], display: str) -> None:
+    """Every input root a schema-valid project inventory declares (``project.inputs[i]``,
+    ``cells[j].inputs[k]``) must name a file or a folder committed at HEAD (``head``: path -> blob id);
+    raises MatrixInputError naming the first that does not."""
+    declared = [(f"project.inputs[{i}]", root) for i, root in enumerate(document["project"]["inputs"])]
+    for j, cell in enumerate(document["cells"]):
+        declared += [(f"cells[{j}].inputs[{k}]", root) for k, root in enumerate(cell.get("inputs", ()))]
+    for field, root in declared:
+        if not any(under_roots(path, (root,)) for path in head):
+            raise MatrixInputError(
+                display,
+                field,
+                f"no file or folder at HEAD named {root!r} (an input root must exist, or its cells' "
+                "evidence would stay fresh whatever changes); commit it or correct the path",
+            )
+
+
 def under_roots(path: str, roots: Sequence[str]) -> bool:
     """True when ``path`` is one of ``roots`` or lies in a folder root."""
     return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
@@ -132,6 +151,7 @@ def under_roots(path: str, roots: Sequence[str]) -> bool:
 
 def derived_manifest(tree: Mapping[str, str], roots: Sequence[str]) -> InputManifest | None:
     """The input manifest a project's inventory gives evidence that records none: every committed file
-    (``tree``: path -> blob id at the evidence's commit) under ``roots``; None when no file is."""
+        (``tree``: path -> blob id at the evidence's commit) under ``roots``, which it keeps so that a file
+    added under them later counts as a changed input; None when no file is."""
     files = {path: blob for path, blob in tree.items() if under_roots(path, roots)}
-    return InputManifest(files, {}, ("inventory inputs",)) if files else None
+    return InputManifest(files, {}, ("inventory inputs",), tuple(roots)) if files else None

@@ -68,6 +68,10 @@ def _fingerprint_cached(repo: str, commit: str, paths: tuple[str, ...]) -> str:
 def runtime_fingerprint(repo: Path, commit: str, paths: tuple[str, ...] = FINGERPRINT_PATHS) -> str:
     """The fingerprint of ``commit`` (a full commit id) in ``repo`` over ``paths`` (this runtime's
     :data:`FINGERPRINT_PATHS` by default; a project's own inventory names its input roots)."""
+    if not paths:  # a fingerprint over nothing never changes: evidence judged by it would be fresh for ever
+        raise ValueError(
+            "a fingerprint needs at least one path (a project's inventory declares project.inputs)"
+        )
     return _fingerprint_cached(str(repo.resolve()), commit, tuple(paths))
 
 

@@ -14,6 +14,11 @@ from typing import Any
 from matrix.model import InputManifest
 
 MANIFEST_VERSION = 1
+ADDED = "-"  # the recorded blob of a file that did not exist then (added under a derived manifest's roots)
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 @dataclass(frozen=True, order=True)
@@ -31,6 +36,8 @@ class InputChange:
         versions)."""
         if self.what == "distribution":
             return f"{self.name} {self.recorded} -> {self.now} in the lock since {since}"
+        if self.recorded == ADDED:
+            return f"{self.name} added since {since}"
         return f"{self.name} {'changed' if self.now is not None else 'removed'} since {since}"
 
 
@@ -52,11 +59,18 @@ def changed_inputs(
     manifest: InputManifest, head_blobs: Mapping[str, str], head_locked: Mapping[str, str]
 ) -> tuple[InputChange, ...]:
     """Every recorded input that differs at HEAD, sorted (files first). ``head_blobs`` holds HEAD's blob
-    id of each recorded path that exists there; ``head_locked`` HEAD's locked versions."""
+    id of each recorded path that exists there (and, for a manifest derived from input roots, of every
+    file under them: one the manifest lacks was added since, recorded as ``-``); ``head_locked`` HEAD's
+    locked versions."""
     out = [
         InputChange("file", path, blob, head_blobs.get(path))
         for path, blob in manifest.files.items()
         if head_blobs.get(path) != blob
+    ]
+    out += [  # a manifest derived from input roots: a file added under them since is a change too
+        InputChange("file", path, ADDED, blob)
+        for path, blob in head_blobs.items()
+        if path not in manifest.files and _under(path, manifest.roots)
     ]
     out += [
         InputChange("distribution", name, version, head_locked[name])

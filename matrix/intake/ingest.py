@@ -228,6 +228,8 @@ def ingest(  # noqa: PLR0913 — the CLI options (keyword-only), the cell source
         raise MatrixInputError(
             display, "dirty", "produced from a tree with uncommitted changes; commit, rerun, then ingest"
         )
+    if inventory is not None and kind != "junit":
+        _check_cells(display, kind, doc, facts, inventory)
     _guard_manifest(repo, display, kind, doc, facts, sources_of)
     facts = _fresh(repo, facts, inventory)
     ev_id = "-".join([kind, platform, _slug(_subject(kind, facts)), (facts.commit or "")[:12], sha[:12]])
@@ -276,6 +278,25 @@ def _fresh(repo: Path, facts: EvidenceFacts, inventory: Inventory | None) -> Evi
     paths = fingerprint_paths(inventory)
     rule = FreshnessRule(paths, evidence_roots(inventory, facts))
     return attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo), paths), rule)
+
+
+def _check_cells(display: str, kind: str, doc: Any, facts: EvidenceFacts, inventory: Inventory) -> None:
+    """A soak or probe for a project's own inventory must cover one of its cells on its platform: a
+    mistyped ``soak monitor --cell`` would otherwise be filed and count for nothing."""
+    keys = [c.key for c in inventory.cells if c.key.platform == facts.platform]
+    if any(facts.covers_cell(key) for key in keys):
+        return
+    if kind == "soak":
+        field = "run_settings.cell" if dig(doc, "run_settings.cell") is not None else "run_settings"
+    else:
+        field = "settings.task"
+    said = ", ".join(f"{a or '*'}/{t}/{b}" for a, t, b in facts.covers) or "no cell"
+    allowed = sorted({f"{k.algo}/{k.task}/{k.backend}{ranks_suffix(k.ranks)}" for k in keys})
+    raise MatrixInputError(
+        display,
+        field,
+        f"{said} names no cell of the inventory on {facts.platform}; allowed: {', '.join(allowed) or 'none'}",
+    )
 
 
 def _known_commit(repo: Path, display: str, commit: str) -> None:

@@ -20,6 +20,7 @@ import matrix.cli
 from harness.soak.loop.settings import SettingsError
 from harness.soak.route import monitor_cell
 from matrix.declared.inventory import parse_inventory
+from matrix.freshness import runtime_fingerprint
 from matrix.model import MatrixInputError
 from matrix.publishing.render import BEGIN_MARKER, END_MARKER
 from tests.matrix._fixtures import INVENTORY, REGISTRY, commit_all, git
@@ -103,7 +104,7 @@ FILES = {
     "settings.toml": "steps = 3\n",
     "README.md": "# toyproject\n",
     ".gitignore": "__pycache__/\n.pytest_cache/\n",
-    "pytest.ini": "[pytest]\npythonpath = .\nmarkers =\n    cell: the matrix cell a test is bound to\n",
+    "pytest.ini": "[pytest]\npythonpath = .\n",  # no markers entry: matrix.pytest_cell registers `cell`
     "tests/test_toy.py": (
         "import pytest\nimport trainer\n\n\n@pytest.mark.cell('toy', 'count', 'py', kind='soak')\n"
         "def test_counts():\n    assert trainer.count(3) == 5\n"
@@ -131,7 +132,8 @@ def _project(root: Path) -> Path:
 
 def _junit(repo: Path, out: Path) -> None:
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "matrix.pytest_cell", "-p", "no:cacheprovider",
-            "--matrix-platform", "linux-arm64", "--matrix-lane", "arm64", f"--junitxml={out}", "tests"]  # fmt: skip
+            "--strict-markers", "--matrix-platform", "linux-arm64", "--matrix-lane", "arm64", f"--junitxml={out}",
+            "tests"]  # fmt: skip
     done = subprocess.run(argv, cwd=repo, env=QUIET, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
@@ -144,9 +146,12 @@ def _soak(repo: Path, runs: Path) -> Path:
         "--min-trend-samples", "8", "--startup-timeout-seconds", "20", "--stale-progress-seconds", "5",
         "--post-shutdown-grace-seconds", "0.5", "--min-duration-seconds", "1", "--live", "off",
         "--shm-attribution", "evidence",
-        "--", sys.executable, str(repo / "trainer.py"), str(runs / "run"), "3",
+        # 6 s of trainer at 0.2 s sampling leaves ~25 trend samples against --min-trend-samples 8; 3 s left
+        # 8-9, one late sample short of failing on a loaded machine (tests/test_wheel.py runs 6 s likewise)
+        "--", sys.executable, str(repo / "trainer.py"), str(runs / "run"), "6",
     ]  # fmt: skip
     done = subprocess.run(argv, cwd=repo, env=QUIET, capture_output=True, text=True, timeout=120, check=False)
+    assert output.is_file(), f"soak monitor wrote no {output} (exit {done.returncode}): {done.stderr[-3000:]}"
     art = json.loads(output.read_text())
     assert done.returncode == 0, (art["failure_reason"], done.stderr[-2000:])
     assert art["mode"] == "monitor" and art["run_settings"] == {
@@ -203,6 +208,18 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
     _junit(repo, runs / "junit.xml")
     soak = _soak(repo, runs)
     _matrix(repo, "ingest", str(runs / "junit.xml"))
+    index = (repo / "matrix" / "evidence" / "index.json").read_bytes()
+    typo = json.loads(soak.read_text())
+    typo["run_settings"]["cell"]["task"] = "cuont"  # as `soak monitor --cell toy/cuont/py` records it
+    (runs / "typo.json").write_text(json.dumps(typo))
+    refused = CliRunner().invoke(matrix.cli.app, ["ingest", str(runs / "typo.json"), "--platform", "linux-arm64",
+                                                  "--repo", str(repo)])  # fmt: skip
+    assert refused.exit_code == 2, refused.output
+    assert (
+        "run_settings.cell: toy/cuont/py names no cell of the inventory on linux-arm64; allowed: "
+        in " ".join(refused.output.split())
+    )
+    assert (repo / "matrix" / "evidence" / "index.json").read_bytes() == index  # nothing filed
     assert "covers: toy/count/py" in _matrix(repo, "ingest", str(soak), "--platform", "linux-arm64")
     _matrix(repo, "generate")
     _check_without_runtime(repo)
@@ -227,6 +244,64 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
     assert {a: c["grade"] for a, c in _cells(repo).items()} == {"toy": "Configured", "other": "Tested"}
     explained = _matrix(repo, "explain", "toy", "count", "py", "linux-arm64")
     assert "historical: trainer.py changed since" in explained
+
+
+def _refused(repo: Path, *args: str) -> str:
+    result = CliRunner().invoke(matrix.cli.app, [*args, "--repo", str(repo)])
+    assert result.exit_code == 2, result.output
+    return " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("inputs: [settings.toml]", "inputs: [setings.toml]", "project.inputs[0]"),
+        ("inputs: [trainer.py]", "inputs: [trainer.py, src/]", "cells[0].inputs[1]"),
+        ("inputs: [other.py]", "inputs: [other.pyy]", "cells[1].inputs[0]"),
+    ],
+)
+def test_an_input_root_must_exist_at_head(tmp_path: Path, old: str, new: str, field: str) -> None:
+    """A mistyped root would hash as absent at every commit: its cells' evidence would stay fresh for ever."""
+    repo = _project(tmp_path / "toyproject")
+    (repo / "matrix" / "inventory.yaml").write_text(INVENTORY_YAML.replace(old, new))
+    commit_all(repo, "a mistyped root")
+    for command in (["generate"], ["check"], ["affected", "--since", "HEAD"]):
+        said = _refused(repo, *command)
+        assert f"{field}: no file or folder at HEAD" in said, said
+    assert not (repo / "reports").exists()  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("inputs: [settings.toml]", "inputs: []", r"project\.inputs: schema violation: \[\] should be non-empty"),
+        ("inputs: [trainer.py]", "inputs: []", r"cells\[0\]\.inputs: schema violation"),
+        ("soak: {min_duration_s: 1}", "soak: {min_duration_s: 1, num_envs: 8}", r"cells\[0\]\.soak: .*'num_envs'"),
+        ("{min_duration_s: 3600}", "{min_duration_s: 3600, iterations: 10}", r"canonical_soak: .*'iterations'"),
+    ],
+)  # fmt: skip
+def test_empty_roots_and_env_budgets_are_refused(old: str, new: str, field: str) -> None:
+    assert old in INVENTORY_YAML
+    with pytest.raises(MatrixInputError, match=field):
+        parse_inventory(_document(INVENTORY_YAML.replace(old, new, 1)), None, "inv.yaml")
+
+
+def test_a_fingerprint_over_no_paths_is_refused(tmp_path: Path) -> None:
+    repo = _project(tmp_path / "toyproject")
+    with pytest.raises(ValueError, match="at least one path"):
+        runtime_fingerprint(repo, git(repo, "rev-parse", "HEAD"), ())
+
+
+def test_the_plugin_registers_the_cell_marker(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "pytest", "-p", "matrix.pytest_cell", "-p", "no:cacheprovider", "--markers"]
+    done = subprocess.run(
+        argv, cwd=tmp_path, env=QUIET, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (
+        "@pytest.mark.cell(algo, task, backend, kind=..., ranks=N): binds a test to a support-matrix cell"
+        in (done.stdout)
+    )
 
 
 def _document(text: str) -> Any:

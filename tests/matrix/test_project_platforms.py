@@ -4,16 +4,21 @@ entries and evidence name them, each refusal names the field and the project's o
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 
 from matrix.declared.inventory import parse_inventory
+from matrix.declared.project import derived_manifest
 from matrix.freshness.affected import TreeState, affected_cells
+from matrix.freshness.manifest import InputChange, changed_inputs
+from matrix.grading.build import HeadInputs, judge_inputs
 from matrix.grading.evidence import index_entry_problems, platform_problems
 from matrix.grading.policy import grade_cell
 from matrix.grading.soak_sampler import sampler_problem
+from matrix.intake.ingest import _check_cells
 from matrix.intake.junit import summarize_junit
 from matrix.model import EvidenceFacts, MatrixInputError
 from tests.matrix._fixtures import junit_xml
@@ -138,3 +143,39 @@ def test_affected_judges_evidence_without_a_manifest_by_the_projects_input_roots
     (found,) = affected_cells([result], [ev], before, code)
     assert (found.key.platform, found.kind) == ("linux-arm64", "soak")
     assert found.cause == "lib/a.py (no input manifest: any change under settings.toml, lib/)"
+
+
+def test_a_file_added_under_a_folder_root_stales_a_derived_manifest() -> None:
+    """A manifest derived from `lib/` at the evidence's commit lists only the files there then; a file
+    added under `lib/` later is a changed input (`matrix explain` names it, `matrix affected` reports it)."""
+    inventory = _parse()
+    policy = next(c for c in inventory.cells if c.key.platform == "linux-arm64")
+    at_commit = {"lib/a.py": "1", "settings.toml": "1", "README.md": "1"}
+    manifest = derived_manifest(at_commit, ("settings.toml", "lib/"))
+    assert manifest is not None and set(manifest.files) == {"lib/a.py", "settings.toml"}
+    ev = replace(_soak("fp"), inputs=manifest)
+    unchanged = HeadInputs({**at_commit, "README.md": "2", "docs/new.md": "1"}, {})
+    assert judge_inputs(ev, unchanged, "abc123", True).fresh
+    added = {**at_commit, "lib/new_plugin.py": "9"}
+    judged = judge_inputs(ev, HeadInputs(added, {}), "abc123", True)
+    assert not judged.fresh and judged.stale == {None: "lib/new_plugin.py added since abc123"}
+    assert changed_inputs(manifest, added, {}) == (InputChange("file", "lib/new_plugin.py", "-", "9"),)
+    result = grade_cell(policy, None, None, [ev], inventory.canonical_soak)
+    before = TreeState(at_commit, {}, "fp", ("settings.toml", "lib/"))
+    after = TreeState(added, {}, "fp", ("settings.toml", "lib/"))
+    (found,) = affected_cells([result], [ev], before, after)
+    assert (found.kind, found.cause) == ("soak", "lib/new_plugin.py")
+
+
+def test_a_soak_naming_no_inventory_cell_is_refused_at_ingest() -> None:
+    inventory = _parse()
+    ev = _soak("fp")
+    doc = {"run_settings": {"cell": {"algo": "toy", "task": "count", "backend": "py"}}}
+    _check_cells("soak.json", "soak", doc, ev, inventory)  # toy/count/py is a cell on linux-arm64
+    typo = replace(ev, covers=(("toy", "cuont", "py"),))
+    with pytest.raises(
+        MatrixInputError,
+        match=r"soak\.json: run_settings\.cell: toy/cuont/py names no cell of the inventory on linux-arm64; "
+        r"allowed: toy/count/py$",
+    ):
+        _check_cells("soak.json", "soak", doc, typo, inventory)

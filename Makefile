@@ -6,11 +6,13 @@ UV := python3 -m uv
 endif
 RUN := $(UV) run --frozen
 PYTEST_ARGS ?=
-# The lane runs through pytest-xdist with one worker more than the cores: about a third of a worker's time
-# is spent waiting on real processes (sleeps, timeouts, torchrun), and the extra worker keeps the cores
-# busy meanwhile. tests/lane.py orders it (the long real runs first, longest first, from
-# tests/durations.json; exclusive tests last, alone). TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# The lane runs through pytest-xdist with one worker more than the cores: with one per core, a worker that
+# was not running a learning smoke spent about half its time waiting on real processes (sleeps, grace
+# periods, torchrun agents), and the extra worker keeps the cores busy meanwhile (docs/ci.md). tests/lane.py
+# orders it (the long real runs first, longest first, from tests/durations.json; exclusive tests last,
+# alone). TEST_WORKERS=0 runs it in one process.
+CORES := $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 1)
+TEST_WORKERS ?= $(shell echo $$(( $(CORES) + 1 )))
 XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 # The inner-loop lane: no real soak, training run, probe run or torchrun job (docs/ci.md).
 FAST_MARKERS := not slow and not soak

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from foundation.cells import CELL_FORMAT
 from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
 from harness.soak.host.forensics import ForensicsSettings
@@ -46,7 +47,6 @@ from harness.soak.options import (
 )
 from harness.soak.outcome import run_monitor
 from harness.soak.route import (
-    CELL_FORMAT,
     TrainRoute,
     check_extra_overrides,
     check_train_config,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foundation.cells import CELL_FORMAT, parse_cell
 from harness.soak.loop.settings import MonitorSettings, SettingsError
 
 #: keys `soak run` owns; an --extra-override of any of them is rejected (leading +/~ ignored)
@@ -151,20 +152,14 @@ def cuda_blocker(extra: list[str]) -> str | None:
     )
 
 
-CELL_FORMAT = "TRAINER/TASK/BACKEND or TRAINER/TASK/BACKEND/ranks=N (N >= 2)"
-
-
 def monitor_cell(text: str) -> dict[str, Any]:
     """The ``run_settings`` of a `soak monitor --cell` run: ``{"cell": {algo, task, backend[, ranks]}}``
-    from ``TRAINER/TASK/BACKEND`` (``/ranks=N`` appended for a job of N >= 2 ranks; one rank is written
+    from ``ALGO/TASK/BACKEND`` (``/ranks=N`` appended for a job of N >= 2 ranks; one rank is written
     without it, as a test marker's ``cell`` property is). A malformed value is a SettingsError naming
     --cell and the allowed form."""
-    parts = text.split("/")
-    count = parts[3].removeprefix("ranks=") if len(parts) == 4 else "1"
-    ranks = int(count) if count.isdigit() and count == str(int(count)) else 0
-    well_formed = len(parts) == 3 or (len(parts) == 4 and parts[3].startswith("ranks=") and ranks >= 2)
-    if not well_formed or not all(p.strip() == p and p for p in parts[:3]):
-        raise SettingsError(f"--cell {text!r}: must be {CELL_FORMAT}, each name non-empty")
-    algo, task, backend = parts[:3]
+    parsed = parse_cell(text)
+    if parsed is None:
+        raise SettingsError(f"--cell {text!r}: must be {CELL_FORMAT}")
+    algo, task, backend, ranks = parsed
     cell: dict[str, Any] = {"algo": algo, "task": task, "backend": backend}
     return {"cell": {**cell, **({"ranks": ranks} if ranks > 1 else {})}}

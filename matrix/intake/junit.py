@@ -12,11 +12,11 @@ import hashlib
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from foundation.cells import CELL_FORMAT, parse_cell
 from matrix.model import (
     CELL_PROPERTY,
     LANES,
     PLATFORMS,
-    RANKS_PREFIX,
     SUITE_PREFIX,
     Binding,
     MatrixInputError,
@@ -178,24 +178,13 @@ def _outcomes_and_bindings(
     return outcomes, bindings
 
 
-def _ranks(part: str) -> int | None:
-    """N of a ``ranks=N`` part (N >= 2: one rank is written without it), None when malformed."""
-    count = part.removeprefix(RANKS_PREFIX)
-    if part == count or not count.isdigit() or count != str(int(count)) or int(count) < 2:
-        return None
-    return int(count)
-
-
 def _cell(display: str, test_id: str, value: str) -> Binding:
-    parts = value.split("/")
-    ranks = _ranks(parts[3]) if len(parts) == 4 else 1
-    if len(parts) not in (3, 4) or not all(parts[:3]) or ranks is None:
+    parsed = parse_cell(value)
+    if parsed is None:
         raise MatrixInputError(
-            display,
-            f"testcase {test_id} property cell",
-            f"{value!r} is not algo/task/backend or algo/task/backend/ranks=N (N >= 2)",
+            display, f"testcase {test_id} property cell", f"{value!r} is not of the form {CELL_FORMAT}"
         )
-    return parts[0], parts[1], parts[2], ranks
+    return parsed
 
 
 def _entry(cell: Binding) -> dict[str, Any]:

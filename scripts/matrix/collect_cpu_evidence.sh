@@ -58,10 +58,11 @@ timed() {  # timed LABEL CMD...: run CMD and say how long it took
 # Filed samples keep their file name (matrix ingest): the commit makes every collection's names unique.
 COMMIT=$(git rev-parse --short=12 HEAD)
 
-# The lane as `make test` runs it, on every core (the cell plugin files the same cells and counts under
-# xdist: tests/matrix/test_pytest_cell.py).
+# The lane as `make test` runs it: the project's bytecode compiled first, one worker more than the cores
+# (the cell plugin files the same cells and counts under xdist: tests/matrix/test_pytest_cell.py).
 if wanted "$STALE_JUNIT" .; then
-  timed "the test lane" $RUN pytest -n auto --dist loadgroup --no-loadscope-reorder \
+  $RUN python -m compileall -q foundation runtime harness matrix scripts benchmarks tests
+  timed "the test lane" $RUN pytest -n "$(($(nproc) + 1))" --dist loadgroup --no-loadscope-reorder \
     -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
   file_evidence "$OUT/junit-cpu.xml" --platform linux-cpu --lane cpu
 fi

@@ -184,7 +184,7 @@ def test_bad_artifacts_exit_2_and_write_nothing(
         ([("t", SAC_WALK, "passed")], {"platform": None}, [], "--platform"),
         ([("t", SAC_WALK, "passed")], {}, ["--platform", "linux-cuda"], "records 'linux-cpu'"),
         ([("t", SAC_WALK, "passed")], {"platform": "linux-cuda", "lane": "cuda"}, [], "no GPU"),
-        ([("t", "sac/only-two", "passed")], {}, [], "not algo/task/backend"),
+        ([("t", "sac/only-two", "passed")], {}, [], "is not of the form ALGO/TASK/BACKEND"),
     ],
 )
 def test_bad_junit_exits_2_and_writes_nothing(

@@ -340,7 +340,7 @@ def test_project_inventory_declares_its_own_names_and_budgets() -> None:
 
 @pytest.mark.parametrize("text", ["toy/count", "toy//py", "toy/count/py/ranks=1", "a/b/c/ranks=x", "a/b/c/d"])
 def test_monitor_cell_refuses_a_malformed_cell(text: str) -> None:
-    with pytest.raises(SettingsError, match=r"--cell .*TRAINER/TASK/BACKEND"):
+    with pytest.raises(SettingsError, match=r"--cell .*ALGO/TASK/BACKEND"):
         monitor_cell(text)
 
 

@@ -153,7 +153,7 @@ def test_a_malformed_cell_property_is_an_input_error(value: str) -> None:
     with pytest.raises(MatrixInputError) as info:
         summarize_junit(junit_xml("a" * 40, [("test_a", value, "passed")]).encode(), "j.xml")
     assert info.value.field == "testcase tests.test_x::test_a property cell"
-    assert "algo/task/backend/ranks=N (N >= 2)" in str(info.value)
+    assert "ALGO/TASK/BACKEND/ranks=N (N >= 2" in str(info.value)
 
 
 # --- the audit ---------------------------------------------------------------------------------------

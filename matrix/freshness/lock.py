@@ -22,14 +22,25 @@ def _packages(text: str) -> list[Mapping[str, Any]]:
     return [p for p in packages if isinstance(p, Mapping) and isinstance(p.get("name"), str)]
 
 
+# A resolution forked by environment markers pins one name at several versions (uv.lock holds numpy
+# 2.4.6 and 2.5.5 for different Pythons): such a name's entry is every version, sorted, joined by this.
+VERSION_SEPARATOR = " or "
+
+
+def versions_of(entry: str) -> frozenset[str]:
+    """The versions a ``locked_versions`` entry (or a recorded version) stands for."""
+    return frozenset(entry.split(VERSION_SEPARATOR))
+
+
 def locked_versions(text: str) -> dict[str, str]:
-    """``{name: version}`` of every package the lock pins (the project itself has no registry version and
-    is left out: its files are inputs of their own)."""
-    return {
-        str(p["name"]): str(p["version"])
-        for p in _packages(text)
-        if isinstance(p.get("version"), str) and "editable" not in (p.get("source") or {})
-    }
+    """``{name: version}`` of every package the lock pins, several versions of one name joined by
+    ``VERSION_SEPARATOR`` (the project itself has no registry version and is left out: its files are
+    inputs of their own)."""
+    found: dict[str, set[str]] = {}
+    for package in _packages(text):
+        if isinstance(package.get("version"), str) and "editable" not in (package.get("source") or {}):
+            found.setdefault(str(package["name"]), set()).add(str(package["version"]))
+    return {name: VERSION_SEPARATOR.join(sorted(versions)) for name, versions in found.items()}
 
 
 def dependency_closure(text: str, roots: Iterable[str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from matrix.freshness.lock import versions_of
 from matrix.model import InputManifest
 
 MANIFEST_VERSION = 1
@@ -75,7 +76,7 @@ def changed_inputs(
     out += [
         InputChange("distribution", name, version, head_locked[name])
         for name, version in manifest.distributions.items()
-        if name in head_locked and head_locked[name] != version
+        if name in head_locked and not versions_of(version) <= versions_of(head_locked[name])
     ]
     return tuple(sorted(out, key=lambda c: (c.what != "file", c.name)))
 

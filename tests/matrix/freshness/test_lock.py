@@ -61,3 +61,22 @@ def test_a_root_brings_everything_it_depends_on_and_nothing_else() -> None:
 def test_a_lock_that_is_not_toml_is_refused() -> None:
     with pytest.raises(LockError, match="not TOML"):
         locked_versions("[[package]\nname=")
+
+
+FORKED = """
+version = 1
+
+[[package]]
+name = "numpy"
+version = "2.4.6"
+source = { registry = "https://example.invalid/simple" }
+
+[[package]]
+name = "numpy"
+version = "2.5.5"
+source = { registry = "https://example.invalid/simple" }
+"""
+
+
+def test_a_name_locked_at_several_versions_keeps_them_all() -> None:
+    assert locked_versions(FORKED) == {"numpy": "2.4.6 or 2.5.5"}

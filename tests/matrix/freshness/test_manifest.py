@@ -38,3 +38,12 @@ def test_only_inputs_that_differ_at_head_are_changes() -> None:
         "runtime/core.py changed since 43e1c9f; runtime/learners/sac.py removed since 43e1c9f; and 1 more input"
     )
     assert describe_changes(changes[2:], "43e1c9f") == "torch 2.6.0 -> 2.7.0 in the lock since 43e1c9f"
+
+
+def test_a_version_among_those_a_forked_lock_pins_is_no_change() -> None:
+    """uv.lock pins numpy at 2.4.6 and 2.5.5 (markers by Python version): a run that imported either is
+    fresh, one that imported neither is not."""
+    head_locked = {"numpy": "2.4.6 or 2.5.5"}
+    for seen, changed in (("2.4.6", False), ("2.5.5", False), ("2.4.6 or 2.5.5", False), ("2.3.0", True)):
+        manifest = InputManifest({"a.py": "b1"}, {"numpy": seen}, ())
+        assert bool(changed_inputs(manifest, {"a.py": "b1"}, head_locked)) is changed, seen

@@ -20,6 +20,7 @@ from matrix.declared import (
     FactsSource,
     Registry,
     RuntimeFacts,
+    SourcesOf,
     check_roots_at_head,
     is_project_inventory,
     load_inventory,
@@ -51,7 +52,7 @@ from matrix.grading import (
     fingerprint_paths,
     grade_all,
 )
-from matrix.intake import SourcesOf, ingest
+from matrix.intake import ingest
 from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, CellResult, Inventory, MatrixInputError
 from matrix.prune import (
     DEFAULT_KEEP,

@@ -5,7 +5,7 @@ Everything here is plain data (frozen dataclasses); no I/O, no clocks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 PLATFORMS: tuple[str, ...] = ("linux-cuda", "linux-cpu", "macos-mps")
@@ -62,6 +62,11 @@ RANKS_PREFIX = "ranks="
 def cell_property(algo: str, task: str, backend: str, ranks: int = 1) -> str:
     """The ``cell`` property value: ``algo/task/backend``, and ``/ranks=N`` appended for N > 1."""
     return f"{algo}/{task}/{backend}" + (f"/{RANKS_PREFIX}{ranks}" if ranks > 1 else "")
+
+
+def under_roots(path: str, roots: Sequence[str]) -> bool:
+    """True when ``path`` is one of ``roots`` or lies in a folder root (``lib/`` or ``lib``)."""
+    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 def ranks_suffix(ranks: int) -> str:

@@ -6,7 +6,7 @@ Imports the matrix vocabulary (``matrix.model``, ``matrix.schema_check``) and, f
 the runtime; no other room.
 """
 
-from matrix.declared.facts import DeclaredFacts, FactsSource, RuntimeFacts
+from matrix.declared.facts import DeclaredFacts, FactsSource, RuntimeFacts, SourcesOf
 from matrix.declared.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
 from matrix.declared.project import check_roots_at_head, derived_manifest, is_project_inventory
 from matrix.declared.runtime_facts import (
@@ -31,6 +31,7 @@ __all__ = [
     "FactsSource",
     "Registry",
     "RuntimeFacts",
+    "SourcesOf",
     "check_roots_at_head",
     "derived_manifest",
     "is_project_inventory",

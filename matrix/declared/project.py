@@ -26,7 +26,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matrix.model import LANES, PLATFORM_SYSTEM, PLATFORMS, InputManifest, MatrixInputError, Project
+from matrix.model import (
+    LANES,
+    PLATFORM_SYSTEM,
+    PLATFORMS,
+    InputManifest,
+    MatrixInputError,
+    Project,
+    under_roots,
+)
 from matrix.schema_check import validate_or_raise
 
 AXES: tuple[str, ...] = ("algo", "task", "backend")
@@ -135,18 +143,13 @@ def check_roots_at_head(document: Mapping[str, Any], head: Mapping[str, str], di
     for j, cell in enumerate(document["cells"]):
         declared += [(f"cells[{j}].inputs[{k}]", root) for k, root in enumerate(cell.get("inputs", ()))]
     for field, root in declared:
-        if not any(under_roots(path, (root,)) for path in head):
+        if not any(under_roots(path, [root]) for path in head):
             raise MatrixInputError(
                 display,
                 field,
                 f"no file or folder at HEAD named {root!r} (an input root must exist, or its cells' "
                 "evidence would stay fresh whatever changes); commit it or correct the path",
             )
-
-
-def under_roots(path: str, roots: Sequence[str]) -> bool:
-    """True when ``path`` is one of ``roots`` or lies in a folder root."""
-    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 def derived_manifest(tree: Mapping[str, str], roots: Sequence[str]) -> InputManifest | None:

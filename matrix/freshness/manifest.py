@@ -12,14 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from matrix.freshness.lock import versions_of
-from matrix.model import InputManifest
+from matrix.model import InputManifest, under_roots
 
 MANIFEST_VERSION = 1
 ADDED = "-"  # the recorded blob of a file that did not exist then (added under a derived manifest's roots)
-
-
-def _under(path: str, roots: tuple[str, ...]) -> bool:
-    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
 @dataclass(frozen=True, order=True)
@@ -71,7 +67,7 @@ def changed_inputs(
     out += [  # a manifest derived from input roots: a file added under them since is a change too
         InputChange("file", path, ADDED, blob)
         for path, blob in head_blobs.items()
-        if path not in manifest.files and _under(path, manifest.roots)
+        if path not in manifest.files and under_roots(path, manifest.roots)
     ]
     out += [
         InputChange("distribution", name, version, head_locked[name])

@@ -6,9 +6,7 @@ Imports the rooms below it: declared, freshness, grading.
 """
 
 from matrix.intake.ingest import ingest
-from matrix.intake.ingest_inputs import SourcesOf
 
 __all__ = [
-    "SourcesOf",
     "ingest",
 ]

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
-from matrix.declared import runtime_cell_sources
+from matrix.declared import SourcesOf, runtime_cell_sources
 from matrix.fileio import write_all_atomic
 from matrix.freshness import head_commit, resolve_commit, runtime_fingerprint
 from matrix.grading import (
@@ -43,7 +43,7 @@ from matrix.grading import (
     samples_file,
     soak_samples_rel,
 )
-from matrix.intake.ingest_inputs import SourcesOf, add_junit_inputs, guard_entries, missing_from_manifest
+from matrix.intake.ingest_inputs import add_junit_inputs, guard_entries, missing_from_manifest
 from matrix.intake.junit import summarize_junit
 from matrix.model import (
     LANES,

@@ -3,18 +3,17 @@ tests ran at, and the guard that refuses an artifact manifest missing part of it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from foundation.inputs import canonical_name
-from matrix.declared import CellSources
+from matrix.declared import SourcesOf
 from matrix.freshness import commit_reader, import_closure, junit_manifest, tree_blobs
 from matrix.grading import names_cell
 from matrix.model import CellKey
 
-SourcesOf = Callable[[CellKey], CellSources]
 PROBE_WORKER = "harness/probe/worker.py"
 
 

@@ -63,20 +63,17 @@ def test_a_lock_that_is_not_toml_is_refused() -> None:
         locked_versions("[[package]\nname=")
 
 
-FORKED = """
-version = 1
-
-[[package]]
-name = "numpy"
-version = "2.4.6"
-source = { registry = "https://example.invalid/simple" }
-
-[[package]]
-name = "numpy"
-version = "2.5.5"
+# The same lock with rich pinned twice, as a resolution forked by environment markers writes it.
+FORKED = (
+    LOCK
+    + """[[package]]
+name = "rich"
+version = "14.0"
 source = { registry = "https://example.invalid/simple" }
 """
+)
 
 
 def test_a_name_locked_at_several_versions_keeps_them_all() -> None:
-    assert locked_versions(FORKED) == {"numpy": "2.4.6 or 2.5.5"}
+    assert locked_versions(FORKED)["rich"] == "13.0 or 14.0"
+    assert locked_versions(FORKED)["torch"] == "2.6.0"

@@ -35,7 +35,7 @@ if [ "$ONLY" != all ] && [ "$ONLY" != stale ]; then
 fi
 OUT="${OUT:-$PWD/runs/cpu-evidence-$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
-RUN="uv run --frozen"
+RUN="uv run --frozen --extra mjwarp"  # the training stack is an extra (make setup installs the same)
 # What --only stale collects, fixed before anything is filed: "algo task backend ranks" per line.
 STALE_JUNIT=$($RUN matrix stale --kind junit --words)
 STALE_PROBE=$($RUN matrix stale --kind probe --words)

@@ -5,6 +5,10 @@ Each bound testcase gets a ``cell`` property (``algo/task/backend``, or ``algo/t
 for a marker with ``ranks=N``: a job of N ranks); the suite gets ``matrix.commit``,
 ``matrix.dirty``, ``matrix.worktree_digest``, ``matrix.system``, ``matrix.gpu_available``,
 ``matrix.platform`` and ``matrix.lane``, measured when the session starts.
+
+``--matrix-only-cell CELL`` (repeatable) runs only the tests bound to those cells: the incremental
+collection (``collect_cpu_evidence.sh --only stale``) reruns the bound tests of the cells whose JUnit
+evidence a change made historical, not the whole lane. A cell with no bound test is a usage error.
 """
 
 from __future__ import annotations
@@ -12,13 +16,18 @@ from __future__ import annotations
 import argparse
 import platform as platform_module
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from foundation.cells import CELL_FORMAT, parse_cell
 from matrix.model import CELL_PROPERTY, LANES, PLATFORMS, SUITE_PREFIX, cell_property
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_REFUSAL = "matrix_only_cell_refusal"  # an xdist worker's refusal, carried to the controller
+_refusal_key = pytest.StashKey[str]()
 
 
 def _name(value: str) -> str:
@@ -43,6 +52,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"CI lane name recorded in the JUnit XML: one of the inventory's ({', '.join(LANES)}, or a "
         "project's own)",
     )
+    group.addoption(
+        "--matrix-only-cell",
+        action="append",
+        type=_cell,
+        default=[],
+        metavar="CELL",
+        help=f"run only the tests bound to CELL ({CELL_FORMAT}); repeat for several cells",
+    )
+
+
+def _cell(value: str) -> str:
+    """A ``--matrix-only-cell`` value in its one text form (``cell_property``)."""
+    parsed = parse_cell(value)
+    if parsed is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a cell: {CELL_FORMAT}")
+    return cell_property(*parsed)
 
 
 def cell_values(item: pytest.Item) -> list[str]:
@@ -81,13 +106,66 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    only = set(config.getoption("--matrix-only-cell"))
+    kept: list[pytest.Item] = []
     for item in items:
         values = cell_values(item)
+        if only:
+            # a run of chosen cells files only those: another cell's tally would hold part of its tests
+            values = [value for value in values if value in only]
+            if not values:
+                continue
         for value in values:
             item.user_properties.append((CELL_PROPERTY, value))
         if values:
             _strict_xfail(item)
+        kept.append(item)
+    if only:
+        _keep_only(config, items, kept, only)
+
+
+def _keep_only(
+    config: pytest.Config, items: list[pytest.Item], kept: list[pytest.Item], only: set[str]
+) -> None:
+    """Deselect every test not bound to one of ``only``; a named cell that no collected test is bound to
+    stops the run, so a mistyped cell never files an empty lane."""
+    bound = {value for item in kept for name, value in item.user_properties if name == CELL_PROPERTY}
+    unbound = sorted(only - bound)
+    if unbound:
+        everywhere = sorted({value for item in items for value in cell_values(item)})
+        _refuse(
+            config,
+            f"--matrix-only-cell: no collected test is bound to {', '.join(unbound)}; "
+            f"bound cells: {', '.join(everywhere) or 'none'}",
+        )
+        kept = []
+    kept_ids = {id(item) for item in kept}
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+    items[:] = kept
+
+
+def _refuse(config: pytest.Config, message: str) -> None:
+    """Stop a run that would file nothing for a named cell. An xdist worker cannot show a usage error
+    (the controller reports a crash instead), so it runs nothing and hands the message to the controller."""
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is None:
+        raise pytest.UsageError(message)
+    workeroutput[_REFUSAL] = message
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    message = getattr(node, "workeroutput", {}).get(_REFUSAL)
+    if message:
+        node.config.stash[_refusal_key] = message
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    message = session.config.stash.get(_refusal_key, None)
+    if message:
+        sys.stderr.write(f"ERROR: {message}\n")
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -8,9 +8,9 @@
 #      collection cut off part-way keeps what it finished; at the end `matrix prune` drops surplus
 #      historical evidence (git history keeps it).
 # --only stale collects only what `matrix stale` lists at the start: the cells whose evidence of a kind
-# does not count at HEAD (after a change to one learner, that learner's soaks; rerun after a cut-off, the
-# rest). Filing leaves the tree clean for the next piece: the evidence store and the generated pages are
-# not counted as dirty (harness/context.py, COLLECTION_OUTPUTS).
+# does not count at HEAD (after a change to one learner, that learner's bound tests and soaks; rerun after
+# a cut-off, the rest). Filing leaves the tree clean for the next piece: the evidence store and the
+# generated pages are not counted as dirty (harness/context.py, COLLECTION_OUTPUTS).
 # Commit matrix/evidence, docs/support-matrix.md and reports/support-matrix.* afterwards: evidence and
 # generated pages are outside every input manifest, so committing them keeps the evidence fresh.
 set -euo pipefail
@@ -60,10 +60,21 @@ COMMIT=$(git rev-parse --short=12 HEAD)
 
 # The lane as `make test` runs it: the project's bytecode compiled first, one worker more than the cores
 # (the cell plugin files the same cells and counts under xdist: tests/matrix/test_pytest_cell.py).
+# --only stale runs only the tests bound to the cells whose JUnit evidence is historical
+# (--matrix-only-cell): their evidence is their bound tests, and the other cells' filed lane still counts.
 if wanted "$STALE_JUNIT" .; then
+  only_cells=()
+  if [ "$ONLY" = stale ]; then
+    while read -r algo task backend ranks; do
+      cell="$algo/$task/$backend"
+      if [ "$ranks" != 1 ]; then cell="$cell/ranks=$ranks"; fi
+      only_cells+=(--matrix-only-cell "$cell")
+    done <<<"$STALE_JUNIT"
+  fi
   $RUN python -m compileall -q foundation runtime harness matrix scripts benchmarks tests
-  timed "the test lane" $RUN pytest -n "$(($(nproc) + 1))" --dist loadgroup --no-loadscope-reorder \
-    -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml="$OUT/junit-cpu.xml" -q
+  timed "the test lane${only_cells:+ (bound tests of the stale cells only)}" $RUN pytest -n "$(($(nproc) + 1))" \
+    --dist loadgroup --no-loadscope-reorder -p matrix.pytest_cell --matrix-platform linux-cpu \
+    --matrix-lane cpu "${only_cells[@]}" --junitxml="$OUT/junit-cpu.xml" -q
   file_evidence "$OUT/junit-cpu.xml" --platform linux-cpu --lane cpu
 fi
 

@@ -157,3 +157,50 @@ def test_a_parallel_run_files_the_same_cells_and_counts_as_a_serial_one(repo: Pa
     facts = ("source", "platform", "lane", "gpu_available")
     assert {k: parallel[k] for k in facts} == {k: serial[k] for k in facts}
     assert parallel["platform"] == "linux-cpu" and parallel["source"]["commit"]
+
+
+def _cells_and_tests(summary: dict[str, object]) -> dict[str, list[str]]:
+    cells = summary["cells"]
+    assert isinstance(cells, list)
+    return {
+        "/".join([c["algo"], c["task"], c["backend"]] + ([f"ranks={c['ranks']}"] if "ranks" in c else [])):
+        sorted(c["tests"])
+        for c in cells
+    }  # fmt: skip
+
+
+def test_only_cell_runs_the_tests_bound_to_the_named_cells_and_files_only_those(repo: Path) -> None:
+    """An incremental lane: the named cells' bound tests run, every other test is deselected, and a test
+    bound to a named cell and another one files a tally for the named cell only (the other cell's tally
+    would hold part of its bound tests and could be mistaken for its whole set)."""
+    (repo / "lane_tests").mkdir()
+    (repo / "lane_tests" / "test_lane.py").write_text(TESTS + RANKS_TESTS.replace("import pytest\n", ""))
+    commit_all(repo, "lane tests")
+    for workers in (("-p", "no:xdist"), ("-n", "2")):
+        done = run_lane(repo, "--matrix-platform", "linux-cpu", "--matrix-lane", "cpu", *workers,
+                        "--matrix-only-cell", "flashsac/g1_walk_flat/mujoco",
+                        "--matrix-only-cell", "sac/g1_walk_flat/mujoco/ranks=2")  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "2 passed" in done.stdout and " failed" not in done.stdout, done.stdout
+        xml = repo / "runs" / "junit.xml"
+        summary = summarize_junit(xml.read_bytes(), str(xml))
+        assert _cells_and_tests(summary) == {
+            "flashsac/g1_walk_flat/mujoco": ["lane_tests.test_lane::test_bound_twice"],
+            "sac/g1_walk_flat/mujoco/ranks=2": ["lane_tests.test_lane::test_two_ranks"],
+        }
+        assert summary["totals"]["tests"] == 2
+
+
+def test_only_cell_refuses_a_cell_no_test_is_bound_to_and_a_malformed_cell(repo: Path) -> None:
+    (repo / "lane_tests").mkdir()
+    (repo / "lane_tests" / "test_lane.py").write_text(TESTS)
+    commit_all(repo, "lane tests")
+    for workers in (("-p", "no:xdist"), ("-n", "2")):  # an xdist worker hands its refusal to the controller
+        done = run_lane(repo, *workers, "--matrix-only-cell", "sac/g1_walk_flat/mjwarp")
+        out = done.stdout + done.stderr
+        assert done.returncode == 4, out
+        assert "no collected test is bound to sac/g1_walk_flat/mjwarp" in out, out
+        assert "bound cells: flashsac/g1_walk_flat/mujoco, sac/g1_walk_flat/mujoco" in out, out
+        assert "passed" not in done.stdout, "a refused lane runs no test"
+    done = run_lane(repo, "--matrix-only-cell", "sac/g1_walk_flat")
+    assert done.returncode == 4 and "'sac/g1_walk_flat' is not a cell" in done.stderr, done.stderr

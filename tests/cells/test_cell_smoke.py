@@ -4,6 +4,9 @@ For every (algo, task) on the MuJoCo CPU backend: compose the owner configuratio
 env (MuJoCo host bridge + task), act with the real actor, feed the learner and run real gradient
 updates. The `cell` marker makes a pass here count as Tested evidence for that cell once the CPU lane's
 JUnit XML is ingested (`pytest -p matrix.pytest_cell ...`).
+
+The cells' bound tests live in tests/cells/, not tests/matrix/: every conftest above a bound test is an
+input of the cell's Tested evidence, and tests/matrix/conftest.py imports the matrix's own code.
 """
 
 from __future__ import annotations

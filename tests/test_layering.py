@@ -110,9 +110,14 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str]:
     return []
 
 
-def test_no_import_cycle_in_the_harness() -> None:
+#: The packages built of rooms, each room's ``__init__`` docstring ending in ``May import: a, b.``
+ROOMED = ("harness", "matrix")
+
+
+@pytest.mark.parametrize("package", ROOMED)
+def test_no_import_cycle(package: str) -> None:
     """Lazy and type-checking imports count: a cycle among them still ties the modules together."""
-    cycle = find_cycle(import_graph(module_files(REPO, "harness")))
+    cycle = find_cycle(import_graph(module_files(REPO, package)))
     assert cycle == [], " -> ".join(cycle)
 
 
@@ -171,15 +176,21 @@ def group_violations(root: Path, package: str) -> list[str]:
     return violations
 
 
-def test_every_harness_package_declares_what_it_may_import() -> None:
-    docs = package_docs(REPO, "harness")
+@pytest.mark.parametrize("package", ROOMED)
+def test_every_package_declares_what_it_may_import(package: str) -> None:
+    docs = package_docs(REPO, package)
     assert [name for name, doc in docs.items() if "May import:" not in doc] == []
+
+
+def test_the_soak_rooms_say_what_they_may_import_in_one_line() -> None:
+    docs = package_docs(REPO, "harness")
     groups = ("verdicts", "host", "loop", "evidence")
     assert all("\n" not in docs[f"harness.soak.{g}"] for g in groups)
 
 
-def test_role_groups_import_only_what_their_docstring_allows() -> None:
-    assert group_violations(REPO, "harness") == []
+@pytest.mark.parametrize("package", ROOMED)
+def test_role_groups_import_only_what_their_docstring_allows(package: str) -> None:
+    assert group_violations(REPO, package) == []
 
 
 def test_pure_groups_import_nothing_that_does_io() -> None:

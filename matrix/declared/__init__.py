@@ -2,8 +2,8 @@
 own ``project`` section, and the facts source that says whether a cell is registered and configured
 (this runtime's registries, owner configuration and backend capabilities, or a project's declaration).
 
-Imports the matrix vocabulary (``matrix.model``, ``matrix.schema_check``) and, for this runtime's facts,
-the runtime; no other room.
+The runtime is imported only for this runtime's facts; no other room is.
+May import: foundation, runtime, matrix.model, matrix.schema_check, matrix.declared.
 """
 
 from matrix.declared.facts import DeclaredFacts, FactsSource, RuntimeFacts, SourcesOf

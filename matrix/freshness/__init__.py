@@ -3,7 +3,7 @@ lock's pins), what git says about it (commits, trees, the fingerprint over the p
 without a manifest), and which cells a change stales (``matrix affected``, ``matrix stale``).
 
 Pure where it can be (manifests, closures, what a change stales); git is asked in ``gitfacts`` and
-``trees``. Imports only the matrix vocabulary (``matrix.model``).
+``trees``. May import: foundation, matrix.model, matrix.freshness.
 """
 
 from matrix.freshness.affected import affected_cells, stale_cells

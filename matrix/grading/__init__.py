@@ -3,7 +3,9 @@ hooks, soak verdicts re-derived from their samples), the grade policy that turns
 its evidence into a grade with blockers, the audit of test bindings, and ``compute``, which reads a
 repository's evidence and grades every cell of its inventory.
 
-Imports the rooms below it: declared, freshness.
+Soak and probe verdicts are re-derived with the harness's own judgement code.
+May import: foundation, harness, matrix.model, matrix.schema_check, matrix.declared, matrix.freshness,
+matrix.grading.
 """
 
 from matrix.grading.audit import CellMarker, audit, bound_to, collect_markers

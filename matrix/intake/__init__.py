@@ -2,7 +2,8 @@
 into a JUnit summary, with each bound cell's inputs) and files it under ``matrix/evidence/``, judging it
 as ``matrix generate`` will.
 
-Imports the rooms below it: declared, freshness, grading.
+May import: foundation, harness, matrix.model, matrix.schema_check, matrix.fileio, matrix.declared,
+matrix.freshness, matrix.grading, matrix.intake.
 """
 
 from matrix.intake.ingest import ingest

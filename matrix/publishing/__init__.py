@@ -2,7 +2,8 @@
 ``reports/support-matrix.html`` (a grid of grades with per-cell detail, from ``templates/``) and
 ``reports/support-matrix.json``, and ``matrix check`` as a CI suite.
 
-Imports the rooms below it: declared, freshness, grading.
+May import: harness.ci, matrix.model, matrix.declared, matrix.freshness, matrix.grading,
+matrix.publishing.
 """
 
 from matrix.publishing.ci import check_suite

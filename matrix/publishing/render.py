@@ -161,6 +161,7 @@ def _context(doc: dict[str, Any]) -> dict[str, Any]:
         "details": details(doc),
         "capabilities": [capability_view(row) for row in doc["capabilities"]],
         "grades": GRADES,
+        "project_name": doc["project"]["name"] if "project" in doc else "soakbench",
     }
 
 

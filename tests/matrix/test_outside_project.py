@@ -229,6 +229,8 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
     page = (repo / "docs" / "support-matrix.md").read_text()
     assert "declared in the project's own inventory" in page and "Backend capabilities" not in page
     assert "| py @ linux-arm64 |" in page
+    html = (repo / "reports" / "support-matrix.html").read_text()
+    assert "<title>toyproject support matrix</title>" in html and "soakbench" not in html
     commit_all(repo, "file the evidence")
 
     (repo / "README.md").write_text("# toyproject\n\nUnrelated words.\n")

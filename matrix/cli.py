@@ -416,9 +416,9 @@ def affected_cmd(
     found = affected_cells(state.results, state.evidence, before, after)
     change = f"{since}..HEAD" if since is not None else "the uncommitted changes"
     if not found:
-        out.print(f"{change} stales no cell's evidence")
+        out.print(f"{change}: no cell's evidence goes historical")
         return
-    out.print(f"{change} stales {len({a.key for a in found})} cell(s):")
+    out.print(f"{change} makes the evidence of {len({a.key for a in found})} cell(s) historical:")
     for item in found:
         out.print(f"  {item.key.label()}: {item.kind} ({item.evidence}): {item.cause} changed", markup=False)
 

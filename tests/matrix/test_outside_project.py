@@ -235,12 +235,15 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
 
     (repo / "README.md").write_text("# toyproject\n\nUnrelated words.\n")
     commit_all(repo, "docs")
+    assert "HEAD~1..HEAD: no cell's evidence goes historical" in _matrix(repo, "affected", "--since", "HEAD~1")
     _matrix(repo, "generate")
     assert {a: c["grade"] for a, c in _cells(repo).items()} == {"toy": "Benchmarked", "other": "Tested"}
 
     (repo / "trainer.py").write_text(TRAINER.replace("count(2000)", "count(3000)"))
     commit_all(repo, "trainer: more work per step")
-    assert "toy/count/py@linux-arm64: soak" in _matrix(repo, "affected", "--since", "HEAD~1")
+    affected = _matrix(repo, "affected", "--since", "HEAD~1")
+    assert "HEAD~1..HEAD makes the evidence of 1 cell(s) historical:" in affected
+    assert "toy/count/py@linux-arm64: soak" in affected and "toy/count/py@linux-arm64: junit" in affected
     _matrix(repo, "generate")
     _matrix(repo, "check")
     assert {a: c["grade"] for a, c in _cells(repo).items()} == {"toy": "Configured", "other": "Tested"}

@@ -235,7 +235,9 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
 
     (repo / "README.md").write_text("# toyproject\n\nUnrelated words.\n")
     commit_all(repo, "docs")
-    assert "HEAD~1..HEAD: no cell's evidence goes historical" in _matrix(repo, "affected", "--since", "HEAD~1")
+    assert "HEAD~1..HEAD: no cell's evidence goes historical" in _matrix(
+        repo, "affected", "--since", "HEAD~1"
+    )
     _matrix(repo, "generate")
     assert {a: c["grade"] for a, c in _cells(repo).items()} == {"toy": "Benchmarked", "other": "Tested"}
 

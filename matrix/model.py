@@ -129,11 +129,16 @@ class SoakBudget:
             out.append(f"iterations {iterations} < {self.iterations}")
         return out
 
-    def describe(self) -> str:
-        """``600 s, 64 envs and 5000 iterations`` (a part not required is left out)."""
+    def parts(self) -> list[str]:
+        """``["600 s", "64 envs", "5000 iterations"]`` (a part not required is left out)."""
         parts = [f"{self.min_duration_s} s"]
         parts += [f"{self.num_envs} envs"] if self.num_envs is not None else []
         parts += [f"{self.iterations} iterations"] if self.iterations is not None else []
+        return parts
+
+    def describe(self) -> str:
+        """``600 s, 64 envs and 5000 iterations`` (a part not required is left out)."""
+        parts = self.parts()
         return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
 
 

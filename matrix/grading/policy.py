@@ -159,10 +159,7 @@ def _recommended_shortfalls(
     elif rec.decision != "recommend":
         out.append(f"recommendation decision is {rec.decision!r} ({rec.date}): {rec.rationale}")
     if not any(not canonical.shortfalls(ev.duration_s, ev.num_envs, ev.iterations) for ev in counting_soaks):
-        parts = [f"{canonical.min_duration_s} s"]
-        parts += [f"{canonical.num_envs} envs"] if canonical.num_envs is not None else []
-        parts += [f"{canonical.iterations} iterations"] if canonical.iterations is not None else []
-        out.append(f"no counting soak at the canonical budget ({', '.join(parts)})")
+        out.append(f"no counting soak at the canonical budget ({', '.join(canonical.parts())})")
     return out
 
 

@@ -92,10 +92,9 @@ def project_doc(project: Project) -> dict[str, Any]:
 
 def budget_text(budget: Mapping[str, Any]) -> str:
     """``1800.0 s, 1024 envs, 65000 iterations`` of a document budget (parts not required left out)."""
-    parts = [f"{budget['min_duration_s']} s"]
-    parts += [f"{budget['num_envs']} envs"] if budget.get("num_envs") is not None else []
-    parts += [f"{budget['iterations']} iterations"] if budget.get("iterations") is not None else []
-    return ", ".join(parts)
+    return ", ".join(
+        SoakBudget(budget["min_duration_s"], budget.get("num_envs"), budget.get("iterations")).parts()
+    )
 
 
 def matrix_doc(state: MatrixState) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from matrix.freshness.gitfacts import (
     read_blobs,
     repo_root,
     resolve_commit,
-    runtime_fingerprint,
     tree_blobs,
+    tree_fingerprint,
 )
 from matrix.freshness.junit_inputs import junit_manifest
 from matrix.freshness.lock import locked_versions
@@ -42,8 +42,8 @@ __all__ = [
     "read_blobs",
     "repo_root",
     "resolve_commit",
-    "runtime_fingerprint",
     "stale_cells",
     "tree_blobs",
+    "tree_fingerprint",
     "worktree_state",
 ]

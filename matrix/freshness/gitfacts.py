@@ -65,7 +65,7 @@ def _fingerprint_cached(repo: str, commit: str, paths: tuple[str, ...]) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def runtime_fingerprint(repo: Path, commit: str, paths: tuple[str, ...] = FINGERPRINT_PATHS) -> str:
+def tree_fingerprint(repo: Path, commit: str, paths: tuple[str, ...] = FINGERPRINT_PATHS) -> str:
     """The fingerprint of ``commit`` (a full commit id) in ``repo`` over ``paths`` (this runtime's
     :data:`FINGERPRINT_PATHS` by default; a project's own inventory names its input roots)."""
     if not paths:  # a fingerprint over nothing never changes: evidence judged by it would be fresh for ever

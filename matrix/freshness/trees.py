@@ -14,8 +14,8 @@ from matrix.freshness.gitfacts import (
     changed_paths,
     parse_rev,
     read_blobs,
-    runtime_fingerprint,
     tree_blobs,
+    tree_fingerprint,
 )
 from matrix.freshness.lock import locked_versions
 from matrix.model import MatrixInputError
@@ -33,7 +33,7 @@ def commit_state(
         )
     blobs = tree_blobs(repo, full)
     lock = read_blobs(repo, [blobs["uv.lock"]])[blobs["uv.lock"]].decode() if "uv.lock" in blobs else ""
-    fingerprint = runtime_fingerprint(repo, full, tuple(paths))
+    fingerprint = tree_fingerprint(repo, full, tuple(paths))
     return TreeState(blobs, locked_versions(lock) if lock else {}, fingerprint, tuple(paths))
 
 

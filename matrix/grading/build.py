@@ -21,8 +21,8 @@ from matrix.freshness import (
     locked_versions,
     read_blobs,
     resolve_commit,
-    runtime_fingerprint,
     tree_blobs,
+    tree_fingerprint,
 )
 from matrix.grading.evidence import (
     INDEX_REL,
@@ -151,7 +151,7 @@ def attach_freshness(
             commit_field(facts.kind),
             f"commit {facts.commit!r} is not in HEAD's history (unknown, or a shallow clone: git fetch --unshallow)",
         )
-    fingerprint = runtime_fingerprint(repo, full, rule.paths)
+    fingerprint = tree_fingerprint(repo, full, rule.paths)
     facts = replace(facts, fingerprint=fingerprint)
     if facts.inputs is None and not facts.cell_inputs and rule.roots and facts.kind != "junit":
         derived = derived_manifest(tree_blobs(repo, full), rule.roots)
@@ -312,7 +312,7 @@ def evidence_roots(inventory: Inventory, ev: EvidenceFacts) -> tuple[str, ...]:
 def compute(repo: Path, inventory: Inventory, facts: FactsSource) -> MatrixState:
     """Read the evidence of ``repo`` and grade every cell of its (loaded) ``inventory``."""
     paths = fingerprint_paths(inventory)
-    head_fp = runtime_fingerprint(repo, head_commit(repo), paths)
+    head_fp = tree_fingerprint(repo, head_commit(repo), paths)
     evidence = load_evidence(repo, head_fp, inventory)
     history, reports = linked_pages(repo, evidence)
     return MatrixState(

@@ -22,7 +22,7 @@ from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
 from matrix.declared import SourcesOf, runtime_cell_sources
 from matrix.fileio import write_all_atomic
-from matrix.freshness import head_commit, resolve_commit, runtime_fingerprint
+from matrix.freshness import head_commit, resolve_commit, tree_fingerprint
 from matrix.grading import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
@@ -274,10 +274,10 @@ def problem_field(problem: str) -> str:
 def _fresh(repo: Path, facts: EvidenceFacts, inventory: Inventory | None) -> EvidenceFacts:
     """``facts`` with freshness judged as ``matrix generate`` will (a project's own rule when given)."""
     if inventory is None:
-        return attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo)))
+        return attach_freshness(repo, facts, tree_fingerprint(repo, head_commit(repo)))
     paths = fingerprint_paths(inventory)
     rule = FreshnessRule(paths, evidence_roots(inventory, facts))
-    return attach_freshness(repo, facts, runtime_fingerprint(repo, head_commit(repo), paths), rule)
+    return attach_freshness(repo, facts, tree_fingerprint(repo, head_commit(repo), paths), rule)
 
 
 def _check_cells(display: str, kind: str, doc: Any, facts: EvidenceFacts, inventory: Inventory) -> None:

@@ -20,7 +20,7 @@ import matrix.cli
 from harness.soak.loop.settings import SettingsError
 from harness.soak.route import monitor_cell
 from matrix.declared.inventory import parse_inventory
-from matrix.freshness import runtime_fingerprint
+from matrix.freshness import tree_fingerprint
 from matrix.model import MatrixInputError
 from matrix.publishing.render import BEGIN_MARKER, END_MARKER
 from tests.matrix._fixtures import INVENTORY, REGISTRY, commit_all, git
@@ -296,7 +296,7 @@ def test_empty_roots_and_env_budgets_are_refused(old: str, new: str, field: str)
 def test_a_fingerprint_over_no_paths_is_refused(tmp_path: Path) -> None:
     repo = _project(tmp_path / "toyproject")
     with pytest.raises(ValueError, match="at least one path"):
-        runtime_fingerprint(repo, git(repo, "rev-parse", "HEAD"), ())
+        tree_fingerprint(repo, git(repo, "rev-parse", "HEAD"), ())
 
 
 def test_the_plugin_registers_the_cell_marker(tmp_path: Path) -> None:

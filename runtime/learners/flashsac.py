@@ -64,6 +64,10 @@ class FlashHyper:
 
 @dataclass(frozen=True)
 class FlashState:
+    """Everything an update changes: the parameters and batch-norm statistics of the actor, the critics
+    and their targets, the temperature, the three optimizers, the running reward scale and the update
+    count. ``flashsac_step`` returns a new state and never mutates the one it is given."""
+
     actor: Params
     actor_buffers: Params  # batch-norm running statistics (travel to the collector)
     critic: Params

@@ -108,9 +108,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     only = set(config.getoption("--matrix-only-cell"))
+    bound_anywhere: set[str] = set()
     kept: list[pytest.Item] = []
     for item in items:
         values = cell_values(item)
+        bound_anywhere.update(values)
         if only:
             # a run of chosen cells files only those: another cell's tally would hold part of its tests
             values = [value for value in values if value in only]
@@ -122,22 +124,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             _strict_xfail(item)
         kept.append(item)
     if only:
-        _keep_only(config, items, kept, only)
+        _keep_only(config, items, kept, only, bound_anywhere)
 
 
 def _keep_only(
-    config: pytest.Config, items: list[pytest.Item], kept: list[pytest.Item], only: set[str]
+    config: pytest.Config, items: list[pytest.Item], kept: list[pytest.Item], only: set[str], bound: set[str]
 ) -> None:
     """Deselect every test not bound to one of ``only``; a named cell that no collected test is bound to
-    stops the run, so a mistyped cell never files an empty lane."""
-    bound = {value for item in kept for name, value in item.user_properties if name == CELL_PROPERTY}
+    (``bound``: every cell some collected test is bound to) stops the run, so a mistyped cell never files
+    an empty lane."""
     unbound = sorted(only - bound)
     if unbound:
-        everywhere = sorted({value for item in items for value in cell_values(item)})
         _refuse(
             config,
             f"--matrix-only-cell: no collected test is bound to {', '.join(unbound)}; "
-            f"bound cells: {', '.join(everywhere) or 'none'}",
+            f"bound cells: {', '.join(sorted(bound)) or 'none'}",
         )
         kept = []
     kept_ids = {id(item) for item in kept}

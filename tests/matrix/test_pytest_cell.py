@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from matrix.intake.junit import summarize_junit
+from matrix.model import cell_property
 from tests.matrix._fixtures import commit_all
 from tests.matrix.conftest import Invoke, cell
 
@@ -163,10 +164,9 @@ def _cells_and_tests(summary: dict[str, object]) -> dict[str, list[str]]:
     cells = summary["cells"]
     assert isinstance(cells, list)
     return {
-        "/".join([c["algo"], c["task"], c["backend"]] + ([f"ranks={c['ranks']}"] if "ranks" in c else [])):
-        sorted(c["tests"])
+        cell_property(c["algo"], c["task"], c["backend"], c.get("ranks", 1)): sorted(c["tests"])
         for c in cells
-    }  # fmt: skip
+    }
 
 
 def test_only_cell_runs_the_tests_bound_to_the_named_cells_and_files_only_those(repo: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from harness.soak.loop.settings import MonitorSettings, validate_settings
 
 if TYPE_CHECKING:
     from harness.ci.outputs import CiOutputs
+    from harness.soak.verdicts.judgement import RecordedFacts
 
 SOAK_SCHEMA_REL = "foundation/schemas/soak-artifact-0.3.0.schema.json"
 
@@ -78,6 +79,45 @@ def evidence_root(settings: MonitorSettings) -> Path | None:
     return cell_source_root() if settings.mode == "monitor" and settings.run_settings else None
 
 
+def _facts(
+    settings: MonitorSettings,
+    result: MonitorResult,
+    *,
+    run_summary: Mapping[str, Any] | None,
+    summary_error: str | None,
+    oom_lines: Sequence[str],
+) -> RecordedFacts:
+    """What the monitor observed besides the samples, as the judgement takes it."""
+    from harness.soak.verdicts.judgement import RecordedFacts
+    from harness.soak.verdicts.tree_deaths import KnownExits, tree_exits_section
+
+    known = KnownExits(
+        result.exits,
+        result.reaped,
+        result.killed_by_monitor,
+        result.fork_events.get("reason", "the process-events connector was not opened"),
+    )
+    return RecordedFacts(
+        mode=settings.mode,
+        root_pid=result.root_pid,
+        trainer_returncode=result.trainer_returncode,
+        monitor_failure=result.monitor_failure,
+        duration_s=result.duration_s,
+        startup_end_t=result.startup_end_t,
+        run_summary=run_summary,
+        run_summary_error=summary_error,
+        residual_processes=result.residual_processes,
+        orphaned_shm_segments=result.orphaned_shm_segments,
+        oom_kills=tuple(oom_lines),
+        monitor_detail=_with_ranks(result),
+        tree_exits=tree_exits_section(result.samples, result.root_pid, known, settings.allow_signal_deaths),
+        gpu_record=result.gpu_health,
+        sampler=result.sampler,
+        reaped=result.reaped,
+        exits=result.exits,
+    )
+
+
 def conclude(
     settings: MonitorSettings, result: MonitorResult, collection: ProcessInputs | None = None
 ) -> dict[str, Any]:
@@ -88,17 +128,10 @@ def conclude(
     from harness.soak.evidence.artifact import MonitorRecord, build_artifact, write_artifact
     from harness.soak.evidence.report import render_report
     from harness.soak.host.gpu_watch import at_start
-    from harness.soak.host.sampling import declared_limits
-    from harness.soak.verdicts.drift import throughput_drift
-    from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-    from harness.soak.verdicts.first_death import Restarts, death_to_name, process_exits
-    from harness.soak.verdicts.gpu import annotate_drift, assess_gpu
-    from harness.soak.verdicts.observation import observe_classes
+    from harness.soak.verdicts.first_death import process_exits
+    from harness.soak.verdicts.judgement import judge
     from harness.soak.verdicts.oom import ExitEvidence, assess
-    from harness.soak.verdicts.per_process import per_process_verdicts
-    from harness.soak.verdicts.ranks import last_seen_by_rank, ranks_section, restarts_seen
-    from harness.soak.verdicts.tree_deaths import KnownExits, tree_exits_section
-    from harness.soak.verdicts.trends import leak_verdicts
+    from harness.soak.verdicts.ranks import last_seen_by_rank, ranks_section
 
     run_summary, summary_error = (None, None)
     if settings.judges_summary:
@@ -111,55 +144,14 @@ def conclude(
         run_summary,
         ExitEvidence(result.reaped, result.fork_events),
     )
-    restarts = restarts_seen(result.samples)
-    verdicts = leak_verdicts(result.samples, result.startup_end_t)  # trends ends its window before finalize
-    unobservable, shm_reason = declared_limits(result.sampler)
-    gpu = assess_gpu(result.gpu_health, result.samples)
-    drift = annotate_drift(throughput_drift(result.samples, result.startup_end_t), gpu and gpu["throttle"])
-    observation = MonitorObservation(
-        mode=settings.mode,
-        monitor_failure=result.monitor_failure,
-        trainer_returncode=result.trainer_returncode,
-        run_summary=run_summary,
-        residual_processes=result.residual_processes,
-        orphaned_shm_segments=result.orphaned_shm_segments,
-        leak_verdicts=verdicts,
-        duration_s=result.duration_s,
-        min_duration_s=settings.min_duration_s,
-        run_summary_error=summary_error,
-        run_contract=settings.run_contract,
-        observation=observe_classes(result.samples, verdicts, settings.min_trend_samples, unobservable),
-        throughput_drift=drift,
-        fail_on_throughput_drift=settings.fail_on_throughput_drift,
-        oom_kills=oom_lines,
-        monitor_detail=_with_ranks(result),
-        first_death=death_to_name(
-            result.samples,
-            result.root_pid,
-            result.reaped,
-            result.trainer_returncode,
-            Restarts(restarts, settings.allow_restarts),
-            result.exits,
+    judgement = judge(
+        result.samples,
+        facts=_facts(
+            settings, result, run_summary=run_summary, summary_error=summary_error, oom_lines=oom_lines
         ),
-        rank_restarts=restarts,
-        allow_restarts=settings.allow_restarts,
-        shm_unobservable=shm_reason,
-        per_process=per_process_verdicts(result.samples, result.startup_end_t),
-        tree_exits=tree_exits_section(
-            result.samples,
-            result.root_pid,
-            KnownExits(
-                result.exits,
-                result.reaped,
-                result.killed_by_monitor,
-                result.fork_events.get("reason", "the process-events connector was not opened"),
-            ),
-            settings.allow_signal_deaths,
-        ),
-        gpu_health=gpu,
-        fail_on_gpu_throttle=settings.fail_on_gpu_throttle,
+        gates=settings.gates,
     )
-    evaluation = evaluate(observation)
+    observation, evaluation = judgement.observation, judgement.evaluation
     record = MonitorRecord(
         samples=result.samples,
         samples_path=settings.samples_path,

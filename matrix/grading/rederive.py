@@ -1,11 +1,11 @@
 """Re-derive a soak artifact's verdicts from its own evidence, trusting none of its self-declared results.
 
-``matrix ingest`` calls ``check_soak_evidence`` on every new soak artifact. The samples file the artifact
-names is read beside the artifact and must match the recorded sha256; from it the leak verdicts and the
-observation record are recomputed (``harness.soak.verdicts.trends``, ``harness.soak.verdicts.observation``), and the whole
-pass table is re-evaluated with the very code the monitor uses (``harness.soak.verdicts.evaluation``) over the
-run_summary the artifact embeds. ``disagreements`` is the pure part: artifact and samples in, one
-sentence per disagreement out, each naming the row or field.
+``matrix ingest``, ``generate`` and ``check`` call ``check_soak_evidence`` on every soak artifact. The
+samples file the artifact names is read beside the artifact and must match the recorded sha256; the
+samples are judged again by the monitor's own judgement (``harness.soak.verdicts.judgement.judge``),
+under the facts and gates the artifact recorded, and every row, trend and summary is diffed with what
+was filed. ``disagreements`` is the pure part: artifact and samples in, one sentence per disagreement
+out, each naming the row or field.
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ from typing import Any
 
 from harness.compare.fields import dig
 from harness.soak.evidence.artifact import summary_sections
-from harness.soak.host.sampling import declared_limits
-from harness.soak.verdicts.drift import throughput_drift
-from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.first_death import Restarts, death_to_name
-from harness.soak.verdicts.gpu import GPU_ROWS, annotate_drift, assess_gpu
-from harness.soak.verdicts.observation import observe_classes
-from harness.soak.verdicts.oom import describe
-from harness.soak.verdicts.per_process import per_process_verdicts
-from harness.soak.verdicts.ranks import restarts_seen
-from harness.soak.verdicts.trends import leak_verdicts
+from harness.soak.verdicts.judgement import (
+    GPU_ROWS,
+    Judgement,
+    facts_from_artifact,
+    gates_from_artifact,
+    judge,
+)
 from matrix.model import MatrixInputError
 
 #: artifact fields read from the run_summary -> the pass-table row that judges them
@@ -132,60 +129,23 @@ def _observation_disagreements(artifact: Mapping[str, Any], observation: Mapping
     return out
 
 
-def _observation_of(
-    artifact: Mapping[str, Any],
-    leak: Mapping[str, Any],
-    obs: Mapping[str, Any],
-    drift: Mapping[str, Any] | None,
-    derived: Mapping[str, Any],
-) -> MonitorObservation:
-    """The observation the artifact records, with what the samples re-derive (``derived``: per_process,
-    gpu_health) in place of the artifact's own."""
-    timing = artifact.get("timing") or {}
-    summary = artifact.get("run_summary")
-    return MonitorObservation(
-        mode=artifact["mode"],
-        monitor_failure=artifact.get("monitor_failure"),
-        trainer_returncode=artifact.get("trainer_returncode"),
-        run_summary=summary if isinstance(summary, Mapping) else None,
-        residual_processes=artifact.get("post_shutdown_residual_processes") or [],
-        orphaned_shm_segments=artifact.get("orphaned_shm_segments") or [],
-        leak_verdicts=leak,
-        duration_s=float(timing.get("duration_s", 0.0)),
-        min_duration_s=float(timing.get("min_duration_s", 0.0)),
-        run_contract=artifact.get("run_contract") is True,
-        observation=obs,
-        throughput_drift=drift,
-        fail_on_throughput_drift=dig(artifact, "throughput_drift.fails_run") is True,
-        oom_kills=[describe(kill) for kill in dig(artifact, "oom.kills") or []],
-        shm_unobservable=declared_limits(artifact.get("sampler"))[1],
-        per_process=derived.get("per_process"),
-        gpu_health=derived.get("gpu_health"),
-        fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,
-        first_death=derived.get("first_death"),
-        tree_exits=artifact.get("tree_exits") if isinstance(artifact.get("tree_exits"), Mapping) else None,
-        rank_restarts=derived.get("restarts"),
-        allow_restarts=derived.get("allowed_restarts", 0),
-    )
-
-
-def _predates(name: str, artifact: Mapping[str, Any], observation: MonitorObservation) -> bool:
+def _predates(name: str, artifact: Mapping[str, Any], judgement: Judgement) -> bool:
     """True for a row the artifact is older than: the evidence the row judges is not in it."""
     if name == "throughput_drift":
-        return observation.throughput_drift is None
+        return judgement.drift is None
     if name in GPU_ROWS:
         return "gpu_health" not in artifact
     section = {"oom_kills": "oom", "tree_deaths": "tree_exits"}.get(name)
     return section is not None and section not in artifact
 
 
-def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObservation) -> list[str]:
-    evaluation = evaluate(observation)
+def _table_disagreements(artifact: Mapping[str, Any], judgement: Judgement) -> list[str]:
+    evaluation = judgement.evaluation
     recorded = {row.get("name"): row for row in artifact.get("criteria") or [] if isinstance(row, Mapping)}
     out = []
     for row in evaluation.criteria_dicts():
         said = recorded.get(row["name"])
-        if said is None and _predates(row["name"], artifact, observation):
+        if said is None and _predates(row["name"], artifact, judgement):
             continue
         if said is None:
             out.append(f"row {row['name']}: missing from the recorded pass table")
@@ -194,7 +154,9 @@ def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObserv
                 f"row {row['name']}: recorded {said.get('result')!r}, re-derived {row['result']!r} "
                 f"(value {_plain(row['value'])!r})"
             )
-        elif observation.run_summary is not None and _plain(said.get("value")) != _plain(row["value"]):
+        elif judgement.observation.run_summary is not None and _plain(said.get("value")) != _plain(
+            row["value"]
+        ):
             out.append(
                 f"row {row['name']}: recorded value {said.get('value')!r}, re-derived {row['value']!r}"
             )
@@ -210,55 +172,29 @@ def _table_disagreements(artifact: Mapping[str, Any], observation: MonitorObserv
 
 
 def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every way ``artifact`` disagrees with its samples and its embedded run_summary (pure).
+    """Every way ``artifact`` disagrees with its samples and its embedded run_summary (pure): the samples
+    are judged again by the monitor's own judgement, under the facts and gates the artifact recorded.
 
     Args:
         artifact: a schema-valid 0.3.0 soak artifact that has every ``REQUIRED`` field.
         samples: the records of the samples file it names, in order.
     """
-    startup = dig(artifact, "resource_summary.startup_end_t")
-    leak = leak_verdicts(samples, startup)
-    threshold = dig(artifact, "resource_summary.observation.min_trend_samples")
-    observation = observe_classes(samples, leak, threshold, declared_limits(artifact.get("sampler"))[0])
+    judgement = judge(samples, facts=facts_from_artifact(artifact), gates=gates_from_artifact(artifact))
     out: list[str] = []
     count = dig(artifact, "resource_summary.sample_count")
     if count != len(samples):
         out.append(f"resource_summary.sample_count: recorded {count}, the samples file holds {len(samples)}")
     out += section_disagreements(artifact)
     out += published_disagreement(artifact)
-    out += _leak_disagreements(artifact, leak)
-    out += _observation_disagreements(artifact, observation)
-    gpu = assess_gpu(artifact.get("gpu_health"), samples)
-    out += _gpu_disagreements(artifact, gpu)
-    drift = throughput_drift(samples, startup) if _has(artifact, "throughput_drift") else None
-    if drift is not None:
-        drift = annotate_drift(drift, gpu and gpu["throttle"])
+    out += _leak_disagreements(artifact, judgement.leak)
+    out += _observation_disagreements(artifact, judgement.classes)
+    out += _gpu_disagreements(artifact, judgement.gpu)
     said = dig(artifact, "throughput_drift.verdict")
-    if drift is not None and said != drift["verdict"]:
-        out.append(f"throughput_drift.verdict: recorded {said!r}, the samples say {drift['verdict']!r}")
-    per_process = (
-        per_process_verdicts(samples, startup) if _has(artifact, "resource_summary.per_process") else None
-    )
-    # the schema holds ranks.allowed_restarts to an integer >= 0 (absent: not a job of several ranks)
-    restarts, allowed = restarts_seen(samples), int(dig(artifact, "ranks.allowed_restarts") or 0)
-    # the exit statuses the monitor reaped are not recorded; they change the sentence, never the class
-    # nor are the kernel's exit events: they order the deaths of one sample interval, and the class rests
-    # on the interval alone
-    death = death_to_name(
-        samples,
-        dig(artifact, "monitor.root_pid"),
-        {},
-        artifact.get("trainer_returncode"),
-        Restarts(restarts, allowed),
-    )
-    derived = {
-        "per_process": per_process,
-        "gpu_health": gpu,
-        "first_death": death,
-        "restarts": restarts,
-        "allowed_restarts": allowed,
-    }
-    out += _table_disagreements(artifact, _observation_of(artifact, leak, observation, drift, derived))
+    if judgement.drift is not None and said != judgement.drift["verdict"]:
+        out.append(
+            f"throughput_drift.verdict: recorded {said!r}, the samples say {judgement.drift['verdict']!r}"
+        )
+    out += _table_disagreements(artifact, judgement)
     return out
 
 

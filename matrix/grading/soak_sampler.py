@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.soak.host.portable import UNOBSERVABLE_CLASSES
-from harness.soak.host.sampling import declared_limits
+from harness.soak.verdicts.judgement import declared_limits
 
 PLATFORM_SAMPLER: dict[str, str] = {"linux-cpu": "linux", "linux-cuda": "linux", "macos-mps": "portable"}
 # A project's own platform: the sampler the soak monitor uses on its host system.

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import matrix.cli
+from harness.soak.verdicts import judgement
 from matrix.declared.runtime_facts import CellSources
-from matrix.grading import rederive
 from matrix.model import CellKey
 from tests.matrix._fixtures import (
     commit_all,
@@ -203,7 +203,7 @@ def test_generate_rederives_every_filed_soak_verdict_with_heads_verdict_code(
 ) -> None:
     file_everything(project, run_matrix, tmp_path)
     assert run_matrix("check").exit_code == 0
-    real = rederive.leak_verdicts
+    real = judgement.leak_verdicts
 
     def stricter(samples: Any, startup_end_t: Any) -> dict[str, Any]:
         """A HEAD whose leak rule calls PSS growing where the filed verdict said bounded."""
@@ -211,7 +211,7 @@ def test_generate_rederives_every_filed_soak_verdict_with_heads_verdict_code(
         result["leak_verdicts"] = {**result["leak_verdicts"], "pss": "growing"}
         return result
 
-    monkeypatch.setattr(rederive, "leak_verdicts", stricter)
+    monkeypatch.setattr(judgement, "leak_verdicts", stricter)  # the one judgement the matrix calls
     assert run_matrix("generate").exit_code == 0
     got = cell(project, "sac", "g1_walk_flat", "mujoco", "linux-cpu")
     soak = next(e for e in got["evidence"] if e["kind"] == "soak")

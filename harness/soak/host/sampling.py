@@ -111,15 +111,3 @@ def make_sampler(choice: str) -> ProcessSampler:
     from harness.soak.host.portable import PortableSampler
 
     return PortableSampler()
-
-
-def declared_limits(section: Mapping[str, Any] | None) -> tuple[dict[str, str], str | None]:
-    """From an artifact's ``sampler`` section: (resource class -> why unobservable, why /dev/shm could not
-    be listed or None). An artifact without the section was written by the Linux sampler."""
-    if not isinstance(section, Mapping):
-        return {}, None
-    classes = section.get("unobservable_classes")
-    limits = {str(k): str(v) for k, v in classes.items()} if isinstance(classes, Mapping) else {}
-    if section.get("shm_observable") is False:
-        return limits, str(section.get("shm_reason") or "the sampler could not list shared memory")
-    return limits, None

@@ -12,6 +12,7 @@ from harness.soak.evidence.live import LiveMode
 from harness.soak.host.forensics import ForensicsSettings
 from harness.soak.host.sampling import SamplerChoice, sampler_problem
 from harness.soak.host.shm import Attribution
+from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
 
 Mode = Literal["run", "monitor"]
@@ -55,6 +56,18 @@ class MonitorSettings:
     @property
     def judges_summary(self) -> bool:
         return self.mode == "run" or self.run_contract
+
+    @property
+    def gates(self) -> Gates:
+        """The policy the run is judged under, apart from everything else the monitor needs."""
+        return Gates(
+            min_duration_s=self.min_duration_s,
+            min_trend_samples=self.min_trend_samples,
+            run_contract=self.run_contract,
+            fail_on_throughput_drift=self.fail_on_throughput_drift,
+            fail_on_gpu_throttle=self.fail_on_gpu_throttle,
+            allow_restarts=self.allow_restarts,
+        )
 
     @property
     def samples_path(self) -> Path:

@@ -88,3 +88,15 @@ def observe_classes(
             entry = classes[name]
             entry.update(status="not_observable", reason=f"{name} not observable: {why}")
     return {"min_trend_samples": min_trend_samples, "classes": classes}
+
+
+def declared_limits(section: Mapping[str, Any] | None) -> tuple[dict[str, str], str | None]:
+    """From an artifact's ``sampler`` section: (resource class -> why unobservable, why /dev/shm could not
+    be listed or None). An artifact without the section was written by the Linux sampler."""
+    if not isinstance(section, Mapping):
+        return {}, None
+    classes = section.get("unobservable_classes")
+    limits = {str(k): str(v) for k, v in classes.items()} if isinstance(classes, Mapping) else {}
+    if section.get("shm_observable") is False:
+        return limits, str(section.get("shm_reason") or "the sampler could not list shared memory")
+    return limits, None

@@ -33,7 +33,6 @@ from harness.soak.host.portable import (
 from harness.soak.host.procs import ProcReader
 from harness.soak.host.sampling import (
     LINUX_CAPABILITIES,
-    declared_limits,
     resolve_choice,
     sampler_problem,
 )
@@ -41,6 +40,7 @@ from harness.soak.host.token import RUN_TOKEN_ENV
 from harness.soak.loop.leftovers import RECORD_SCHEMA, clean, find_leftovers
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.judgement import declared_limits
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.trends import leak_verdicts
 

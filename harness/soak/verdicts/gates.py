@@ -1,0 +1,22 @@
+"""The gates a soak is judged under, apart from what it observed (pure: the monitor's settings
+hold one from the start, and loading it loads no verdict code)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The policy a soak is judged under: what the user asked to fail on and how much to tolerate.
+
+    ``min_duration_s`` in seconds (>= 0); ``min_trend_samples`` post-start-up samples a class needs for
+    a verdict (>= 1); ``allow_restarts`` elastic restarts a job may take (>= 0).
+    """
+
+    min_duration_s: float
+    min_trend_samples: int
+    run_contract: bool = False
+    fail_on_throughput_drift: bool = False
+    fail_on_gpu_throttle: bool = False
+    allow_restarts: int = 0

@@ -1,0 +1,227 @@
+"""The soak's one judgement: samples, recorded facts and gates in; a frozen ``Judgement`` out (pure).
+
+Every verdict of a soak is made here and nowhere else. The monitor calls ``judge`` on what it watched;
+the matrix calls it on a filed artifact's samples, with the facts and gates that artifact recorded
+(``facts_from_artifact``, ``gates_from_artifact``), and diffs the result with what was filed. Nothing
+else assembles the observation that the pass table evaluates, so the two can only differ where the
+artifact does not record a fact (the exit statuses the monitor reaped, the kernel's exit events: they
+change the first death's sentence, never its class).
+
+How the pieces relate, in the order ``judge`` runs them:
+
+- ``trends.leak_verdicts``: each resource class's leak verdict and trend over the analysed window;
+- ``observation.observe_classes``: whether each class had enough samples to be judged at all;
+- ``per_process.per_process_verdicts``: the same trends for each long-lived process;
+- ``gpu.assess_gpu``: XID, ECC and throttle summaries from the GPU record and the samples;
+- ``drift.throughput_drift`` (annotated with the GPU's throttling): the trainer's env steps/s trend;
+- ``ranks.restarts_seen`` and ``first_death.death_to_name``: a job's elastic restarts and the first
+  death worth naming;
+- ``evaluation.evaluate``: the pass table over all of the above, its failure class and reason.
+
+May import: foundation, harness.compare, harness.soak.verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from harness.compare.fields import dig
+from harness.soak.verdicts.criterion import Criterion
+from harness.soak.verdicts.drift import throughput_drift
+from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, evaluate
+from harness.soak.verdicts.first_death import Exits, Identity, Restarts, death_to_name
+from harness.soak.verdicts.gates import Gates
+from harness.soak.verdicts.gpu import GPU_ROWS, annotate_drift, assess_gpu
+from harness.soak.verdicts.observation import declared_limits, observe_classes
+from harness.soak.verdicts.oom import describe
+from harness.soak.verdicts.per_process import per_process_verdicts
+from harness.soak.verdicts.ranks import restarts_seen
+from harness.soak.verdicts.trends import leak_verdicts
+
+#: Sections an artifact older than the section does not record; ``judge`` leaves them out for it, so an
+#: old artifact is judged on the rows it has evidence for.
+OPTIONAL_SECTIONS = ("per_process", "throughput_drift")
+
+__all__ = [
+    "GPU_ROWS",
+    "OPTIONAL_SECTIONS",
+    "Gates",
+    "Judgement",
+    "RecordedFacts",
+    "declared_limits",
+    "facts_from_artifact",
+    "gates_from_artifact",
+    "judge",
+]
+
+
+@dataclass(frozen=True)
+class RecordedFacts:
+    """What the monitor observed outside the samples file, as the artifact records it.
+
+    Durations and times in seconds (times on the samples' clock). ``reaped`` and ``exits`` are known to
+    the monitor alone (an artifact does not record them); ``absent`` names the ``OPTIONAL_SECTIONS`` an
+    older artifact lacks.
+    """
+
+    mode: Literal["run", "monitor"]
+    root_pid: int | None
+    trainer_returncode: int | None
+    monitor_failure: str | None
+    duration_s: float
+    startup_end_t: float | None
+    run_summary: Mapping[str, Any] | None = None
+    run_summary_error: str | None = None
+    residual_processes: Sequence[Mapping[str, Any]] = ()
+    orphaned_shm_segments: Sequence[Mapping[str, Any]] = ()
+    oom_kills: Sequence[str] = ()
+    monitor_detail: str | None = None
+    tree_exits: Mapping[str, Any] | None = None
+    gpu_record: Mapping[str, Any] | None = None
+    sampler: Mapping[str, Any] | None = None
+    reaped: Mapping[Identity, int] = field(default_factory=dict)
+    exits: Exits | None = None
+    absent: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One soak's verdicts: each observation that the pass table judged, and the table itself."""
+
+    leak: Mapping[str, Any]
+    classes: Mapping[str, Any]
+    per_process: Mapping[str, Any] | None
+    gpu: Mapping[str, Any] | None
+    drift: Mapping[str, Any] | None
+    restarts: int | None
+    first_death: Mapping[str, Any] | None
+    observation: MonitorObservation
+    evaluation: Evaluation
+
+    @property
+    def status(self) -> Literal["passed", "failed"]:
+        return self.evaluation.status
+
+    @property
+    def failure_classification(self) -> str | None:
+        return self.evaluation.failure_classification
+
+    @property
+    def failure_reason(self) -> str | None:
+        return self.evaluation.failure_reason
+
+    @property
+    def rows(self) -> list[Criterion]:
+        return self.evaluation.criteria
+
+
+def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: Gates) -> Judgement:
+    """Every verdict of one soak from its samples (in order), its recorded facts and its gates."""
+    startup = facts.startup_end_t
+    leak = leak_verdicts(samples, startup)  # trends ends its window before finalize
+    unobservable, shm_reason = declared_limits(facts.sampler)
+    classes = observe_classes(samples, leak, gates.min_trend_samples, unobservable)
+    gpu = assess_gpu(facts.gpu_record, samples)
+    drift = None
+    if "throughput_drift" not in facts.absent:
+        drift = annotate_drift(throughput_drift(samples, startup), gpu and gpu["throttle"])
+    per_process = None if "per_process" in facts.absent else per_process_verdicts(samples, startup)
+    restarts = restarts_seen(samples)
+    death = death_to_name(
+        samples,
+        facts.root_pid,
+        facts.reaped,
+        facts.trainer_returncode,
+        Restarts(restarts, gates.allow_restarts),
+        facts.exits,
+    )
+    observation = MonitorObservation(
+        mode=facts.mode,
+        monitor_failure=facts.monitor_failure,
+        trainer_returncode=facts.trainer_returncode,
+        run_summary=facts.run_summary,
+        residual_processes=facts.residual_processes,
+        orphaned_shm_segments=facts.orphaned_shm_segments,
+        leak_verdicts=leak,
+        duration_s=facts.duration_s,
+        min_duration_s=gates.min_duration_s,
+        run_summary_error=facts.run_summary_error,
+        run_contract=gates.run_contract,
+        observation=classes,
+        throughput_drift=drift,
+        fail_on_throughput_drift=gates.fail_on_throughput_drift,
+        oom_kills=tuple(facts.oom_kills),
+        monitor_detail=facts.monitor_detail,
+        first_death=death,
+        rank_restarts=restarts,
+        allow_restarts=gates.allow_restarts,
+        shm_unobservable=shm_reason,
+        per_process=per_process,
+        tree_exits=facts.tree_exits,
+        gpu_health=gpu,
+        fail_on_gpu_throttle=gates.fail_on_gpu_throttle,
+    )
+    return Judgement(
+        leak=leak,
+        classes=classes,
+        per_process=per_process,
+        gpu=gpu,
+        drift=drift,
+        restarts=restarts,
+        first_death=death,
+        observation=observation,
+        evaluation=evaluate(observation),
+    )
+
+
+def _section(artifact: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    value = artifact.get(name)
+    return value if isinstance(value, Mapping) else None
+
+
+def _absent(artifact: Mapping[str, Any]) -> frozenset[str]:
+    summary = _section(artifact, "resource_summary") or {}
+    out = set()
+    if "per_process" not in summary:
+        out.add("per_process")
+    if "throughput_drift" not in artifact:
+        out.add("throughput_drift")
+    return frozenset(out)
+
+
+def facts_from_artifact(artifact: Mapping[str, Any]) -> RecordedFacts:
+    """The facts a filed soak artifact recorded (schema-valid 0.3.0), for judging its samples again."""
+    timing = _section(artifact, "timing") or {}
+    return RecordedFacts(
+        mode=artifact["mode"],
+        root_pid=dig(artifact, "monitor.root_pid"),
+        trainer_returncode=artifact.get("trainer_returncode"),
+        monitor_failure=artifact.get("monitor_failure"),
+        duration_s=float(timing.get("duration_s", 0.0)),
+        startup_end_t=dig(artifact, "resource_summary.startup_end_t"),
+        run_summary=_section(artifact, "run_summary"),
+        residual_processes=artifact.get("post_shutdown_residual_processes") or [],
+        orphaned_shm_segments=artifact.get("orphaned_shm_segments") or [],
+        oom_kills=tuple(describe(kill) for kill in dig(artifact, "oom.kills") or []),
+        tree_exits=_section(artifact, "tree_exits"),
+        gpu_record=_section(artifact, "gpu_health"),
+        sampler=_section(artifact, "sampler"),
+        absent=_absent(artifact),
+    )
+
+
+def gates_from_artifact(artifact: Mapping[str, Any]) -> Gates:
+    """The gates a filed soak artifact was judged under."""
+    timing = _section(artifact, "timing") or {}
+    threshold = dig(artifact, "resource_summary.observation.min_trend_samples")
+    return Gates(
+        min_duration_s=float(timing.get("min_duration_s", 0.0)),
+        min_trend_samples=int(threshold) if isinstance(threshold, int) else 0,
+        run_contract=artifact.get("run_contract") is True,
+        fail_on_throughput_drift=dig(artifact, "throughput_drift.fails_run") is True,
+        fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,
+        # the schema holds ranks.allowed_restarts to an integer >= 0 (absent: not a job of several ranks)
+        allow_restarts=int(dig(artifact, "ranks.allowed_restarts") or 0),
+    )

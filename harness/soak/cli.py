@@ -14,37 +14,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from foundation.cells import CELL_FORMAT
+from foundation.extras import TRAIN, require
 from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
-from harness.soak.host.forensics import ForensicsSettings
+from harness.soak.command_options import MonitorOptions, RunOptions, WatchOptions, typer_command
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from harness.soak.options import (
-    AllowRestarts,
-    AllowSignalDeath,
-    DriftGate,
-    GpuThrottleGate,
-    Grace,
-    Interval,
-    Live,
-    LiveOpt,
-    LogDir,
-    MinDuration,
-    NoStacks,
-    Output,
-    ProgressEvery,
-    PySpy,
-    QuietProgress,
-    SamplerKind,
-    SamplerOpt,
-    ShmAttribution,
-    ShmOpt,
-    ShutdownTimeout,
-    Stale,
-    Startup,
-    TermGrace,
-    TrendSamples,
-)
+from harness.soak.options import Live, LiveOpt, MinDuration
 from harness.soak.outcome import run_monitor
 from harness.soak.route import (
     TrainRoute,
@@ -54,8 +29,7 @@ from harness.soak.route import (
     monitor_cell,
     run_settings,
 )
-from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
-from runtime.choices import Algo, Sim, Task
+from runtime.choices import Sim
 
 EXIT_BAD_INPUT = 2
 
@@ -82,214 +56,51 @@ def _execute(settings: MonitorSettings, ci: CiOutputs | None = None) -> None:
     raise typer.Exit(code)
 
 
-def _monitor_fields(  # noqa: PLR0913 — the options `soak run` and `soak monitor` share, one each
-    output: Path,
-    min_duration_s: float,
-    sample_interval_s: float,
-    startup_timeout_s: float,
-    stale_progress_s: float,
-    post_shutdown_grace_s: float,
-    termination_grace_s: float,
-    live: Live,
-    shm_attribution: ShmAttribution,
-    min_trend_samples: int,
-    fail_on_throughput_drift: bool,
-    forensics: ForensicsSettings,
-    sampler: SamplerKind = SamplerKind.auto,
-    progress_every_s: float | None = None,
-    fail_on_gpu_throttle: bool = False,
-    allow_restarts: int = 0,
-    allow_signal_deaths: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """The MonitorSettings fields `soak run` and `soak monitor` take from the same options."""
-    return {
-        "allow_restarts": allow_restarts,
-        "allow_signal_deaths": allow_signal_deaths,
-        "progress_every_s": progress_every_s,
-        "forensics": forensics,
-        "min_trend_samples": min_trend_samples,
-        "fail_on_throughput_drift": fail_on_throughput_drift,
-        "fail_on_gpu_throttle": fail_on_gpu_throttle,
-        "output": output,
-        "min_duration_s": min_duration_s,
-        "sample_interval_s": sample_interval_s,
-        "startup_timeout_s": startup_timeout_s,
-        "stale_progress_s": stale_progress_s,
-        "post_shutdown_grace_s": post_shutdown_grace_s,
-        "termination_grace_s": termination_grace_s,
-        "live": live.value,
-        "shm_attribution": shm_attribution.value,
-        "sampler": sampler.value,
-    }
-
-
-def _forensics(shutdown_timeout_s: float, no_stacks: bool, py_spy: Path | None) -> ForensicsSettings:
-    return ForensicsSettings(shutdown_timeout_s, stacks=not no_stacks, py_spy=py_spy)
-
-
-def run(  # noqa: PLR0913 — typer declares one parameter per CLI option
-    log_dir: LogDir,
-    output: Output,
-    num_envs: Annotated[int, typer.Option("--num-envs", min=1)] = 1024,
-    iterations: Annotated[int, typer.Option("--iterations", min=1)] = 65000,
-    min_duration_seconds: MinDuration = 1800.0,
-    sample_interval_seconds: Interval = 5.0,
-    startup_timeout_seconds: Startup = 900.0,
-    stale_progress_seconds: Stale = 300.0,
-    post_shutdown_grace_seconds: Grace = 10.0,
-    termination_grace_seconds: TermGrace = 20.0,
-    extra_override: Annotated[
-        list[str] | None, typer.Option("--extra-override", help="dotted.key=value passed to train")
-    ] = None,
-    algo: Annotated[Algo, typer.Option("--algo")] = Algo.flashsac,
-    task: Annotated[Task, typer.Option("--task")] = Task.g1_motion_tracking,
-    sim: Annotated[Sim, typer.Option("--sim")] = Sim.mjwarp,
-    live: LiveOpt = Live.auto,
-    shm_attribution: ShmOpt = ShmAttribution.host,
-    min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
-    fail_on_throughput_drift: DriftGate = False,
-    fail_on_gpu_throttle: GpuThrottleGate = False,
-    shutdown_timeout_seconds: ShutdownTimeout = 120.0,
-    no_stacks: NoStacks = False,
-    py_spy: PySpy = None,
-    sampler: SamplerOpt = SamplerKind.auto,
-    junit_xml: JunitXml = None,
-    summary_md: SummaryMd = None,
-    quiet_progress: QuietProgress = False,
-    progress_every: ProgressEvery = 60.0,
-    allow_restarts: AllowRestarts = 0,
-    allow_signal_death: AllowSignalDeath = None,
-    nproc_per_node: Annotated[
-        int,
-        typer.Option(
-            "--nproc-per-node", min=1, max=64, help="ranks: above 1, torchrun runs the trainer once per rank"
-        ),
-    ] = 1,
-) -> None:
+def run(route_options: RunOptions, shared: MonitorOptions) -> None:
     """Soak the real owner-routed trainer (defaults: the canonical flashsac/g1_motion_tracking/mjwarp
     budget, 1024 envs x 65000 iterations, >= 1800 s)."""
-    extra = list(extra_override or [])
+    require(TRAIN, "soak run")  # the trainer it spawns is the training extra's
+    extra = list(route_options.extra_override or [])
     try:
         check_extra_overrides(extra)
         route = TrainRoute(
-            algo.value,
-            task.value,
-            sim.value,
-            num_envs,
-            iterations,
-            log_dir,
-            tuple(extra),
-            nproc_per_node,
-            allow_restarts,
+            algo=route_options.algo.value,
+            task=route_options.task.value,
+            sim=route_options.sim.value,
+            num_envs=route_options.num_envs,
+            iterations=route_options.iterations,
+            log_dir=shared.log_dir,
+            extra=tuple(extra),
+            nproc_per_node=route_options.nproc_per_node,
+            max_restarts=shared.allow_restarts,
         )
         check_train_config(route)
-        settings = run_settings(
-            route,
-            **_monitor_fields(
-                output,
-                min_duration_seconds,
-                sample_interval_seconds,
-                startup_timeout_seconds,
-                stale_progress_seconds,
-                post_shutdown_grace_seconds,
-                termination_grace_seconds,
-                live,
-                shm_attribution,
-                min_trend_samples,
-                fail_on_throughput_drift,
-                _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
-                sampler,
-                progress_every if quiet_progress else None,
-                fail_on_gpu_throttle,
-                allow_restarts,
-                tuple(allow_signal_death or ()),
-            ),
-        )
+        settings = run_settings(route, shared)
         validate_settings(settings)  # paths and timing before the GPU check: input errors first
     except SettingsError as exc:
         raise _fail(str(exc)) from None
-    ci = ci_outputs(junit_xml, summary_md)
-    if sim is Sim.mjwarp:
+    ci = ci_outputs(shared.junit_xml, shared.summary_md)
+    if route_options.sim is Sim.mjwarp:
         blocker = cuda_blocker(extra)
         if blocker is not None:
             raise _fail(blocker)
     _execute(settings, ci)
 
 
-def monitor(  # noqa: PLR0913 — typer declares one parameter per CLI option
-    command: Annotated[list[str], typer.Argument(help="the command to run and watch, after `--`")],
-    log_dir: LogDir,
-    output: Output,
-    min_duration_seconds: MinDuration = 0.0,
-    sample_interval_seconds: Interval = 5.0,
-    startup_timeout_seconds: Startup = 900.0,
-    stale_progress_seconds: Stale = 300.0,
-    post_shutdown_grace_seconds: Grace = 10.0,
-    termination_grace_seconds: TermGrace = 20.0,
-    live: LiveOpt = Live.auto,
-    shm_attribution: ShmOpt = ShmAttribution.host,
-    min_trend_samples: TrendSamples = DEFAULT_MIN_TREND_SAMPLES,
-    fail_on_throughput_drift: DriftGate = False,
-    fail_on_gpu_throttle: GpuThrottleGate = False,
-    shutdown_timeout_seconds: ShutdownTimeout = 120.0,
-    no_stacks: NoStacks = False,
-    py_spy: PySpy = None,
-    sampler: SamplerOpt = SamplerKind.auto,
-    run_contract: Annotated[
-        bool,
-        typer.Option(
-            "--run-contract",
-            help="judge <log-dir>/run_summary.json against the trainer's contract, as `soak run` does",
-        ),
-    ] = False,
-    junit_xml: JunitXml = None,
-    summary_md: SummaryMd = None,
-    quiet_progress: QuietProgress = False,
-    progress_every: ProgressEvery = 60.0,
-    allow_restarts: AllowRestarts = 0,
-    allow_signal_death: AllowSignalDeath = None,
-    cell: Annotated[
-        str | None,
-        typer.Option(
-            "--cell",
-            help=f"the support-matrix cell this run is evidence for: {CELL_FORMAT}; recorded in the "
-            "artifact (run_settings.cell) with the commit of the work tree it runs in",
-        ),
-    ] = None,
-) -> None:
+def monitor(watched: WatchOptions, shared: MonitorOptions) -> None:
     """Watch any COMMAND that writes its progress under --log-dir (criteria needing a run_summary are
     not_applicable unless --run-contract)."""
     try:
-        recorded = monitor_cell(cell) if cell is not None else {}
+        recorded = monitor_cell(watched.cell) if watched.cell is not None else {}
     except SettingsError as exc:
         raise _fail(str(exc)) from None
-    settings = MonitorSettings(
-        command=tuple(command),
+    settings = shared.settings(
+        command=tuple(watched.command),
         mode="monitor",
-        log_dir=log_dir,
-        run_contract=run_contract,
         run_settings=recorded,
-        **_monitor_fields(
-            output,
-            min_duration_seconds,
-            sample_interval_seconds,
-            startup_timeout_seconds,
-            stale_progress_seconds,
-            post_shutdown_grace_seconds,
-            termination_grace_seconds,
-            live,
-            shm_attribution,
-            min_trend_samples,
-            fail_on_throughput_drift,
-            _forensics(shutdown_timeout_seconds, no_stacks, py_spy),
-            sampler,
-            progress_every if quiet_progress else None,
-            fail_on_gpu_throttle,
-            allow_restarts,
-            tuple(allow_signal_death or ()),
-        ),
+        run_contract=watched.run_contract,
     )
-    _execute(settings, ci_outputs(junit_xml, summary_md))
+    _execute(settings, ci_outputs(shared.junit_xml, shared.summary_md))
 
 
 #: `soak demo` budget (measured sizing in docs/soak.md, "The demo budget"). The trainer stops at an
@@ -307,7 +118,15 @@ DEMO_EXTRA_OVERRIDES = ("algo.updates_per_iteration=1",)
 
 def demo_route(log_dir: Path, iterations: int) -> TrainRoute:
     """The trainer `soak demo` spawns: sac / g1_walk_flat / mujoco at 16 envs, lifecycle learning settings."""
-    return TrainRoute("sac", "g1_walk_flat", "mujoco", 16, iterations, log_dir, DEMO_EXTRA_OVERRIDES)
+    return TrainRoute(
+        algo="sac",
+        task="g1_walk_flat",
+        sim="mujoco",
+        num_envs=16,
+        iterations=iterations,
+        log_dir=log_dir,
+        extra=DEMO_EXTRA_OVERRIDES,
+    )
 
 
 def demo(
@@ -323,16 +142,25 @@ def demo(
     verdict table."""
     import time
 
+    require(TRAIN, "soak demo")
+
     folder = reports_dir.resolve() / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     try:
         folder.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
         raise _fail(f"--reports-dir: {folder} already exists; retry in a second") from None
-    settings = run_settings(
-        demo_route(folder / "run", iterations),
-        output=folder / "soak.json", min_duration_s=min_duration_seconds, sample_interval_s=1.0,
-        startup_timeout_s=300.0, stale_progress_s=120.0, post_shutdown_grace_s=5.0, live=live.value,
-    )  # fmt: skip
+    route = demo_route(folder / "run", iterations)
+    options = MonitorOptions(
+        log_dir=route.log_dir,
+        output=folder / "soak.json",
+        min_duration_seconds=min_duration_seconds,
+        sample_interval_seconds=1.0,
+        startup_timeout_seconds=300.0,
+        stale_progress_seconds=120.0,
+        post_shutdown_grace_seconds=5.0,
+        live=live,
+    )
+    settings = run_settings(route, options)
     try:
         validate_settings(settings)
     except SettingsError as exc:
@@ -387,8 +215,9 @@ def build_app() -> typer.Typer:
     from harness.soak.merge_cli import merge_command
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True)
-    app.command("run")(run)
-    app.command("monitor")(monitor)
+    # `soak run` soaks a full training budget by default; `soak monitor` watches whatever it is given
+    app.command("run")(typer_command(run, (RunOptions, MonitorOptions), {"min_duration_seconds": 1800.0}))
+    app.command("monitor")(typer_command(monitor, (WatchOptions, MonitorOptions)))
     app.command("report")(report)
     app.command("compare")(compare)
     app.command("demo")(demo)

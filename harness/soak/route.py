@@ -7,10 +7,13 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foundation.cells import CELL_FORMAT, parse_cell
 from harness.soak.loop.settings import MonitorSettings, SettingsError
+
+if TYPE_CHECKING:
+    from harness.soak.command_options import MonitorOptions
 
 #: keys `soak run` owns; an --extra-override of any of them is rejected (leading +/~ ignored)
 OWNED_KEYS: dict[str, str] = {
@@ -111,13 +114,12 @@ def train_command(route: TrainRoute) -> list[str]:
     ]
 
 
-def run_settings(route: TrainRoute, **monitor: Any) -> MonitorSettings:
-    """Monitor settings of a `soak run` of the owner-routed trainer (``monitor``: the remaining
-    MonitorSettings fields: output, timing, live, shm_attribution)."""
-    return MonitorSettings(
+def run_settings(route: TrainRoute, options: MonitorOptions) -> MonitorSettings:
+    """Monitor settings of a `soak run` of the owner-routed trainer; every other field from ``options``
+    (whose ``log_dir`` is the route's)."""
+    return options.settings(
         command=tuple(train_command(route)),
         mode="run",
-        log_dir=route.log_dir,
         max_iterations=route.iterations,
         run_settings={
             "algo": route.algo,
@@ -129,7 +131,6 @@ def run_settings(route: TrainRoute, **monitor: Any) -> MonitorSettings:
             # a single-rank artifact stays as it was; a job of several ranks says how many
             **({"nproc_per_node": route.nproc_per_node} if route.nproc_per_node > 1 else {}),
         },
-        **monitor,
     )
 
 

@@ -87,3 +87,69 @@ def test_an_installed_harness_records_the_commit_of_the_repository_it_runs_in(
     monkeypatch.chdir(outside)
     assert context.source_root() == outside.resolve()
     assert context.source_context(context.source_root())["commit"] == head
+
+
+# Calls a console script's function with the training stack unimportable.
+BLOCKED_CALL = """
+import importlib, importlib.abc, sys
+BLOCK = {blocked!r}
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCK:
+            raise ImportError(f"{{name}} is not installed (harness-only)")
+        return None
+sys.meta_path.insert(0, Blocker())
+sys.argv = {argv!r}
+module, _, function = {target!r}.partition(":")
+try:
+    getattr(importlib.import_module(module), function)()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print("LOADED", sorted(m for m in sys.modules if m.partition(".")[0] in BLOCK), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def _script(name: str) -> str:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"][name]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--help"],
+        ["probe", "--help"],
+        ["extract-metrics", "--help"],
+        ["soak", "run"],
+        ["soak", "demo"],
+    ],
+)
+def test_a_training_command_names_the_extra_it_needs_and_exits_2(argv: list[str], tmp_path: Path) -> None:
+    # a complete, valid command line: only the missing extra can stop it
+    if argv == ["soak", "run"]:
+        argv = [
+            *argv,
+            "--sim",
+            "mujoco",
+            "--log-dir",
+            str(tmp_path / "run"),
+            "--output",
+            str(tmp_path / "s.json"),
+        ]
+    elif argv == ["soak", "demo"]:
+        argv = [*argv, "--reports-dir", str(tmp_path)]
+    code = BLOCKED_CALL.format(blocked=TRAINING_STACK, argv=argv, target=_script(argv[0]))
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "pip install 'soakbench[train]'" in done.stderr and "Traceback" not in done.stderr
+    assert "LOADED []" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["train", "probe", "extract-metrics"])
+def test_with_the_training_stack_a_training_command_runs(command: str) -> None:
+    code = BLOCKED_CALL.format(blocked=(), argv=[command, "--help"], target=_script(command))
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Usage" in done.stdout

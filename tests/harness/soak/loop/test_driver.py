@@ -251,13 +251,15 @@ def test_the_demo_soaks_the_lifecycle_with_one_update_per_iteration(tmp_path: Pa
 
 
 def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) -> None:
+    from harness.soak.command_options import MonitorOptions
     from harness.soak.route import run_settings
 
     route = TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 800, tmp_path / "run", ("a.b=1",))
-    settings = run_settings(
-        route, output=tmp_path / "soak.json", min_duration_s=30, sample_interval_s=2,
-        startup_timeout_s=300, stale_progress_s=120, post_shutdown_grace_s=5,
+    options = MonitorOptions(
+        log_dir=route.log_dir, output=tmp_path / "soak.json", min_duration_seconds=30, sample_interval_seconds=2,
+        startup_timeout_seconds=300, stale_progress_seconds=120, post_shutdown_grace_seconds=5,
     )  # fmt: skip
+    settings = run_settings(route, options)
     assert settings.mode == "run" and settings.max_iterations == 800
     assert settings.log_dir == tmp_path / "run"
     assert list(settings.command) == train_command(route)

@@ -1,0 +1,13 @@
+"""The `train` console script: the training extra is checked before the runtime is imported."""
+
+from __future__ import annotations
+
+from foundation.extras import TRAIN, require
+
+
+def train() -> None:
+    """`train`: exit 2 naming the extra when the training stack is missing, else the runtime's CLI."""
+    require(TRAIN, "train")
+    from runtime.cli import main
+
+    main()

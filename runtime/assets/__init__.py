@@ -2,20 +2,19 @@
 
 Nothing here is downloaded. MuJoCo is imported lazily inside :func:`load_model`, so importing this
 package (e.g. to resolve a scene path for ``--print-config``) pulls in no physics.
+May import: foundation, runtime.assets.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from foundation.inputs import note_data_file
 from runtime.assets.motion import MotionClip, MotionClipError, load_motion
+from runtime.assets.paths import ASSET_ROOT, AssetError, resolve
 
 if TYPE_CHECKING:
     import mujoco
-
-ASSET_ROOT: Path = Path(__file__).resolve().parent
 
 __all__ = [
     "ASSET_ROOT",
@@ -26,20 +25,6 @@ __all__ = [
     "load_motion",
     "resolve",
 ]
-
-
-class AssetError(ValueError):
-    """A requested asset is missing or cannot be compiled; the message names the path."""
-
-
-def resolve(rel: str) -> Path:
-    """Resolve ``rel`` (e.g. ``"robots/g1/scene_flat.xml"``) under :data:`ASSET_ROOT`.
-
-    Absolute paths and ``..`` escapes are rejected so configuration can only name shipped assets."""
-    candidate = Path(rel)
-    if candidate.is_absolute() or ".." in candidate.parts:
-        raise AssetError(f"asset path {rel!r} must be relative to {ASSET_ROOT} without '..'")
-    return ASSET_ROOT / candidate
 
 
 def load_model(scene_rel: str) -> mujoco.MjModel:

@@ -1,4 +1,4 @@
-"""Physics backends, registered by name and imported lazily (no physics import at package import)."""
+"""Physics backends, registered by name and imported lazily (no physics import at package import). May import: foundation, runtime.backends."""
 
 from __future__ import annotations
 

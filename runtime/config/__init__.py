@@ -7,6 +7,7 @@
 Sections and their fields (docstring, unit, bounds): ``runtime.config.sections``; the generated reference
 is docs/settings.md (``python -m runtime.config.settings_doc --write``). Importing this package reads no
 file and imports no torch.
+May import: foundation, runtime.backends, runtime.tasks, runtime.config.
 """
 
 from foundation.vocab import ALGOS

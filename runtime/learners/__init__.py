@@ -9,6 +9,7 @@ Contract (docs/learners.md); ``algo_cfg`` is the validated learner section of a 
     actor_state_size(algo_cfg, obs_dim, action_dim) -> int   (P, to size inference-ring slots)
 
 Importing this package is cheap (no torch at import time); torch loads when a function is called.
+May import: runtime.config, runtime.env, runtime.tasks, runtime.learners.
 """
 
 from __future__ import annotations

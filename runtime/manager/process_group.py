@@ -16,7 +16,7 @@ import torch.distributed as dist
 # dist.TCPStore and friends are these very classes; imported from their module, mypy sees their types
 from torch._C._distributed_c10d import PrefixStore, Store, TCPStore
 
-from runtime import artifacts
+import runtime.artifacts as artifacts
 from runtime.distributed import RankIdentity
 from runtime.learners.collective import CollectiveError
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
+import runtime.artifacts as artifacts
 from foundation.vocab import RunPhase
-from runtime import artifacts
 from runtime.config import RunConfig
 from runtime.distributed import RankIdentity
 from runtime.learners.collective import CollectiveError

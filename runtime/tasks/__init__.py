@@ -1,4 +1,4 @@
-"""Batched, tensor-native tasks, registered by name and imported lazily."""
+"""Batched, tensor-native tasks, registered by name and imported lazily. May import: runtime.assets, runtime.backends, runtime.timing, runtime.tasks."""
 
 from __future__ import annotations
 

@@ -1,17 +1,22 @@
-"""The probe artifact as a file: its schema, validation before an atomic write, and the strict read a
-comparison or an ingest starts from (schema first, then every stated figure against the raw samples)."""
+"""The probe artifact: its assembly from what the workers measured, its schema, validation before an atomic
+write, and the strict read a comparison or an ingest starts from (schema first, then every stated figure
+against the raw samples)."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
+from harness.context import collect_context
 from harness.probe.samples import raw_disagreements
+from harness.probe.settings import ALGO, ProbeSettings
+from harness.probe.stats import PROFILER_ENV_EXACT, PROFILER_ENV_PREFIXES
 
 SCHEMA_VERSION = "0.4.0"
 SCHEMA_REL = f"foundation/schemas/probe-{SCHEMA_VERSION}.schema.json"  # an input of every probe artifact
@@ -88,3 +93,47 @@ def load_artifact(path: Path) -> dict[str, Any]:
         field, message = problems[0]
         raise ArtifactError(source, field, f"{message} (tampered or corrupt)")
     return doc
+
+
+def build_artifact(
+    settings: ProbeSettings,
+    argv: list[str],
+    results: dict[str, dict[str, Any]],
+    acceptance: AcceptanceOutcome,
+    span: tuple[float, float],
+    health_at_start: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Assemble the probe artifact (schema ``probe-0.4.0``, ``contention`` added by the caller);
+    ``span`` is (started, finished) in Unix s; ``health_at_start`` the GPUs' state read before measuring
+    (None: read now)."""
+    started, finished = span
+    checks, accepted = acceptance.checks, acceptance.accepted
+    settings_block = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(settings).items()}
+    settings_block["backends"] = list(settings.backends)
+    settings_block["algo"] = ALGO
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "soakbench.probe",
+        "created_unix_s": finished,
+        "duration_s": finished - started,
+        "command": argv,
+        "probe_pid": os.getpid(),
+        "settings": settings_block,
+        "exclusions": [dict(e) for e in EXCLUSIONS],
+        "comparison_note": (
+            "compare backends by throughput_env_control_steps_per_s and phases.iteration_ms; phase "
+            "boundaries are device-synchronized but families differ in what each phase contains"
+        ),
+        "context": collect_context(health_at_start=health_at_start),
+        "backends": results,
+        "acceptance": {
+            "requested": settings.acceptance,
+            "passed": accepted if settings.acceptance else None,
+            "idle_memory_threshold_bytes": settings.idle_memory_threshold_bytes,
+            "profiler_env_rejected": {
+                "exact": list(PROFILER_ENV_EXACT),
+                "prefixes": list(PROFILER_ENV_PREFIXES),
+            },
+            "checks": checks,
+        },
+    }

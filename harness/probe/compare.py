@@ -326,10 +326,6 @@ def report_text(report: Mapping[str, Any]) -> str:
     return json.dumps(report, indent=2, allow_nan=False) + "\n"
 
 
-compare_typer = typer.Typer(add_completion=False, help="Compare two probe artifacts (noise-aware).")
-
-
-@compare_typer.command()
 def compare(  # noqa: PLR0913 — a typer command declares one parameter per CLI option
     base: Annotated[Path, typer.Argument(help="the baseline probe artifact")],
     new: Annotated[Path, typer.Argument(help="the probe artifact to judge against it")],
@@ -379,8 +375,3 @@ def compare(  # noqa: PLR0913 — a typer command declares one parameter per CLI
         console.print("[red]probe compare: regression of a headline measure beyond the threshold")
         raise typer.Exit(1)
     raise typer.Exit(0)
-
-
-def compare_app(argv: list[str], prog_name: str) -> None:
-    """Run the ``compare`` command on ``argv`` (exits)."""
-    compare_typer(args=argv, prog_name=prog_name)

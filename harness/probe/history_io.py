@@ -229,10 +229,6 @@ def history_command(
     return 0
 
 
-history_typer = typer.Typer(add_completion=False, help="Probe throughput and efficiency over commits.")
-
-
-@history_typer.command()
 def history(
     extras: Annotated[list[Path] | None, typer.Argument(help="extra probe artifacts")] = None,
     task: str | None = typer.Option(None, "--task"),
@@ -244,8 +240,3 @@ def history(
     """Throughput and efficiency per commit, in commit order; writes the HTML history page."""
     filters = {"task": task, "backend": backend, "platform": platform}
     raise typer.Exit(history_command(extras or [], filters, threshold, Path(output), Path.cwd()))
-
-
-def history_app(argv: list[str], prog_name: str) -> None:
-    """Run the ``history`` command on ``argv`` (exits)."""
-    history_typer(args=argv, prog_name=prog_name)

@@ -276,7 +276,7 @@ def test_cli_mjwarp_without_flag_on_cpu_host_exits_2(tmp_path: Path) -> None:
 def test_acceptance_stops_on_a_busy_gpu_and_records_evidence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.probe.cli as probe_module
+    import harness.probe.run as probe_module
 
     nvml = fake.FakeNvml(
         [fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37, compute=[(4242, 1 << 30)])]
@@ -300,7 +300,7 @@ def test_acceptance_stops_on_a_busy_gpu_and_records_evidence(
 def test_acceptance_checks_after_each_backend(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mujoco_artifact: dict[str, Any]
 ) -> None:
-    import harness.probe.cli as probe_module
+    import harness.probe.run as probe_module
 
     device = fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37)
     nvml = fake.FakeNvml([device])
@@ -361,7 +361,7 @@ def test_processes_raw_samples_cpu_and_contention(mujoco_artifact: dict[str, Any
 def test_the_gpu_health_at_start_is_read_before_anything_is_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.probe.cli as probe_module
+    import harness.probe.run as probe_module
 
     device = fake.FakeDevice("GPU-x", "H200", used=0, total=1 << 37, temperature=45)
 

@@ -149,7 +149,7 @@ step() {
 }
 
 # every module a step imports: a missing install fails the preflight by name instead of a later step
-MODULES=(torch numpy mujoco mujoco_warp warp omegaconf jsonschema referencing typer rich jinja2 pandas matplotlib
+MODULES=(torch numpy mujoco mujoco_warp warp omegaconf jsonschema referencing typer rich jinja2 matplotlib
   psutil yaml pynvml tensorboard pytest pytest_timeout hypothesis runtime.cli harness.probe.cli harness.soak.cli)
 IMPORTS_CHECK='
 import importlib, sys

@@ -33,7 +33,7 @@ UV="${BUNDLE_UV:-}"
 OUT=""
 FORCE=0
 HAVE=()
-DEFAULT_HAVE=(torch numpy pandas matplotlib rich typer jinja2 tensorboard psutil pyyaml pytest hypothesis nvidia-ml-py)
+DEFAULT_HAVE=(torch numpy matplotlib rich typer jinja2 tensorboard psutil pyyaml pytest hypothesis nvidia-ml-py)
 EXTRAS=(mjwarp)
 DEV=(pytest pytest-timeout pytest-benchmark hypothesis)  # what tests and [tool.pytest] load; not the linters
 

@@ -17,9 +17,7 @@ from bundle.files import BundleError
 from bundle.target import Target
 
 ROOT = Path(__file__).resolve().parents[4]
-HAVE = (
-    "torch numpy pandas matplotlib rich typer jinja2 tensorboard psutil pyyaml pytest hypothesis nvidia-ml-py"
-)
+HAVE = "torch numpy matplotlib rich typer jinja2 tensorboard psutil pyyaml pytest hypothesis nvidia-ml-py"
 
 
 def _h(text: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.soak.host.gpu_watch import GpuWatch
-from harness.soak.loop.driver import percentile
+from harness.soak.loop.overhead import percentile
 
 FAKE = Path(__file__).resolve().parents[1] / "tests" / "harness" / "fake_nvml.py"
 

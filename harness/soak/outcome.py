@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from foundation.inputs import ProcessInputs
 from harness.inputs import collection_inputs, run_manifest
 from harness.soak.evidence.live import make_view
-from harness.soak.loop.driver import MonitorResult, overhead, read_run_summary, watch
+from harness.soak.loop.driver import MonitorResult, watch
+from harness.soak.loop.overhead import overhead
+from harness.soak.loop.run_summary import read_run_summary
 from harness.soak.loop.settings import MonitorSettings, validate_settings
 
 if TYPE_CHECKING:

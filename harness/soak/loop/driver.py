@@ -29,7 +29,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from harness.soak.host.forks import ForkWatch
 from harness.soak.host.gpu_watch import GpuWatch
 from harness.soak.host.pressure import HostReader
 from harness.soak.host.sampler import JobProgress, LivenessState, Sampler
-from harness.soak.host.sampling import make_sampler
+from harness.soak.host.sampling import ProcessSampler, make_sampler
 from harness.soak.host.shm import ShmSnapshot, TreeEvidence, attribute_orphans
 from harness.soak.host.token import RUN_TOKEN_ENV
 from harness.soak.loop.leftovers import OwnershipGuard, leftover_problem
@@ -50,9 +50,10 @@ from harness.soak.loop.supervisor import Supervisor
 from harness.soak.verdicts.hang import Limits
 
 
-@dataclass
+@dataclass(frozen=True)
 class MonitorResult:
-    """What the loop observed (inputs to evaluation) plus the monitor's own overhead figures."""
+    """What the monitor observed of one run (the judgement's inputs) and its own overhead figures,
+    assembled once from the phases of ``watch``."""
 
     monitor_failure: MonitorFailure | None = None
     monitor_error: str | None = None
@@ -80,6 +81,74 @@ class MonitorResult:
     exits: dict[int, tuple[int, float]] = field(default_factory=dict)  # ForkWatch.exits(): pid -> (rc, t)
     sampler: dict[str, Any] = field(default_factory=dict)  # the artifact's `sampler` section
     gpu_health: dict[str, Any] | None = None  # GpuWatch.finish(): the run's GPUs, start to end
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """What the monitor holds on the host from before the spawn to the end: the ``/dev/shm`` snapshot, the
+    ownership record, and the readers that must see the run from its first instant."""
+
+    reader: ProcessSampler
+    shm_before: ShmSnapshot
+    guard: OwnershipGuard
+    host: HostReader
+    forks: ForkWatch
+    gpu: GpuWatch
+
+
+@dataclass(frozen=True)
+class _Spawned:
+    """The running command and what watches it."""
+
+    proc: subprocess.Popen[bytes]
+    t0: float  # monotonic s at spawn
+    started_at: float  # unix s at spawn
+    forensics: Forensics
+    supervisor: Supervisor
+    sampler: Sampler
+
+
+@dataclass
+class _LoopState:
+    """What the sampling loop accumulates while the command runs (private to the observe phase)."""
+
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    sample_ms: list[float] = field(default_factory=list)
+    startup_end_t: float | None = None
+    monitor_failure: MonitorFailure | None = None
+    monitor_detail: str | None = None
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """The observe phase: the samples, the limit a run broke (or the monitor's own error), the GPUs'
+    record, and what the loop cost."""
+
+    samples: list[dict[str, Any]]
+    sample_ms: list[float]
+    startup_end_t: float | None
+    monitor_failure: MonitorFailure | None
+    monitor_detail: str | None
+    monitor_error: str | None
+    gpu_health: dict[str, Any]
+    loop_cpu_s: float
+    loop_wall_s: float
+    progress_parse_errors: int
+    rank_progress: dict[int, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """The wind-down phase: how the command ended and what it left behind."""
+
+    killed_by_monitor: list[dict[str, Any]]
+    duration_s: float
+    trainer_returncode: int | None
+    residual_processes: list[dict[str, Any]]
+    known_processes: list[dict[str, Any]]
+    reaped: dict[tuple[int, int], int]
+    orphaned_shm_segments: list[dict[str, Any]]
+    host_tail: list[dict[str, Any]]
 
 
 @contextlib.contextmanager
@@ -110,13 +179,55 @@ def _progress_started(mode: Mode, liveness: LivenessState, progress: JobProgress
 
 def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     """Spawn ``settings.command`` and monitor it to the end (steps 1-4 of the module docstring, minus the
-    judgement). Settings must already be validated."""
-    result = MonitorResult()
+    judgement), in three phases: spawn, observe, wind down. Every resource the monitor takes is released
+    by one ``ExitStack``, whatever happens. Settings must already be validated."""
     reader = make_sampler(settings.sampler)
-    result.sampler = reader.capabilities.describe(reader.name)
     problem = leftover_problem()  # a dead monitor's run still holding the host: refuse, name it
     if problem is not None:
         raise SettingsError(problem)
+    with contextlib.ExitStack() as stack:
+        stack.callback(view.close)
+        hold = _hold_host(settings, reader, stack)
+        cancelled = stack.enter_context(_cancellation_flag())
+        spawned = _spawn(settings, hold, stack)
+        observed = _observe(settings, hold, spawned, view, cancelled)
+        ended = _wind_down(settings, hold, spawned, observed, view)
+        forks = hold.forks.finish(spawned.t0)  # a last drain: the kills and exits up to now
+        return MonitorResult(
+            monitor_failure=observed.monitor_failure,
+            monitor_error=observed.monitor_error,
+            monitor_detail=observed.monitor_detail,
+            forensics=spawned.forensics,
+            trainer_returncode=ended.trainer_returncode,
+            duration_s=ended.duration_s,
+            startup_end_t=observed.startup_end_t,
+            samples=observed.samples,
+            residual_processes=ended.residual_processes,
+            orphaned_shm_segments=ended.orphaned_shm_segments,
+            killed_by_monitor=ended.killed_by_monitor,
+            known_processes=ended.known_processes,
+            progress_parse_errors=observed.progress_parse_errors,
+            rank_progress=observed.rank_progress,
+            loop_cpu_s=observed.loop_cpu_s,
+            loop_wall_s=observed.loop_wall_s,
+            sample_ms=observed.sample_ms,
+            root_pid=spawned.proc.pid,
+            started_at=spawned.started_at,
+            host_tail=ended.host_tail,
+            kernel_log={**hold.host.kmsg.status(), "kills": list(hold.host.kmsg.kills)},
+            reaped=ended.reaped,
+            fork_events=forks,
+            exits=hold.forks.exits(spawned.t0),
+            sampler=reader.capabilities.describe(reader.name),
+            gpu_health=observed.gpu_health,
+        )
+    raise AssertionError("unreachable: the ExitStack returns or raises")  # for type checkers
+
+
+def _hold_host(settings: MonitorSettings, reader: ProcessSampler, stack: contextlib.ExitStack) -> _Hold:
+    """Refuse a host the monitor cannot watch (SettingsError, nothing spawned), then take what it needs
+    from before the spawn: the subreaper bit, the ownership record, the kernel log, the process-events
+    connector and NVML's XID registration (NVML delivers only the events after it)."""
     try:  # environment prerequisites: refuse before spawning rather than monitor half-blind
         shm_before = reader.snapshot_shm()
         previous_subreaper = reader.set_subreaper(True)
@@ -124,99 +235,149 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
         raise SettingsError(
             f"the soak monitor needs Linux /dev/shm and prctl(PR_SET_CHILD_SUBREAPER): {exc}"
         ) from exc
+    stack.callback(reader.set_subreaper, previous_subreaper)
     try:
         guard = OwnershipGuard(settings.log_dir, shm_before, reader=reader)
     except OSError as exc:
-        reader.set_subreaper(previous_subreaper)
         raise SettingsError(f"the soak monitor cannot write its ownership record: {exc}") from exc
+    stack.callback(guard.close)
     settings.log_dir.mkdir(parents=True, exist_ok=True)
-    supervisor: Supervisor | None = None
     host = HostReader()
-    host.start()  # before the spawn: the kernel log from here on
+    host.start()  # the kernel log from here on
+    stack.callback(host.close)
     forks = ForkWatch()
-    forks.open()  # before the spawn too: the root's first forks queue until follow()
-    t0 = time.monotonic()
-    # before the spawn too: NVML delivers only the XID events that happen after registration
+    forks.open()  # the root's first forks queue until follow()
+    stack.callback(forks.finish, time.monotonic())  # idempotent: stops its reader on every path
     gpu = GpuWatch.begin((os.environ if settings.env is None else settings.env).get("CUDA_VISIBLE_DEVICES"))
+    stack.callback(gpu.close)  # idempotent: finish() closed it unless the run failed before the loop
+    return _Hold(reader=reader, shm_before=shm_before, guard=guard, host=host, forks=forks, gpu=gpu)
+
+
+def _spawn(settings: MonitorSettings, hold: _Hold, stack: contextlib.ExitStack) -> _Spawned:
+    """Start the command through the exec wrapper in its own session, output to the console log, and
+    take hold of its tree. From here on, an error anywhere stops the tree before it propagates."""
+    console = stack.enter_context(open(settings.console_path, "wb"))  # noqa: SIM115 — the stack closes it
+    env = dict(os.environ if settings.env is None else settings.env)
+    env[RUN_TOKEN_ENV] = hold.guard.token
+    t0 = hold.gpu.t0 = time.monotonic()
+    started_at = time.time()
+    forensics = Forensics.for_command(settings.command, t0, settings.forensics)
+    proc = subprocess.Popen(
+        hold.guard.wrap(settings.command),
+        stdin=subprocess.DEVNULL,
+        stdout=console,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # own session and process group: killpg reaches the whole group
+        env=env,
+    )
+    stopper = _StopOnError(proc, settings.termination_grace_s)
+    stack.push(stopper)
+    hold.forks.follow(proc.pid)
+    hold.guard.await_exec(proc.pid, hold.reader)
+    root = hold.reader.stat(proc.pid)
+    if root is None:  # cannot happen before we reap it; fail closed rather than guess
+        raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
+    tracker = hold.reader.tracker(os.getpid(), root, {hold.guard.watchdog.pid}, hold.guard.token)
+    supervisor = Supervisor(proc, tracker, hold.reader, hold.guard, forensics)
+    stopper.supervisor = supervisor
+    supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
+    before = frozenset((name, int(info["inode"])) for name, info in hold.shm_before.items())
+    sampler = Sampler(
+        hold.reader, tracker, settings.log_dir, t0, host=hold.host, gpu=hold.gpu, shm_before=before
+    )
+    return _Spawned(proc=proc, t0=t0, started_at=started_at, forensics=forensics, supervisor=supervisor,
+                    sampler=sampler)  # fmt: skip
+
+
+class _StopOnError:
+    """An exit callback: on any exception (a monitor bug, Ctrl-C twice), stop the tree before the error
+    propagates; through the supervisor once it exists, else the whole process group."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], grace_s: float) -> None:
+        self.proc = proc
+        self.grace_s = grace_s
+        self.supervisor: Supervisor | None = None
+
+    def __call__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        if kind is None:
+            return False
+        if self.supervisor is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        elif self.supervisor.proc.returncode is None or self.supervisor.alive():
+            self.supervisor.terminate(self.grace_s)
+        return False  # the error propagates
+
+
+def _observe(
+    settings: MonitorSettings, hold: _Hold, spawned: _Spawned, view: LiveView, cancelled: threading.Event
+) -> _Observed:
+    """Sample the tree until the command exits, a limit is hit or the monitor is cancelled. A monitor bug
+    is recorded, not raised: the run must still be stopped and leave evidence."""
+    state, sampler = _LoopState(), spawned.sampler
+    view.note(f"started pid {spawned.proc.pid}: {' '.join(settings.command)}")
+    cpu_before, error = time.process_time(), None
     try:
-        with _cancellation_flag() as cancelled, open(settings.console_path, "wb") as console:
-            env = dict(os.environ if settings.env is None else settings.env)
-            env[RUN_TOKEN_ENV] = guard.token
-            t0 = gpu.t0 = time.monotonic()
-            result.started_at = time.time()
-            result.forensics = Forensics.for_command(settings.command, t0, settings.forensics)
-            proc = subprocess.Popen(
-                guard.wrap(settings.command),
-                stdin=subprocess.DEVNULL,
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # own session and process group: killpg reaches the whole group
-                env=env,
-            )
-            result.root_pid = proc.pid
-            forks.follow(proc.pid)
-            guard.await_exec(proc.pid, reader)
-            root = reader.stat(proc.pid)
-            if root is None:  # cannot happen before we reap it; fail closed rather than guess
-                raise RuntimeError(f"spawned process {proc.pid} is not visible in /proc")
-            tracker = reader.tracker(os.getpid(), root, {guard.watchdog.pid}, guard.token)
-            supervisor = Supervisor(proc, tracker, reader, guard, result.forensics)
-            supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
-            before = frozenset((name, int(info["inode"])) for name, info in shm_before.items())
-            sampler = Sampler(reader, tracker, settings.log_dir, t0, host=host, gpu=gpu, shm_before=before)
-            view.note(f"started pid {proc.pid}: {' '.join(settings.command)}")
-            result.loop_cpu_s = -time.process_time()
-            try:
-                _loop(settings, result, supervisor, sampler, view, cancelled)
-            except Exception as exc:  # a monitor bug must still stop the run and leave evidence
-                result.monitor_failure = "monitor_error"
-                result.monitor_error = f"{type(exc).__name__}: {exc}"
-            finally:
-                sampler.nvml.close()
-                result.gpu_health = gpu.finish(time.monotonic(), time.time())  # at once: events near the exit
-            result.loop_cpu_s += time.process_time()
-            result.loop_wall_s = time.monotonic() - t0
-            result.progress_parse_errors = sampler.progress.parse_errors
-            result.rank_progress = sampler.progress.final_by_rank()
-            _tail_reading(result, supervisor, host, t0)
-            if (failure := result.monitor_failure) is not None:
-                view.note(f"{result.monitor_failure}: terminating process group {proc.pid}")
-                result.killed_by_monitor = supervisor.terminate(settings.termination_grace_s, failure)
-            result.duration_s = time.monotonic() - t0
-            result.trainer_returncode = proc.poll()  # the loop may stop at the root's zombie: reap it
-            view.note(
-                f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s"
-            )
-            supervisor.wait_quiet(settings.post_shutdown_grace_s, until_all_dead=True)
-            _tail_reading(result, supervisor, host, t0)
-            result.residual_processes = supervisor.alive()
-            if result.residual_processes:
-                view.note(f"{len(result.residual_processes)} residual process(es); killing them")
-                supervisor.kill_all(min(settings.termination_grace_s, 2.0), "residual_processes")
-            result.known_processes = [dict(v) for _, v in sorted(tracker.known.items())]
-            result.reaped = dict(supervisor.reaped)
-            result.orphaned_shm_segments = _orphaned_segments(settings, shm_before, sampler)
-    except BaseException:
-        if supervisor is not None and (supervisor.proc.returncode is None or supervisor.alive()):
-            supervisor.terminate(settings.termination_grace_s)
-        raise
+        _loop(settings, state, spawned.supervisor, sampler, view, cancelled)
+    except Exception as exc:
+        state.monitor_failure = "monitor_error"
+        error = f"{type(exc).__name__}: {exc}"
     finally:
-        result.kernel_log = {**host.kmsg.status(), "kills": list(host.kmsg.kills)}
-        result.fork_events = forks.finish(t0)
-        result.exits = forks.exits(t0)
-        host.close()
-        gpu.close()  # idempotent: finish() closed it unless the run failed before the loop
-        guard.close()
-        reader.set_subreaper(previous_subreaper)
-        view.close()
-    return result
+        sampler.nvml.close()
+        gpu_health = hold.gpu.finish(time.monotonic(), time.time())  # at once: events near the exit
+    return _Observed(
+        samples=state.samples,
+        sample_ms=state.sample_ms,
+        startup_end_t=state.startup_end_t,
+        monitor_failure=state.monitor_failure,
+        monitor_detail=state.monitor_detail,
+        monitor_error=error,
+        gpu_health=gpu_health,
+        loop_cpu_s=time.process_time() - cpu_before,
+        loop_wall_s=time.monotonic() - spawned.t0,
+        progress_parse_errors=sampler.progress.parse_errors,
+        rank_progress=sampler.progress.final_by_rank(),
+    )
 
 
-def _tail_reading(result: MonitorResult, supervisor: Supervisor, host: HostReader, t0: float) -> None:
-    """A host reading after the loop; ``monitor_signalled`` once the monitor has terminated the tree."""
+def _wind_down(
+    settings: MonitorSettings, hold: _Hold, spawned: _Spawned, observed: _Observed, view: LiveView
+) -> _Ended:
+    """Stop a run the monitor failed, reap the command, wait out the grace period, then take stock of
+    what it left: residual processes (killed), the tree it had, and orphaned ``/dev/shm`` segments."""
+    proc, supervisor, t0 = spawned.proc, spawned.supervisor, spawned.t0
+    failure = observed.monitor_failure
+    tail = [_tail_reading(supervisor, hold.host, t0, signalled=False)]
+    killed: list[dict[str, Any]] = []
+    if failure is not None:
+        view.note(f"{failure}: terminating process group {proc.pid}")
+        killed = supervisor.terminate(settings.termination_grace_s, failure)
+    duration_s = time.monotonic() - t0
+    returncode = proc.poll()  # the loop may stop at the root's zombie: reap it
+    view.note(f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s")
+    supervisor.wait_quiet(settings.post_shutdown_grace_s, until_all_dead=True)
+    tail.append(_tail_reading(supervisor, hold.host, t0, signalled=failure is not None))
+    residual = supervisor.alive()
+    if residual:
+        view.note(f"{len(residual)} residual process(es); killing them")
+        supervisor.kill_all(min(settings.termination_grace_s, 2.0), "residual_processes")
+    return _Ended(
+        killed_by_monitor=killed,
+        duration_s=duration_s,
+        trainer_returncode=returncode,
+        residual_processes=residual,
+        known_processes=[dict(v) for _, v in sorted(spawned.sampler.tracker.known.items())],
+        reaped=dict(supervisor.reaped),
+        orphaned_shm_segments=_orphaned_segments(settings, hold.shm_before, spawned.sampler),
+        host_tail=tail,
+    )
+
+
+def _tail_reading(supervisor: Supervisor, host: HostReader, t0: float, *, signalled: bool) -> dict[str, Any]:
+    """A host reading after the loop; ``signalled`` once the monitor has terminated the tree."""
     alive = [(p["pid"], p["start_ticks"]) for p in supervisor.alive()]
-    signalled = result.monitor_failure is not None and bool(result.host_tail)
-    result.host_tail.append(host.tail(time.monotonic() - t0, alive, monitor_signalled=signalled))
+    return host.tail(time.monotonic() - t0, alive, monitor_signalled=signalled)
 
 
 def _orphaned_segments(
@@ -239,16 +400,16 @@ def _orphaned_segments(
 
 def _loop(
     settings: MonitorSettings,
-    result: MonitorResult,
+    state: _LoopState,
     supervisor: Supervisor,
     sampler: Sampler,
     view: LiveView,
     cancelled: threading.Event,
 ) -> None:
     """Sample until the command exits, a limit is hit or the monitor is cancelled (sets
-    ``result.monitor_failure`` for the latter two)."""
+    ``state.monitor_failure`` for the latter two)."""
     proc = supervisor.proc
-    samples = _SampleStep(settings, result, sampler, view)
+    samples = _SampleStep(settings, state, sampler, view)
     next_sample = sampler.t0
     while True:
         now = time.monotonic()
@@ -265,13 +426,13 @@ def _loop(
             supervisor.publish(sampler.shm_seen)
             failure = samples.record(sample, now)
             if failure is not None:
-                result.monitor_failure = failure
+                state.monitor_failure = failure
                 return
             next_sample = max(next_sample + settings.sample_interval_s, now + 0.001)
         if proc.poll() is not None:
             return
         if cancelled.is_set():
-            result.monitor_failure = "external_cancellation"
+            state.monitor_failure = "external_cancellation"
             return
         supervisor.reap_adopted()
         time.sleep(min(0.25, max(0.0, next_sample - time.monotonic())))
@@ -282,10 +443,10 @@ class _SampleStep:
     update the view with a recent-rate ETA, and check the limits (harness.soak.verdicts.hang)."""
 
     def __init__(
-        self, settings: MonitorSettings, result: MonitorResult, sampler: Sampler, view: LiveView
+        self, settings: MonitorSettings, state: _LoopState, sampler: Sampler, view: LiveView
     ) -> None:
         self.settings = settings
-        self.result = result
+        self.state = state
         self.sampler = sampler
         self.view = view
         self.recent: deque[tuple[float, int]] = deque(maxlen=12)  # (t, iteration) of the last samples
@@ -293,13 +454,13 @@ class _SampleStep:
 
     def record(self, sample: dict[str, Any], now: float) -> MonitorFailure | None:
         """Record ``sample`` (taken at monotonic ``now``); the limit it breaks, or None."""
-        settings, result, sampler = self.settings, self.result, self.sampler
-        result.samples.append(sample)
-        result.sample_ms.append(sample["sample_ms"])
+        settings, state, sampler = self.settings, self.state, self.sampler
+        state.samples.append(sample)
+        state.sample_ms.append(sample["sample_ms"])
         _append_jsonl(settings.samples_path, sample)
         started = _progress_started(settings.mode, sampler.liveness, sampler.progress)
-        if started and result.startup_end_t is None:
-            result.startup_end_t = sample["t"]
+        if started and state.startup_end_t is None:
+            state.startup_end_t = sample["t"]
         self.view.update(
             summarize(
                 sample,
@@ -311,7 +472,7 @@ class _SampleStep:
         )
         last_change = sampler.liveness.last_change_mono(sampler.t0)
         failure = self.limits.check(sample["progress"], now, sampler.t0, started, last_change)
-        result.monitor_detail = self.limits.detail(failure, result.samples)
+        state.monitor_detail = self.limits.detail(failure, state.samples)
         return failure
 
     def _iteration_rate(self, sample: Mapping[str, Any]) -> float | None:
@@ -330,51 +491,3 @@ def _append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, separators=(",", ":")) + "\n")
         fh.flush()
-
-
-def _strict_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def read_run_summary(log_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """``run_summary.json`` of the run, or None with the reason it is missing or unreadable: absent, a
-    directory, a symlink leading out of the log dir, not UTF-8, not strict JSON (truncated, NaN) or not
-    an object. Never raises for what the trainer left behind."""
-    path = log_dir / "run_summary.json"
-    if not path.exists() and not path.is_symlink():
-        return None, f"{path} does not exist"
-    if path.is_symlink() and not path.resolve().is_relative_to(log_dir.resolve()):
-        return None, f"{path} is a symlink outside the log dir (to {path.resolve()})"
-    if path.is_dir():
-        return None, f"{path} is a directory, not a file"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_strict_constant)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        return None, f"{path} is unreadable: {exc}"
-    if not isinstance(data, dict):
-        return None, f"{path} is not a JSON object"
-    return data, None
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in [0, 100]) or None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
-    return ordered[rank - 1]
-
-
-def overhead(result: MonitorResult) -> dict[str, Any]:
-    """The monitor's own cost during the loop: CPU share of one core and per-sample time."""
-    return {
-        "loop_cpu_s": round(result.loop_cpu_s, 4),
-        "loop_wall_s": round(result.loop_wall_s, 3),
-        "cpu_share_of_one_core": round(result.loop_cpu_s / result.loop_wall_s, 5)
-        if result.loop_wall_s
-        else None,
-        "sample_count": len(result.sample_ms),
-        "sample_ms_p50": percentile(result.sample_ms, 50),
-        "sample_ms_p95": percentile(result.sample_ms, 95),
-        "sample_ms_max": max(result.sample_ms) if result.sample_ms else None,
-    }

@@ -30,7 +30,8 @@ from matrix.grading import (
 from matrix.model import CellKey, CellResult, EvidenceFacts
 from matrix.publishing import render_all
 
-# ``matrix check`` warns above this many historical evidence files (README, "Support-matrix evidence").
+# ``matrix check`` warns above this many historical evidence files (docs/support-matrix.md, "Pruning
+# historical evidence").
 HISTORICAL_WARN_LIMIT = 40
 DEFAULT_KEEP = 1
 Group = tuple[str, str, str, int, str, str]  # (algo, task, backend, ranks, platform, kind)

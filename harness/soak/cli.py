@@ -103,8 +103,8 @@ def monitor(watched: WatchOptions, shared: MonitorOptions) -> None:
     _execute(settings, ci_outputs(shared.junit_xml, shared.summary_md))
 
 
-#: `soak demo` budget (measured sizing in docs/soak.md, "The demo budget"). The trainer stops at an
-#: iteration count, not a time, so the duration depends on the host: with the learner pinned to the cores
+#: `soak demo` budget (measured sizing in docs/soak-design.md, "The demo budget"). The trainer stops at
+#: an iteration count, not a time, so the duration depends on the host: with the learner pinned to the cores
 #: the physics leaves free, the 2-core dev VM ran 53-75 iterations/s when quiet (8000 in 107 s) and
 #: several times fewer when shared. 12000 iterations take about 2.5-3 minutes there; the 30 s floor
 #: leaves a host 5x faster still passing. Sampling every 1 s, the 30 trend samples each verdict needs

@@ -61,7 +61,8 @@ LiveOpt = Annotated[
 ShmOpt = Annotated[
     ShmAttribution,
     typer.Option(
-        "--shm-attribution", help="host: also count new same-uid /dev/shm entries (see docs/soak.md)"
+        "--shm-attribution",
+        help="host: also count new same-uid /dev/shm entries (see docs/soak-reference.md, After exit)",
     ),
 ]
 
@@ -83,7 +84,10 @@ PySpy = Annotated[
 
 SamplerOpt = Annotated[
     SamplerKind,
-    typer.Option("--sampler", help="auto: linux where /proc exists, else portable (psutil; docs/soak.md)"),
+    typer.Option(
+        "--sampler",
+        help="auto: linux where /proc exists, else portable (psutil; docs/soak-reference.md, Samplers)",
+    ),
 ]
 DriftGate = Annotated[
     bool,

@@ -44,7 +44,7 @@ def sampler_problem(platform: str, sampler: str, system: str | None = None) -> s
         return None
     return (
         f"wrong sampler: a {sampler}-sampler soak; {platform} soak evidence must come from the {want} sampler "
-        "(docs/soak.md, Samplers)"
+        "(docs/soak-reference.md, Samplers)"
     )
 
 

@@ -86,8 +86,8 @@ for task in g1_walk_flat g1_motion_tracking; do
 done
 
 # Budget: matrix/inventory.yaml linux-cpu soak (at least 64 envs, 600 s and 5000 iterations; why 600 s:
-# docs/soak.md, "Why the linux-cpu budget is 600 s"). The trainer stops after an iteration count, so each
-# count is sized to last 600 s on a host twice as fast as the shared 2-core host it was measured on.
+# docs/soak-design.md, "Why the linux-cpu budget is 600 s"). The trainer stops after an iteration count, so
+# each count is sized to last 600 s on a host twice as fast as the shared 2-core host it was measured on.
 # Each soak runs its owner's recipe: sac/g1_walk_flat makes 8 updates per iteration (docs/learners.md), so
 # it runs far fewer iterations per second than sac/g1_motion_tracking's 1. FlashSAC uses CPU-sized
 # batches so its learner really updates within the budget; the overrides are recorded in the artifact.
@@ -96,7 +96,7 @@ done
 # Measured at a94411f on that host, two soaks side by side: SAC (1 update per iteration) 30000 iterations
 # in 680 s and 729 s, FlashSAC 5000 iterations in 962 s and 982 s; the counts below keep a margin over
 # 600 s. At 5 s sampling the 30 trend-window samples each verdict needs take 240 s after start-up
-# (docs/soak.md, "No pass without observation"); a 600 s soak leaves ~75.
+# (docs/soak-design.md, "No pass without observation: why 30 samples"); a 600 s soak leaves ~75.
 FLASHSAC_CPU=(--extra-override algo.batch_size=256 --extra-override algo.learning_starts=512)
 for algo in sac flashsac; do
   for task in g1_walk_flat g1_motion_tracking; do

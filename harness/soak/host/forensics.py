@@ -29,7 +29,8 @@ from harness.soak.host.procs import parse_stat
 from harness.soak.verdicts.stacks import error_line, failure_kind, parse_dump
 
 # Measured on the 2-core dev VM under load: a Python-only dump takes 15-90 ms; with --native, 50 ms for a
-# small script, 1.0-2.9 s for the trainer's torch learner (docs/soak.md, "Forensics").
+# small script, 1.0-2.9 s for the trainer's torch learner (docs/soak-design.md, "Overhead (measured, not
+# asserted)").
 PER_PROCESS_S = 5.0  # both py-spy calls of one process
 TOTAL_S = 10.0  # every process of one capture together: the kill is late by at most about this
 MAX_PARALLEL = 8

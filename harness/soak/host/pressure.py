@@ -1,6 +1,6 @@
 """Host memory pressure and the kernel's OOM-kill counters, read once per soak sample (Linux).
 
-The per-sample ``host`` block (docs/soak.md, "Out-of-memory kills")::
+The per-sample ``host`` block (docs/soak-reference.md, "Out-of-memory kills")::
 
     {"reading": n (0, 1, ... in read order; kernel-log kills name the reading that found them),
      "mem_available_bytes": int | null,          # /proc/meminfo MemAvailable

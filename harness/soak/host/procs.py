@@ -330,8 +330,9 @@ class ProcReader:
     def sample_process(
         self, st: StatFields, gpu_by_pid: Mapping[int, int | None] | None, *, maps: bool = True
     ) -> tuple[dict[str, Any], set[str]]:
-        """One process record of a sample (schema in docs/soak.md) and the shm names it has open (and,
-        with ``maps``, mapped: the sampler asks for the maps only while a segment is unexplained).
+        """One process record of a sample (schema in docs/soak-reference.md, "What one sample holds") and
+        the shm names it has open (and, with ``maps``, mapped: the sampler asks for the maps only while a
+        segment is unexplained).
 
         ``gpu_by_pid`` is None when per-process GPU memory is unavailable (record gets null).
         """

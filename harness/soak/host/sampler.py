@@ -1,7 +1,8 @@
 """One soak sample: the run's process tree (a harness.soak.host.sampling sampler), GPU memory via NVML,
 run-dir liveness, progress.
 
-Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak.md)::
+Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak-reference.md, "What one sample
+holds")::
 
     {"t": s since monitor start, "wall": unix s, "sample_ms": time to take this sample (ms),
      "processes": [{pid, start_ticks, ppid, name, role, cmdline, rss_bytes, pss_bytes, uss_bytes,

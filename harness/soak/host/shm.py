@@ -1,8 +1,9 @@
 """Attribution of POSIX shared-memory segments (``/dev/shm`` entries) to a monitored run.
 
-Rule (documented in docs/soak.md). A ``/dev/shm`` entry present after shutdown (after the grace period) is
-an *orphaned segment of the run* when it was **not present before the command was spawned** (same name
-and inode in the pre-spawn snapshot means it predates the run) and at least one of these holds:
+Rule (documented in docs/soak-reference.md, "How a ``/dev/shm`` segment is attributed to the run"). A
+``/dev/shm`` entry present after shutdown (after the grace period) is an *orphaned segment of the run*
+when it was **not present before the command was spawned** (same name and inode in the pre-spawn snapshot
+means it predates the run) and at least one of these holds:
 
 1. ``seen_open`` — some process of the run's tree had it open (``/proc/<pid>/fd``) or mapped
    (``/proc/<pid>/maps``) in some sample;

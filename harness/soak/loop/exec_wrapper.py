@@ -1,5 +1,5 @@
-"""The exec wrapper the monitor spawns its command through (see docs/soak.md, "When the monitor itself
-dies").
+"""The exec wrapper the monitor spawns its command through (see docs/soak-reference.md, "When the monitor
+itself dies").
 
 On Linux it sets ``PR_SET_PDEATHSIG`` to SIGKILL and names its task ``soak-exec``; it checks that the
 monitor is still its parent (it may have died between fork and prctl), then execs the command in place, so
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: exec_wrapper.py MONITOR_PID -- COMMAND...", file=sys.stderr)
         return 2
     # Linux only: macOS has no parent-death signal, so there the watchdog alone stops the run when the
-    # monitor dies (docs/soak.md, Samplers).
+    # monitor dies (docs/soak-reference.md, Samplers).
     libc = ctypes.CDLL(None, use_errno=True)
     if sys.platform.startswith("linux") and libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
         err = ctypes.get_errno()

@@ -1,5 +1,5 @@
-"""The watchdog that makes the monitored tree die with the soak monitor (see docs/soak.md, "When the
-monitor itself dies").
+"""The watchdog that makes the monitored tree die with the soak monitor (see docs/soak-reference.md,
+"When the monitor itself dies").
 
 Started by the monitor as ``python -m harness.soak.loop.watchdog RECORD`` with a pipe on its stdin, it
 blocks reading it. The read ends at EOF when the monitor exits for any reason; if the monitor's ownership

@@ -18,7 +18,7 @@ Every measure is recomputed from the samples files, never read from the stored s
   throughput's noise floor; without a throughput series it is not called.
 
 For a resource (peak, slope) or the duration lower is better, so ``slower`` reads "worse" and
-``faster`` "better". See docs/soak.md "Comparing two soaks".
+``faster`` "better". See docs/soak-reference.md, "``soak compare``".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The trainer's contract, checked on the consumer side: run_summary.json in, typed violations out.
 
-Pure functions over the parsed run_summary (docs/soak.md, "The trainer's contract"). The soak monitor
-applies them to the summary it reads from the log dir; ``matrix ingest`` applies them again to the
+Pure functions over the parsed run_summary (docs/soak-reference.md, "The trainer's contract"). The soak
+monitor applies them to the summary it reads from the log dir; ``matrix ingest`` applies them again to the
 summary embedded in a soak artifact. Each check returns every ``Violation`` it finds (empty when the
 contract holds); a check whose inputs are missing or of the wrong type skips the rules it cannot
 evaluate, because the schema check already reports those fields.

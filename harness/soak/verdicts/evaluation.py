@@ -1,4 +1,4 @@
-"""The soak pass table (docs/soak-artifact.md, docs/soak.md) as pure logic: observation in, verdict out.
+"""The soak pass table (docs/soak-reference.md, "The pass table") as pure logic: observation in, verdict out.
 
 Every row is a ``Criterion`` ``{name, expected, value, result}`` with result ``pass | fail |
 not_applicable``; the run passes iff no row fails. Rows, in order of precedence:

@@ -1,7 +1,7 @@
 """The monitor's limits on a live tree, as pure logic: start-up timeout, stale progress, shutdown hang, and
 which processes stopped using CPU while the tree went stale.
 
-Rules (docs/soak.md, "Forensics"):
+Rules (docs/soak-reference.md, "Forensics: stacks before the kill"):
 
 - before the first progress sign, the run fails ``timeout/startup`` after ``startup_timeout_s``;
 - after it, no run-dir change for ``stale_progress_s`` fails ``timeout/stale_tick``;

@@ -1,9 +1,10 @@
 """Leak verdicts per process identity: the tree total can hide one process that grows.
 
-Pure logic over the monitor's samples (each sample's ``processes`` records, see docs/soak.md). A process is
-an identity ``(pid, start_ticks)``. Each identity's series go through the same window and the same three
-tests as the tree (``harness.soak.verdicts.trends``): the tree's trend window, ``classify_series`` with the class's
-floors, on at most ``PROCESS_MAX_POINTS`` block medians. Per-process classes:
+Pure logic over the monitor's samples (each sample's ``processes`` records, see docs/soak-reference.md,
+"What one sample holds"). A process is an identity ``(pid, start_ticks)``. Each identity's series go
+through the same window and the same three tests as the tree (``harness.soak.verdicts.trends``): the
+tree's trend window, ``classify_series`` with the class's floors, on at most ``PROCESS_MAX_POINTS`` block
+medians. Per-process classes:
 
 =====================  ==========================  ======  =====================
 class                  process record field        unit    fails the soak

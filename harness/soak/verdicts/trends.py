@@ -1,7 +1,8 @@
 """Leak verdicts: is a resource still growing after start-up, or only at a (possibly high) plateau?
 
-Pure logic over the monitor's samples (``samples.jsonl`` records, see docs/soak-artifact.md); numpy only,
-never torch. For each resource class the series comes from the samples' ``totals``:
+Pure logic over the monitor's samples (``samples.jsonl`` records, see docs/soak-reference.md, "What one
+sample holds"); numpy only, never torch. For each resource class the series comes from the samples'
+``totals``:
 
 =====================  ==========================  ======
 class                  totals field                unit

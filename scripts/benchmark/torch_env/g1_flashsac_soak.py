@@ -6,7 +6,8 @@
       --extra-override algo.save_interval=10000 \\
       --log-dir /absolute/run-dir --output /absolute/soak.json
 
-Exactly `soak run` with the same flags and defaults (see docs/soak.md); this file only forwards argv.
+Exactly `soak run` with the same flags and defaults (see docs/soak-reference.md, "`soak run`"); this file
+only forwards argv.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_clean_cpu_soak_passes(tmp_path: Path) -> None:
     # min duration 1 s: spawning the trainer alone takes longer on any host, so the row is exercised but
     # never races the host's speed (5 s once failed: a quiet host ran the 120 iterations in 4.8 s). 600
     # iterations at 0.25 s sampling leave a quiet host (~75 iterations/s) ~30 post-start-up samples, the
-    # 8-sample trend window a verdict needs (the 30-sample default is for real soaks, docs/soak.md)
+    # 8-sample trend window a verdict needs (the 30-sample default is for real soaks, docs/soak-design.md)
     argv, output = _soak_run_argv(tmp_path, iterations=600, min_duration=1)
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     outcome = SoakOutcome(done.returncode, done.stdout, done.stderr, output)

@@ -1,6 +1,6 @@
 """A real `soak monitor` subprocess over real programs, with the fake NVML loaded as its `pynvml`
 (tests/harness/soak/fake_pynvml: first on PYTHONPATH, a JSON script named by SOAKBENCH_FAKE_NVML_SCRIPT;
-the product has no hook). Each scripted GPU case is judged as docs/soak-artifact.md says, and a host
+the product has no hook). Each scripted GPU case is judged as docs/soak-reference.md ("GPU health") says, and a host
 whose real pynvml finds no driver gives not_observable rows with NVML's reason and no failure."""
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def conclude(
     from harness.soak.verdicts.first_death import process_exits
     from harness.soak.verdicts.judgement import judge
     from harness.soak.verdicts.oom import ExitEvidence, assess
-    from harness.soak.verdicts.ranks import last_seen_by_rank, ranks_section
+    from harness.soak.verdicts.ranks import JobTree, last_seen_by_rank, ranks_section
 
     run_summary, summary_error = (None, None)
     if settings.judges_summary:
@@ -153,7 +153,6 @@ def conclude(
         ),
         gates=settings.gates,
     )
-    observation, evaluation = judgement.observation, judgement.evaluation
     record = MonitorRecord(
         samples=result.samples,
         samples_path=settings.samples_path,
@@ -174,12 +173,15 @@ def conclude(
         startup_end_t=result.startup_end_t,
         run_settings=dict(settings.run_settings) if settings.mode == "run" or settings.run_settings else None,
         ranks=ranks_section(
-            observation,
-            result.known_processes,
-            result.rank_progress,
-            last_seen_by_rank(result.samples),
-            result.root_pid,
-            process_exits(result.samples, result.exits),
+            judgement.observation,
+            judgement.gates,
+            JobTree(
+                known_processes=result.known_processes,
+                rank_progress=result.rank_progress,
+                last_seen=last_seen_by_rank(result.samples),
+                root_pid=result.root_pid,
+                ended=process_exits(result.samples, result.exits),
+            ),
         ),
         monitor_overhead=overhead(result),
         monitor=monitor_block(settings, result),
@@ -190,8 +192,7 @@ def conclude(
         inputs=_manifest(settings, collection),
     )
     artifact = build_artifact(
-        obs=observation,
-        evaluation=evaluation,
+        judgement=judgement,
         record=record,
         context=collect_context(evidence_root(settings), health_at_start=at_start(result.gpu_health)),
     )

@@ -182,15 +182,16 @@ def soak_artifact(
     import hashlib
 
     from harness.soak.evidence.artifact import MonitorRecord, build_artifact
-    from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+    from harness.soak.verdicts.judgement import judgement_of
     from harness.soak.verdicts.observation import observe_classes
     from harness.soak.verdicts.trends import leak_verdicts
+    from tests.harness.soak._observations import split
 
     text = SOAK_SAMPLES.read_text()
     samples = [json.loads(line) for line in text.splitlines()]
     summary_file = "run_summary_completed.json" if passed else "run_summary_collector_failure.json"
     leak = leak_verdicts(samples, 40.0)
-    obs = MonitorObservation(
+    obs = split(
         mode="run",
         monitor_failure=None,
         trainer_returncode=0 if passed else 1,
@@ -226,8 +227,7 @@ def soak_artifact(
         inputs=inputs,
     )
     return build_artifact(
-        obs=obs,
-        evaluation=evaluate(obs),
+        judgement=judgement_of(*obs),
         record=record,
         context=context(commit, dirty=dirty, gpu=gpu, system=system),
     )

@@ -18,7 +18,7 @@ from typing import Any
 from foundation import schema
 from foundation.atomic import write_atomic
 from foundation.vocab import RUN_STATUSES, SHUTDOWN_CLASSIFICATIONS
-from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation
+from harness.soak.verdicts.judgement import Judgement
 from harness.soak.verdicts.summary_rows import lookup_or_none
 
 ARTIFACT_SCHEMA_VERSION = "0.3.0"
@@ -182,26 +182,25 @@ class MonitorRecord:
 
 def build_artifact(
     *,
-    obs: MonitorObservation,
-    evaluation: Evaluation,
+    judgement: Judgement,
     record: MonitorRecord,
     context: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Assemble the 0.3.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
 
     Args:
-        obs: the observation that was evaluated; ``obs.leak_verdicts`` must be the full result of
-            ``trends.leak_verdicts`` (verdicts and trends).
-        evaluation: ``evaluate(obs)``.
+        judgement: ``harness.soak.verdicts.judgement.judge``'s result; its observation's
+            ``leak_verdicts`` must be the full result of ``trends.leak_verdicts`` (verdicts and trends).
         record: what the monitor recorded of the run.
         context: ``harness.context.collect_context()``.
     """
+    obs, evaluation, gates = judgement.observation, judgement.evaluation, judgement.gates
     leak = obs.leak_verdicts
     if not isinstance(leak.get("trends"), Mapping) or not isinstance(leak.get("leak_verdicts"), Mapping):
         raise ArtifactError(
             "obs.leak_verdicts: expected the full trends.leak_verdicts() result {leak_verdicts, trends}"
         )
-    summary = obs.run_summary if obs.judges_summary else None
+    summary = obs.run_summary if gates.judges_summary(obs.mode) else None
     artifact: dict[str, Any] = {
         "artifact_schema_version": ARTIFACT_SCHEMA_VERSION,
         "mode": obs.mode,
@@ -221,7 +220,7 @@ def build_artifact(
             "startup_end_t": record.startup_end_t,
         },
         "samples_path": os.fspath(record.samples_path),
-        "run_contract": obs.judges_summary,
+        "run_contract": gates.judges_summary(obs.mode),
         "run_summary": dict(summary) if summary is not None else None,
         "context": dict(context),
         "criteria": evaluation.criteria_dicts(),
@@ -234,11 +233,11 @@ def build_artifact(
     if obs.per_process is not None:
         artifact["resource_summary"]["per_process"] = dict(obs.per_process)
     if obs.throughput_drift is not None:
-        artifact["throughput_drift"] = {**obs.throughput_drift, "fails_run": obs.fail_on_throughput_drift}
+        artifact["throughput_drift"] = {**obs.throughput_drift, "fails_run": gates.fail_on_throughput_drift}
     if obs.tree_exits is not None:
         artifact["tree_exits"] = dict(obs.tree_exits)
     if obs.gpu_health is not None:
-        artifact["gpu_health"] = {**obs.gpu_health, "fails_on_throttle": obs.fail_on_gpu_throttle}
+        artifact["gpu_health"] = {**obs.gpu_health, "fails_on_throttle": gates.fail_on_gpu_throttle}
     if record.samples_sha256 is not None:
         artifact["samples_sha256"] = record.samples_sha256
     optional = {

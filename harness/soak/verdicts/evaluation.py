@@ -94,6 +94,7 @@ from typing import Any, Literal
 from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
 from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.first_death import death_sentence
+from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import GPU_ROWS, died_after_xid, gpu_rows
 from harness.soak.verdicts.per_process import leak_row
 from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
@@ -141,7 +142,8 @@ RESOURCE_LEAK: frozenset[str] = frozenset(CRITERIA[15:18])
 
 @dataclass(frozen=True)
 class MonitorObservation:
-    """What the monitor saw, already reduced to data.
+    """What the monitor saw, already reduced to data; the policy it is judged under is apart
+    (``harness.soak.verdicts.gates.Gates``).
 
     ``leak_verdicts`` is the result of ``harness.soak.verdicts.trends.leak_verdicts`` (``{"leak_verdicts": {...},
     "trends": {...}}``); a bare ``{class: verdict}`` mapping is accepted too. Durations in seconds.
@@ -155,12 +157,9 @@ class MonitorObservation:
     orphaned_shm_segments: Sequence[Mapping[str, Any]]
     leak_verdicts: Mapping[str, Any]
     duration_s: float
-    min_duration_s: float
     run_summary_error: str | None = None  # why a run_summary could not be read, when it could not
-    run_contract: bool = False  # `soak monitor --run-contract`: judge the run_summary as `soak run` does
     observation: Mapping[str, Any] | None = None  # harness.soak.verdicts.observation.observe_classes(...)
     throughput_drift: Mapping[str, Any] | None = None  # harness.soak.verdicts.drift.throughput_drift(...)
-    fail_on_throughput_drift: bool = False  # a declining throughput fails the run only when asked
     oom_kills: Sequence[
         str
     ] = ()  # harness.soak.verdicts.oom.assess(...): one line per OOM-killed tree process
@@ -172,15 +171,9 @@ class MonitorObservation:
         None  # harness.soak.verdicts.per_process.per_process_verdicts(...)
     )
     gpu_health: Mapping[str, Any] | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record
-    fail_on_gpu_throttle: bool = False  # a throttled sample fails the run only when asked
     first_death: Mapping[str, Any] | None = None  # harness.soak.verdicts.first_death.first_death(...)
     rank_restarts: int | None = None  # elastic restarts seen (ranks.restarts_seen); None: no ranks
-    allow_restarts: int = 0  # --allow-restarts
     tree_exits: Mapping[str, Any] | None = None  # harness.soak.verdicts.tree_deaths.tree_exits_section(...)
-
-    @property
-    def judges_summary(self) -> bool:
-        return self.mode == "run" or self.run_contract
 
 
 @dataclass(frozen=True)
@@ -241,12 +234,12 @@ def _classify(obs: MonitorObservation, first: Criterion, failed: Sequence[Criter
 _OOM_EXPECTED = "no tree process killed by the kernel OOM killer"
 
 
-def _judged_summary_rows(obs: MonitorObservation) -> list[Criterion]:
+def _judged_summary_rows(obs: MonitorObservation, gates: Gates) -> list[Criterion]:
     """Every row that needs a run_summary, in CRITERIA order; each fails when none could be read."""
     by_name = {c.name: c for c in summary_rows(obs.run_summary)}
     by_name.update(contract_rows(obs.run_summary or {}, obs.trainer_returncode))
     rows = [by_name[name] for name in CRITERIA if name in NEEDS_SUMMARY]
-    if not obs.judges_summary:
+    if not gates.judges_summary(obs.mode):
         return [Criterion(c.name, c.expected, None, "not_applicable") for c in rows]
     if obs.run_summary is None:
         why = obs.run_summary_error or "no run_summary.json was found in the log dir"
@@ -277,7 +270,7 @@ def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
     )
 
 
-def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list[Criterion]:
+def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str], gates: Gates) -> list[Criterion]:
     leak_value, leak_ok = leak_row(verdicts, obs.per_process)
     return [
         row(
@@ -290,9 +283,9 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str]) -> list
         row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
         row(
             "min_duration",
-            f">= {obs.min_duration_s:g} s",
+            f">= {gates.min_duration_s:g} s",
             round(float(obs.duration_s), 3),
-            obs.duration_s >= obs.min_duration_s,
+            obs.duration_s >= gates.min_duration_s,
         ),
         _observation_row(obs.observation),
     ]
@@ -306,24 +299,25 @@ def _shm_row(obs: MonitorObservation) -> Criterion:
     return row("orphaned_shm_segments", "[]", segments, not segments)
 
 
-def _drift_row(obs: MonitorObservation) -> Criterion:
+def _drift_row(obs: MonitorObservation, gates: Gates) -> Criterion:
     """Fails on ``declining`` and, when asked for, on no verdict at all (a gate that cannot judge)."""
     drift = obs.throughput_drift
     expected = "stable env steps/s over the trend window (harness.soak.drift)"
     if not isinstance(drift, Mapping):
-        value: Any = None if not obs.fail_on_throughput_drift else "no throughput_drift record"
+        value: Any = None if not gates.fail_on_throughput_drift else "no throughput_drift record"
         ok = False
     else:
         keys = ("verdict", "relative_change_pct", "p_value", "slope_per_hour", "reason")
         value = {k: drift.get(k) for k in keys}
         ok = drift.get("verdict") == "stable"
-    if not obs.fail_on_throughput_drift:
+    if not gates.fail_on_throughput_drift:
         return Criterion("throughput_drift", expected, value, "not_applicable")
     return row("throughput_drift", expected, value, ok)
 
 
-def evaluate(obs: MonitorObservation) -> Evaluation:
-    """Apply the pass table to one observation (pure; raises ValueError on an out-of-vocabulary input)."""
+def evaluate(obs: MonitorObservation, gates: Gates) -> Evaluation:
+    """Apply the pass table to one observation under its gates (pure; raises ValueError on an
+    out-of-vocabulary input)."""
     if obs.mode not in ("run", "monitor"):
         raise ValueError(f"mode: must be 'run' or 'monitor', got {obs.mode!r}")
     if obs.monitor_failure is not None and obs.monitor_failure not in MONITOR_FAILURES:
@@ -339,14 +333,14 @@ def evaluate(obs: MonitorObservation) -> Evaluation:
             obs.monitor_failure is None,
         ),
         row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
-        *_judged_summary_rows(obs),
-        *_resource_rows(obs, verdicts),
-        _drift_row(obs),
+        *_judged_summary_rows(obs, gates),
+        *_resource_rows(obs, verdicts, gates),
+        _drift_row(obs, gates),
         row("oom_kills", _OOM_EXPECTED, list(obs.oom_kills), not obs.oom_kills),
-        *gpu_rows(obs.gpu_health, obs.fail_on_gpu_throttle),
-        deaths_row(obs.tree_exits, obs.allow_restarts > 0),
+        *gpu_rows(obs.gpu_health, gates.fail_on_gpu_throttle),
+        deaths_row(obs.tree_exits, gates.allow_restarts > 0),
     ]
-    rows[2:2] = _rank_rows(obs)  # a hidden crash ranks with the exit code, above what it left behind
+    rows[2:2] = _rank_rows(obs, gates)  # a hidden crash ranks with the exit code, above what it left behind
     failed = [c for c in rows if c.result == "fail"]
     if not failed:
         return Evaluation("passed", None, None, rows)
@@ -375,12 +369,12 @@ def _detail(obs: MonitorObservation, classification: str) -> str | None:
     return obs.monitor_detail
 
 
-def _rank_rows(obs: MonitorObservation) -> list[Criterion]:
+def _rank_rows(obs: MonitorObservation, gates: Gates) -> list[Criterion]:
     """The rows only a job of several ranks has (``RANK_ROWS``); none for a single process."""
     if obs.rank_restarts is None:
         return []
-    expected = f"<= {obs.allow_restarts} elastic restart(s) (--allow-restarts)"
-    return [row(RANK_ROWS[0], expected, obs.rank_restarts, obs.rank_restarts <= obs.allow_restarts)]
+    expected = f"<= {gates.allow_restarts} elastic restart(s) (--allow-restarts)"
+    return [row(RANK_ROWS[0], expected, obs.rank_restarts, obs.rank_restarts <= gates.allow_restarts)]
 
 
 def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, Criterion]:

@@ -20,3 +20,8 @@ class Gates:
     fail_on_throughput_drift: bool = False
     fail_on_gpu_throttle: bool = False
     allow_restarts: int = 0
+
+    def judges_summary(self, mode: str) -> bool:
+        """Whether the trainer's run summary is judged: always by `soak run`, by `soak monitor` only
+        under ``--run-contract``."""
+        return mode == "run" or self.run_contract

@@ -54,6 +54,7 @@ __all__ = [
     "facts_from_artifact",
     "gates_from_artifact",
     "judge",
+    "judgement_of",
 ]
 
 
@@ -88,17 +89,41 @@ class RecordedFacts:
 
 @dataclass(frozen=True)
 class Judgement:
-    """One soak's verdicts: each observation that the pass table judged, and the table itself."""
+    """One soak's verdicts: what was observed, the gates it was judged under, and the pass table."""
 
-    leak: Mapping[str, Any]
-    classes: Mapping[str, Any]
-    per_process: Mapping[str, Any] | None
-    gpu: Mapping[str, Any] | None
-    drift: Mapping[str, Any] | None
-    restarts: int | None
-    first_death: Mapping[str, Any] | None
     observation: MonitorObservation
+    gates: Gates
     evaluation: Evaluation
+
+    @property
+    def leak(self) -> Mapping[str, Any]:
+        """Each resource class's leak verdict and trend (``trends.leak_verdicts``)."""
+        return self.observation.leak_verdicts
+
+    @property
+    def classes(self) -> Mapping[str, Any]:
+        """Whether each class had enough samples for a verdict (``observation.observe_classes``)."""
+        return self.observation.observation or {}
+
+    @property
+    def per_process(self) -> Mapping[str, Any] | None:
+        return self.observation.per_process
+
+    @property
+    def gpu(self) -> Mapping[str, Any] | None:
+        return self.observation.gpu_health
+
+    @property
+    def drift(self) -> Mapping[str, Any] | None:
+        return self.observation.throughput_drift
+
+    @property
+    def restarts(self) -> int | None:
+        return self.observation.rank_restarts
+
+    @property
+    def first_death(self) -> Mapping[str, Any] | None:
+        return self.observation.first_death
 
     @property
     def status(self) -> Literal["passed", "failed"]:
@@ -115,6 +140,11 @@ class Judgement:
     @property
     def rows(self) -> list[Criterion]:
         return self.evaluation.criteria
+
+
+def judgement_of(observation: MonitorObservation, gates: Gates) -> Judgement:
+    """The pass table over an observation already assembled (``judge`` assembles it from samples)."""
+    return Judgement(observation=observation, gates=gates, evaluation=evaluate(observation, gates))
 
 
 def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: Gates) -> Judgement:
@@ -146,34 +176,19 @@ def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: 
         orphaned_shm_segments=facts.orphaned_shm_segments,
         leak_verdicts=leak,
         duration_s=facts.duration_s,
-        min_duration_s=gates.min_duration_s,
         run_summary_error=facts.run_summary_error,
-        run_contract=gates.run_contract,
         observation=classes,
         throughput_drift=drift,
-        fail_on_throughput_drift=gates.fail_on_throughput_drift,
         oom_kills=tuple(facts.oom_kills),
         monitor_detail=facts.monitor_detail,
         first_death=death,
         rank_restarts=restarts,
-        allow_restarts=gates.allow_restarts,
         shm_unobservable=shm_reason,
         per_process=per_process,
         tree_exits=facts.tree_exits,
         gpu_health=gpu,
-        fail_on_gpu_throttle=gates.fail_on_gpu_throttle,
     )
-    return Judgement(
-        leak=leak,
-        classes=classes,
-        per_process=per_process,
-        gpu=gpu,
-        drift=drift,
-        restarts=restarts,
-        first_death=death,
-        observation=observation,
-        evaluation=evaluate(observation),
-    )
+    return judgement_of(observation, gates)
 
 
 def _section(artifact: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:

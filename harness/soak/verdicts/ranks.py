@@ -9,30 +9,41 @@ single-rank artifact stays as it was.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from harness.soak.verdicts.stacks import first_project_frame
 
 if TYPE_CHECKING:
     from harness.soak.verdicts.evaluation import MonitorObservation
+    from harness.soak.verdicts.gates import Gates
 
 PROGRESS_KEYS = ("iteration", "total_env_steps", "env_steps_per_s", "phase", "final")
 SEVERITY = {"bounded": 0, "insufficient_data": 1, "growing": 2}
 SUMMARY_KEYS = ("status", "failure_classification", "failure_reason", "exit_code", "params_checksum")
 
 
-def ranks_section(
-    obs: MonitorObservation,
-    known_processes: Sequence[Mapping[str, Any]],
-    rank_progress: Mapping[int, Mapping[str, Any]],
-    last_seen: Mapping[int, float],
-    root_pid: int | None,
-    ended: Mapping[tuple[int, int], Mapping[str, Any]] | None = None,
-) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class JobTree:
+    """What the monitor knows of a job's processes beside the samples' verdicts.
+
+    ``last_seen``: ``last_seen_by_rank(samples)``; ``ended``: ``first_death.process_exits``, each process's
+    exit status or signal from the kernel (the agent reaps the ranks, so the monitor cannot).
+    """
+
+    known_processes: Sequence[Mapping[str, Any]]
+    rank_progress: Mapping[int, Mapping[str, Any]]
+    last_seen: Mapping[int, float]
+    root_pid: int | None
+    ended: Mapping[tuple[int, int], Mapping[str, Any]] = field(default_factory=dict)
+
+
+def ranks_section(obs: MonitorObservation, gates: Gates, tree: JobTree) -> dict[str, Any] | None:
     """One entry per rank, with the job's own facts; None when the run had no ranks. ``obs``: the
-    observation judged (its run summary, per-process verdicts and restarts); ``last_seen``:
-    ``last_seen_by_rank(samples)``; ``ended``: ``first_death.process_exits``, each process's exit status
-    or signal from the kernel (the agent reaps the ranks, so the monitor cannot)."""
+    observation judged (its run summary, per-process verdicts and restarts); ``gates``: the restarts
+    allowed."""
+    known_processes, rank_progress, last_seen = tree.known_processes, tree.rank_progress, tree.last_seen
+    root_pid, ended = tree.root_pid, tree.ended
     run_summary, per_process = obs.run_summary, obs.per_process
     job = (run_summary or {}).get("distributed") or {}
     from_summary = {int(e["rank"]): e for e in job.get("ranks") or []}
@@ -42,7 +53,7 @@ def ranks_section(
         return None
     verdicts = _verdicts_by_identity(per_process)
     entries = [
-        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, verdicts, ended or {})
+        _entry(rank, from_summary.get(rank), rank_progress.get(rank), tagged, verdicts, ended)
         | {"last_seen_t": last_seen.get(rank)}
         for rank in ranks
     ]
@@ -57,7 +68,7 @@ def ranks_section(
         "first_failure": run_summary.get("failure_reason") if failed and run_summary is not None else None,
         "params_identical": job.get("params_identical"),
         "restarts": obs.rank_restarts or 0,
-        "allowed_restarts": obs.allow_restarts,
+        "allowed_restarts": gates.allow_restarts,
         "ranks": entries,
     }
 

@@ -21,9 +21,10 @@ from harness.soak.evidence.artifact import (
     validation_errors,
     write_artifact,
 )
-from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.judgement import judgement_of
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.trends import leak_verdicts
+from tests.harness.soak._observations import split
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 TIMING = {
@@ -61,7 +62,7 @@ def build(**obs_changes: Any) -> dict[str, Any]:
         "observation": observe_classes(samples, leak_verdicts(samples, 40.0), 30),
     }
     fields.update(obs_changes)
-    obs = MonitorObservation(**fields)
+    obs = split(**fields)
     record = MonitorRecord(
         samples=samples,
         samples_path="/abs/run.samples.jsonl",
@@ -70,7 +71,7 @@ def build(**obs_changes: Any) -> dict[str, Any]:
         log_dir="/abs/run",
         startup_end_t=40.0,
     )
-    return build_artifact(obs=obs, evaluation=evaluate(obs), record=record, context=_json("context.json"))
+    return build_artifact(judgement=judgement_of(*obs), record=record, context=_json("context.json"))
 
 
 def test_schema_is_a_valid_draft_2020_12_schema_with_the_closed_vocabulary() -> None:

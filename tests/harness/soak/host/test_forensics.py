@@ -27,7 +27,7 @@ from harness.soak.host.forensics import (
     project_roots,
 )
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.evaluation import evaluate
 from harness.soak.verdicts.hang import Limits, failure_detail, idle_processes, is_final_record
 from harness.soak.verdicts.stacks import (
     capture_views,
@@ -37,6 +37,7 @@ from harness.soak.verdicts.stacks import (
     is_project_file,
     parse_dump,
 )
+from tests.harness.soak._observations import split
 
 FAKE_PY_SPY = Path(__file__).parents[1] / "fake_tools" / "py-spy"
 HERE = str(Path(__file__).parent)
@@ -173,7 +174,7 @@ def test_idle_processes_are_those_whose_cpu_time_stood_still() -> None:
 
 
 def test_the_failure_reason_carries_the_monitor_detail() -> None:
-    obs = MonitorObservation(
+    obs = split(
         mode="monitor",
         monitor_failure="shutdown_hang",
         trainer_returncode=-15,
@@ -185,7 +186,7 @@ def test_the_failure_reason_carries_the_monitor_detail() -> None:
         min_duration_s=0.0,
         monitor_detail="1 process(es) still alive 4 s after the final progress record: pid 9 (x)",
     )
-    ev = evaluate(obs)
+    ev = evaluate(*obs)
     assert ev.failure_classification == "shutdown_hang"
     assert ev.failure_reason is not None
     assert ev.failure_reason.startswith("criterion monitor_status failed: expected completed")

@@ -39,10 +39,11 @@ from harness.soak.host.sampling import (
 from harness.soak.host.token import RUN_TOKEN_ENV
 from harness.soak.loop.leftovers import RECORD_SCHEMA, clean, find_leftovers
 from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.evaluation import evaluate
 from harness.soak.verdicts.judgement import declared_limits
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.trends import leak_verdicts
+from tests.harness.soak._observations import split
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -212,10 +213,10 @@ def test_unobservable_classes_and_shm_are_named_never_passed() -> None:
         "residual_processes": [], "orphaned_shm_segments": [], "leak_verdicts": leak,
         "duration_s": 100.0, "min_duration_s": 0.0, "observation": observation,
     }  # fmt: skip
-    shm_blind = evaluate(MonitorObservation(**base, shm_unobservable="no /dev/shm here"))
+    shm_blind = evaluate(*split(**base, shm_unobservable="no /dev/shm here"))
     row = next(c for c in shm_blind.criteria if c.name == "orphaned_shm_segments")
     assert row.result == "not_applicable" and row.value == "not observable: no /dev/shm here"
-    seen = evaluate(MonitorObservation(**base))
+    seen = evaluate(*split(**base))
     assert next(c for c in seen.criteria if c.name == "orphaned_shm_segments").result == "pass"
 
 

@@ -15,7 +15,9 @@ import pytest
 from harness.soak.evidence.artifact import validation_errors
 from harness.soak.verdicts.drift import classify_throughput, throughput_drift, throughput_series
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.gates import Gates
 from matrix.grading.rederive import disagreements
+from tests.harness.soak._observations import split
 from tests.harness.soak._soakrun import REPO, SoakOutcome, monitor_args
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -95,8 +97,8 @@ def test_the_window_is_the_leak_verdicts_window() -> None:
     assert record["window"]["t_start"] == pytest.approx(t[-1] * 0.95 / 3.0, rel=0.05)
 
 
-def _observation(drift: dict[str, Any] | None, gate: bool) -> MonitorObservation:
-    return MonitorObservation(
+def _observation(drift: dict[str, Any] | None, gate: bool) -> tuple[MonitorObservation, Gates]:
+    return split(
         mode="monitor",
         monitor_failure=None,
         trainer_returncode=0,
@@ -116,17 +118,17 @@ DECLINING = throughput_drift(_samples(*_series(0.3, 0.02)), 0.0)
 
 
 def _row(obs: MonitorObservation) -> dict[str, Any]:
-    return next(c for c in evaluate(obs).criteria_dicts() if c["name"] == "throughput_drift")
+    return next(c for c in evaluate(*obs).criteria_dicts() if c["name"] == "throughput_drift")
 
 
 def test_a_decline_is_information_unless_asked() -> None:
-    evaluation = evaluate(_observation(DECLINING, gate=False))
+    evaluation = evaluate(*_observation(DECLINING, gate=False))
     assert evaluation.status == "passed"
     assert _row(_observation(DECLINING, gate=False))["result"] == "not_applicable"
 
 
 def test_a_decline_fails_the_gated_run_with_its_own_class() -> None:
-    evaluation = evaluate(_observation(DECLINING, gate=True))
+    evaluation = evaluate(*_observation(DECLINING, gate=True))
     assert evaluation.status == "failed"
     assert evaluation.failure_classification == "throughput_drift"
     assert evaluation.failure_reason is not None

@@ -18,9 +18,11 @@ from harness.soak.verdicts.evaluation import (
     MonitorObservation,
     evaluate,
 )
+from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import assess_gpu
 from harness.soak.verdicts.observation import observe_classes
 from harness.soak.verdicts.trends import leak_verdicts
+from tests.harness.soak._observations import split
 from tests.harness.soak.verdicts import _gpu_data as gpu_data
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -45,7 +47,7 @@ CLEAN_GPU = assess_gpu(gpu_data.raw(), GPU_SAMPLES)
 CLEAN_EXITS = {"observable": True, "reason": None, "allowed_roles": [], "exits": []}
 
 
-def observe(**changes: Any) -> MonitorObservation:
+def observe(**changes: Any) -> tuple[MonitorObservation, Gates]:
     base: dict[str, Any] = {
         "mode": "run",
         "monitor_failure": None,
@@ -64,7 +66,7 @@ def observe(**changes: Any) -> MonitorObservation:
         "tree_exits": CLEAN_EXITS,
     }
     base.update(changes)
-    return MonitorObservation(**base)
+    return split(**base)
 
 
 def result_of(evaluation: Evaluation, name: str) -> str:
@@ -72,7 +74,7 @@ def result_of(evaluation: Evaluation, name: str) -> str:
 
 
 def test_clean_run_passes_every_row_in_table_order() -> None:
-    ev = evaluate(observe())
+    ev = evaluate(*observe())
     assert ev.status == "passed"
     assert ev.failure_reason is None and ev.failure_classification is None
     assert [c.name for c in ev.criteria] == list(CRITERIA)
@@ -80,7 +82,7 @@ def test_clean_run_passes_every_row_in_table_order() -> None:
 
 
 def test_monitor_mode_marks_run_summary_rows_not_applicable() -> None:
-    ev = evaluate(observe(mode="monitor", run_summary=None))
+    ev = evaluate(*observe(mode="monitor", run_summary=None))
     assert ev.status == "passed"
     na = [c.name for c in ev.criteria if c.result == "not_applicable"]
     assert na == [c for c in CRITERIA if c in NEEDS_SUMMARY]
@@ -138,7 +140,7 @@ def _mutated_from(summary: dict[str, Any], path: str, value: Any) -> dict[str, A
     ],
 )  # fmt: skip
 def test_each_run_contract_row_fails_alone(changes: dict[str, Any], rows: list[str]) -> None:
-    ev = evaluate(observe(run_summary=_mutated_all(changes)))
+    ev = evaluate(*observe(run_summary=_mutated_all(changes)))
     assert ev.status == "failed"
     assert ev.failure_classification == "run_contract_violation"
     assert [c.name for c in ev.criteria if c.result == "fail"] == rows
@@ -178,7 +180,7 @@ def test_each_run_contract_row_fails_alone(changes: dict[str, Any], rows: list[s
 def test_each_contract_rule_names_field_value_and_rule(
     changes: dict[str, Any], row: str, classification: str, named: str
 ) -> None:
-    ev = evaluate(observe(run_summary=_mutated_all(changes)))
+    ev = evaluate(*observe(run_summary=_mutated_all(changes)))
     assert ev.failure_classification == classification
     judged = next(c for c in ev.criteria if c.name == row)
     assert judged.result == "fail"
@@ -190,7 +192,7 @@ def test_each_contract_rule_names_field_value_and_rule(
 
 
 def test_nonzero_exit_claiming_normal_completion_is_a_shutdown_contract_violation() -> None:
-    ev = evaluate(observe(trainer_returncode=1))
+    ev = evaluate(*observe(trainer_returncode=1))
     assert ev.failure_classification == "shutdown_contract_violation"
     assert ev.failure_reason is not None
     assert "a trainer that exited 1 cannot claim normal_completion" in ev.failure_reason
@@ -198,39 +200,39 @@ def test_nonzero_exit_claiming_normal_completion_is_a_shutdown_contract_violatio
 
 def test_run_contract_in_monitor_mode_judges_the_summary() -> None:
     judged = evaluate(
-        observe(mode="monitor", run_contract=True, run_summary=_mutated_all({"metric_schema_version": "1"}))
+        *observe(mode="monitor", run_contract=True, run_summary=_mutated_all({"metric_schema_version": "1"}))
     )
     assert judged.failure_classification == "schema_violation"
-    missing = evaluate(observe(mode="monitor", run_contract=True, run_summary=None))
+    missing = evaluate(*observe(mode="monitor", run_contract=True, run_summary=None))
     assert missing.failure_classification == "run_summary_missing"
 
 
 def test_observation_rule() -> None:
     few = leak_verdicts(_samples("samples_clean.jsonl")[100:140], 500.0)
     short = evaluate(
-        observe(
+        *observe(
             leak_verdicts=few, observation=observe_classes(_samples("samples_clean.jsonl")[100:140], few, 30)
         )
     )
     assert short.failure_classification == "insufficient_observation"
     assert short.failure_reason is not None and ">= 30 post-start-up samples" in short.failure_reason
     assert "rss: insufficient_data" in short.failure_reason
-    gpu = next(c.value for c in evaluate(observe()).criteria if c.name == "trend_observation")["gpu_memory"]
+    gpu = next(c.value for c in evaluate(*observe()).criteria if c.name == "trend_observation")["gpu_memory"]
     assert gpu.startswith("not_observable (GPU memory not observable: NVML")
-    assert evaluate(observe(observation=None)).failure_classification == "insufficient_observation"
+    assert evaluate(*observe(observation=None)).failure_classification == "insufficient_observation"
 
 
 def test_missing_manifest_field_is_named_in_the_value() -> None:
     summary = _json("run_summary_completed.json")
     del summary["runtime_manifest"]["replay_ingress"]["final_occupancy"]
-    ev = evaluate(observe(run_summary=summary))
+    ev = evaluate(*observe(run_summary=summary))
     row = next(c for c in ev.criteria if c.name == "replay_final_occupancy")
     assert row.result == "fail"
     assert row.value == "missing: runtime_manifest.replay_ingress.final_occupancy"
 
 
 def test_missing_run_summary_in_run_mode() -> None:
-    ev = evaluate(observe(run_summary=None, run_summary_error="run_summary.json: not JSON"))
+    ev = evaluate(*observe(run_summary=None, run_summary_error="run_summary.json: not JSON"))
     assert ev.failure_classification == "run_summary_missing"
     assert "not JSON" in str(next(c.value for c in ev.criteria if c.name == "run_status"))
 
@@ -240,7 +242,7 @@ def test_missing_run_summary_in_run_mode() -> None:
 )
 def test_monitor_failure_wins_over_everything(failure: str) -> None:
     ev = evaluate(
-        observe(
+        *observe(
             monitor_failure=failure,
             trainer_returncode=-15,
             run_summary=None,
@@ -254,35 +256,35 @@ def test_monitor_failure_wins_over_everything(failure: str) -> None:
 
 
 def test_trainer_exit_takes_the_run_summary_shutdown_classification() -> None:
-    ev = evaluate(observe(trainer_returncode=1, run_summary=_json("run_summary_collector_failure.json")))
+    ev = evaluate(*observe(trainer_returncode=1, run_summary=_json("run_summary_collector_failure.json")))
     assert ev.failure_classification == "collector_failure"
     assert result_of(ev, "shutdown_classification") == "fail"
 
 
 def test_trainer_exit_without_summary_is_trainer_failure_and_with_normal_shutdown_a_violation() -> None:
     assert (
-        evaluate(observe(trainer_returncode=2, run_summary=None)).failure_classification == "trainer_failure"
+        evaluate(*observe(trainer_returncode=2, run_summary=None)).failure_classification == "trainer_failure"
     )
     normal = _json("run_summary_completed.json")  # exit 1 while claiming normal_completion (issue 12)
     assert (
-        evaluate(observe(trainer_returncode=1, run_summary=normal)).failure_classification
+        evaluate(*observe(trainer_returncode=1, run_summary=normal)).failure_classification
         == "shutdown_contract_violation"
     )
     monitored = observe(mode="monitor", trainer_returncode=3, run_summary=None)
-    assert evaluate(monitored).failure_classification == "trainer_failure"
+    assert evaluate(*monitored).failure_classification == "trainer_failure"
 
 
 def test_residuals_orphaned_shm_and_growth_are_resource_leaks() -> None:
-    residual = evaluate(observe(residual_processes=[{"pid": 77, "start_ticks": 5, "name": "daemon"}]))
+    residual = evaluate(*observe(residual_processes=[{"pid": 77, "start_ticks": 5, "name": "daemon"}]))
     assert residual.failure_classification == "resource_leak"
     assert residual.failure_reason is not None and "pid 77 (daemon)" in residual.failure_reason
     shm = evaluate(
-        observe(orphaned_shm_segments=[{"name": "soakbench_1_x", "path": "/dev/shm/soakbench_1_x"}])
+        *observe(orphaned_shm_segments=[{"name": "soakbench_1_x", "path": "/dev/shm/soakbench_1_x"}])
     )
     assert shm.failure_classification == "resource_leak"
     assert shm.failure_reason is not None and "/dev/shm/soakbench_1_x" in shm.failure_reason
     leaking = leak_verdicts(_samples("samples_eventfd_leak.jsonl"), 40.0)
-    growth = evaluate(observe(leak_verdicts=leaking))
+    growth = evaluate(*observe(leak_verdicts=leaking))
     assert growth.failure_classification == "resource_leak"
     assert growth.failure_reason == (
         "criterion leak_verdicts failed: resource classes still growing after start-up: eventfd, fd_total."
@@ -291,20 +293,20 @@ def test_residuals_orphaned_shm_and_growth_are_resource_leaks() -> None:
 
 def test_insufficient_data_is_not_a_failure_and_bare_verdict_maps_are_accepted() -> None:
     bare = {c: "insufficient_data" for c in CLEAN_LEAKS["leak_verdicts"]}
-    assert evaluate(observe(leak_verdicts=bare)).status == "passed"
+    assert evaluate(*observe(leak_verdicts=bare)).status == "passed"
 
 
 def test_short_run_is_too_short() -> None:
-    ev = evaluate(observe(duration_s=120.0))
+    ev = evaluate(*observe(duration_s=120.0))
     assert ev.failure_classification == "too_short"
     assert result_of(ev, "min_duration") == "fail"
 
 
 def test_out_of_vocabulary_inputs_are_rejected() -> None:
     with pytest.raises(ValueError, match="monitor_failure"):
-        evaluate(observe(monitor_failure="oops"))
+        evaluate(*observe(monitor_failure="oops"))
     with pytest.raises(ValueError, match="mode"):
-        evaluate(observe(mode="both"))
+        evaluate(*observe(mode="both"))
 
 
 def test_every_classification_produced_is_in_the_closed_vocabulary() -> None:
@@ -318,7 +320,7 @@ def test_every_classification_produced_is_in_the_closed_vocabulary() -> None:
         observe(duration_s=0.0),
     ]
     for obs in observations:
-        assert evaluate(obs).failure_classification in SOAK_FAILURE_CLASSIFICATIONS
+        assert evaluate(*obs).failure_classification in SOAK_FAILURE_CLASSIFICATIONS
 
 
 def _gpu(**raw: Any) -> Any:
@@ -327,7 +329,7 @@ def _gpu(**raw: Any) -> Any:
 
 def test_a_trainer_that_died_after_a_critical_xid_is_a_gpu_fault() -> None:
     ev = evaluate(
-        observe(trainer_returncode=1, run_summary=None, gpu_health=_gpu(events=[gpu_data.xid(79, 12.5)]))
+        *observe(trainer_returncode=1, run_summary=None, gpu_health=_gpu(events=[gpu_data.xid(79, 12.5)]))
     )
     assert ev.failure_classification == "gpu_fault"
     assert ev.failure_reason is not None
@@ -337,33 +339,33 @@ def test_a_trainer_that_died_after_a_critical_xid_is_a_gpu_fault() -> None:
 
 def test_gpu_fault_also_explains_a_hang_but_not_a_cancellation_nor_an_oom_kill() -> None:
     xid = _gpu(events=[gpu_data.xid(79, 12.5)])
-    hung = evaluate(observe(monitor_failure="timeout/stale_tick", trainer_returncode=-15, gpu_health=xid))
+    hung = evaluate(*observe(monitor_failure="timeout/stale_tick", trainer_returncode=-15, gpu_health=xid))
     assert hung.failure_classification == "gpu_fault"
     cancelled = evaluate(
-        observe(monitor_failure="external_cancellation", trainer_returncode=-15, gpu_health=xid)
+        *observe(monitor_failure="external_cancellation", trainer_returncode=-15, gpu_health=xid)
     )
     assert cancelled.failure_classification == "external_cancellation"
     killed = evaluate(
-        observe(trainer_returncode=-9, gpu_health=xid, oom_kills=["trainer (pid 7) OOM-killed"])
+        *observe(trainer_returncode=-9, gpu_health=xid, oom_kills=["trainer (pid 7) OOM-killed"])
     )
     assert killed.failure_classification == "oom_killed"
 
 
 def test_gpu_rows_decide_when_they_fail_first() -> None:
-    survived = evaluate(observe(gpu_health=_gpu(events=[gpu_data.xid(48, 3.0)])))  # exit 0 despite the XID
+    survived = evaluate(*observe(gpu_health=_gpu(events=[gpu_data.xid(48, 3.0)])))  # exit 0 despite the XID
     assert survived.failure_classification == "gpu_fault"
-    ecc = evaluate(observe(gpu_health=_gpu(devices=[gpu_data.device(start=0, end=1)])))
+    ecc = evaluate(*observe(gpu_health=_gpu(devices=[gpu_data.device(start=0, end=1)])))
     assert ecc.failure_classification == "gpu_fault" and result_of(ecc, "gpu_ecc_uncorrected") == "fail"
     hot = [gpu_data.sample(float(t), gpu_data.reading(reasons=("HwThermal",))) for t in range(5)]
-    throttled = evaluate(observe(gpu_health=assess_gpu(gpu_data.raw(), hot)))
+    throttled = evaluate(*observe(gpu_health=assess_gpu(gpu_data.raw(), hot)))
     assert throttled.failure_classification == "gpu_throttle"
-    reported = evaluate(observe(gpu_health=assess_gpu(gpu_data.raw(), hot), fail_on_gpu_throttle=False))
+    reported = evaluate(*observe(gpu_health=assess_gpu(gpu_data.raw(), hot), fail_on_gpu_throttle=False))
     assert reported.status == "passed" and result_of(reported, "gpu_throttle") == "not_applicable"
 
 
 def test_a_host_without_nvml_passes_with_gpu_rows_not_applicable() -> None:
     off = gpu_data.unavailable()
-    ev = evaluate(observe(gpu_health=assess_gpu(off, []), fail_on_gpu_throttle=True))
+    ev = evaluate(*observe(gpu_health=assess_gpu(off, []), fail_on_gpu_throttle=True))
     assert ev.status == "passed"
     gpu_rows = [c for c in ev.criteria if c.name.startswith("gpu_")]
     assert [c.result for c in gpu_rows] == ["not_applicable"] * 3
@@ -393,13 +395,13 @@ def _job_summary(reason: str) -> dict[str, Any]:
 
 
 def test_a_failed_job_of_ranks_is_a_rank_failure_naming_the_first_rank_not_rank_0s_view() -> None:
-    ev = evaluate(observe(trainer_returncode=1, run_summary=_job_summary("rank 1: ValueError: nan")))
+    ev = evaluate(*observe(trainer_returncode=1, run_summary=_job_summary("rank 1: ValueError: nan")))
     assert ev.failure_classification == "rank_failure"
     assert ev.failure_reason is not None
     assert ev.failure_reason.startswith(
         "criterion trainer_returncode failed: expected 0, got 1; rank 1: ValueError"
     )
-    single = evaluate(observe(trainer_returncode=1, run_summary=_mutated("status", "failed")))
+    single = evaluate(*observe(trainer_returncode=1, run_summary=_mutated("status", "failed")))
     assert single.failure_classification != "rank_failure"  # one process: its own classification, as before
 
 
@@ -407,14 +409,14 @@ def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> Non
     death = {"pid": 7, "start_ticks": 70, "name": "python", "role": "worker", "rank": None, "interval_ranks": [],
              "last_seen_t": 4.0, "gone_by_t": 4.5, "exited_t": None, "before_root_s": 0.5,
              "exit": "exit status not observable (reaped by its own parent)"}  # fmt: skip
-    ev = evaluate(observe(mode="monitor", trainer_returncode=1, run_summary=None, first_death=death))
+    ev = evaluate(*observe(mode="monitor", trainer_returncode=1, run_summary=None, first_death=death))
     assert ev.failure_classification == "trainer_failure"
     assert (
         ev.failure_reason is not None
         and "; first death: pid 7 (worker) went between t=4 s" in ev.failure_reason
     )
     ranked = evaluate(
-        observe(
+        *observe(
             mode="monitor",
             trainer_returncode=1,
             run_summary=None,
@@ -425,7 +427,7 @@ def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> Non
     assert ranked.failure_reason is not None and "; first death: rank 1 pid 7" in ranked.failure_reason
     # a helper of no rank went first, but a rank died in the same interval: the class is the interval's
     beside = evaluate(
-        observe(
+        *observe(
             mode="monitor",
             trainer_returncode=1,
             run_summary=None,

@@ -9,7 +9,10 @@ from typing import Any
 
 from harness.soak.evidence.artifact import MonitorRecord, build_artifact, validation_errors
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.gates import Gates
+from harness.soak.verdicts.judgement import judgement_of
 from harness.soak.verdicts.oom import ExitEvidence, assess, counter_rise
+from tests.harness.soak._observations import split
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 ROOT, CHILD, OTHER = (100, 5), (101, 6), (102, 7)
@@ -182,7 +185,9 @@ def test_a_collector_oom_is_a_collector_failure_caused_by_oom_killed() -> None:
     assert exited["kills"] == [] and exited["shutdown_cause"] is None
 
 
-def _observation(summary: dict[str, Any] | None, lines: list[str], **kw: Any) -> MonitorObservation:
+def _observation(
+    summary: dict[str, Any] | None, lines: list[str], **kw: Any
+) -> tuple[MonitorObservation, Gates]:
     verdicts = json.loads((FIXTURES / "artifact_clean.json").read_text())["resource_summary"]
     base: dict[str, Any] = {
         "mode": "run",
@@ -196,28 +201,30 @@ def _observation(summary: dict[str, Any] | None, lines: list[str], **kw: Any) ->
         "min_duration_s": 1.0,
         "oom_kills": lines,
     }
-    return MonitorObservation(**{**base, **kw})
+    return split(**{**base, **kw})
 
 
 def test_oom_killed_outranks_the_collector_failure_it_caused() -> None:
     summary = _collector_summary(-9)
     lines, _ = assess(_run(), [_tail(4, 1, [])], NO_LOG, (ROOT[0], 1), summary)
-    evaluation = evaluate(_observation(summary, lines))
+    evaluation = evaluate(*_observation(summary, lines))
     assert evaluation.failure_classification == "oom_killed"
     assert evaluation.failure_reason is not None
     assert evaluation.failure_reason.startswith(f"criterion oom_kills failed: collector (pid {CHILD[0]}")
     assert "trainer_returncode" in evaluation.failure_reason  # still named as also failed
-    assert evaluate(_observation(summary, [])).failure_classification == "collector_failure"
+    assert evaluate(*_observation(summary, [])).failure_classification == "collector_failure"
 
 
 def test_oom_killed_outranks_a_stall_and_a_clean_run_has_a_passing_row() -> None:
     stalled = evaluate(
-        _observation(None, ["pid 1 (x) was OOM-killed"], mode="monitor", monitor_failure="timeout/stale_tick")
+        *_observation(
+            None, ["pid 1 (x) was OOM-killed"], mode="monitor", monitor_failure="timeout/stale_tick"
+        )
     )
     assert stalled.failure_classification == "oom_killed"
     row = next(
         c
-        for c in evaluate(_observation(None, [], mode="monitor", trainer_returncode=0)).criteria
+        for c in evaluate(*_observation(None, [], mode="monitor", trainer_returncode=0)).criteria
         if c.name == "oom_kills"
     )
     assert (row.result, row.value) == ("pass", [])
@@ -236,7 +243,7 @@ def _artifact(obs: MonitorObservation, samples: list[dict[str, Any]], oom: dict[
         oom=oom,
     )  # fmt: skip
     context = json.loads((FIXTURES / "context.json").read_text())
-    return build_artifact(obs=obs, evaluation=evaluate(obs), record=record, context=context)
+    return build_artifact(judgement=judgement_of(*obs), record=record, context=context)
 
 
 def test_the_artifact_records_the_oom_section_and_the_shutdown_cause() -> None:

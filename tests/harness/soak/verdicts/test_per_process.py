@@ -9,6 +9,7 @@ import pytest
 
 from harness.soak.host.procs import totals_of
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.per_process import (
     MIN_WINDOW_COVERAGE,
     failing_processes,
@@ -16,6 +17,7 @@ from harness.soak.verdicts.per_process import (
     rate_text,
 )
 from harness.soak.verdicts.trends import MIB, leak_verdicts
+from tests.harness.soak._observations import split
 
 Level = Callable[[float], float]
 
@@ -80,14 +82,14 @@ def test_child_that_exits_before_its_parent_fails_per_process_while_the_tree_say
     assert child["peaks"]["fd_total"] == 152 and child["role"] == "worker"
     parent = next(p for p in per["processes"] if p["pid"] == 100)
     assert parent["leak_verdicts"]["fd_total"] == "bounded" and parent["failing"] == []
-    ev = evaluate(_observation(tree, per))
+    ev = evaluate(*_observation(tree, per))
     assert ev.status == "failed" and ev.failure_classification == "resource_leak"
     assert ev.failure_reason is not None
     assert "worker (pid 101): fd_total growing +3.15/s" in ev.failure_reason
 
 
-def _observation(tree: dict[str, Any], per: dict[str, Any] | None) -> MonitorObservation:
-    return MonitorObservation(
+def _observation(tree: dict[str, Any], per: dict[str, Any] | None) -> tuple[MonitorObservation, Gates]:
+    return split(
         mode="monitor",
         monitor_failure=None,
         trainer_returncode=0,
@@ -130,7 +132,7 @@ def test_short_lived_grower_is_reported_not_failed() -> None:
     short = next(p for p in per["processes"] if p["pid"] == 102)
     assert short["growing"] == ["fd_total"] and not short["judged"] and short["failing"] == []
     assert short["window_coverage"] < MIN_WINDOW_COVERAGE
-    ev = evaluate(_observation(leak_verdicts(samples, 2.0), per))
+    ev = evaluate(*_observation(leak_verdicts(samples, 2.0), per))
     leak_row = next(c for c in ev.criteria if c.name == "leak_verdicts")
     assert leak_row.result == "pass" and leak_row.value["processes"] == []
 
@@ -166,7 +168,7 @@ def test_rss_growth_alone_is_reported_not_failed() -> None:
     tree = leak_verdicts(samples, 2.0)
     assert tree["leak_verdicts"]["rss"] == "growing" and tree["trends"]["rss"]["judged"] is False
     assert tree["leak_verdicts"]["pss"] == "bounded" and tree["trends"]["pss"]["judged"] is True
-    ev = evaluate(_observation(tree, per_process_verdicts(samples, 2.0)))
+    ev = evaluate(*_observation(tree, per_process_verdicts(samples, 2.0)))
     assert next(c for c in ev.criteria if c.name == "leak_verdicts").result == "pass"
 
 

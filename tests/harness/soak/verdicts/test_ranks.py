@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.soak.verdicts.evaluation import MonitorObservation
-from harness.soak.verdicts.ranks import ranks_section, straggler_sentence
+from harness.soak.verdicts.gates import Gates
+from harness.soak.verdicts.ranks import JobTree, ranks_section, straggler_sentence
+from tests.harness.soak._observations import split
 
 AGENT = {"pid": 10, "start_ticks": 1, "name": "python"}
 
@@ -31,8 +33,8 @@ PER_PROCESS = {
 }
 
 
-def _obs(summary: dict[str, Any] | None, restarts: int | None = None) -> MonitorObservation:
-    return MonitorObservation(
+def _obs(summary: dict[str, Any] | None, restarts: int | None = None) -> tuple[MonitorObservation, Gates]:
+    return split(
         mode="monitor", monitor_failure=None, trainer_returncode=0, run_summary=summary, residual_processes=[],
         orphaned_shm_segments=[], leak_verdicts={}, duration_s=1.0, min_duration_s=0.0, per_process=PER_PROCESS,
         rank_restarts=restarts, allow_restarts=2,
@@ -40,14 +42,23 @@ def _obs(summary: dict[str, Any] | None, restarts: int | None = None) -> Monitor
 
 
 def test_a_single_process_run_has_no_ranks_section() -> None:
-    assert ranks_section(_obs({"status": "completed"}), [AGENT], {}, {}, 10) is None
+    assert (
+        ranks_section(
+            *_obs({"status": "completed"}),
+            JobTree(known_processes=[AGENT], rank_progress={}, last_seen={}, root_pid=10),
+        )
+        is None
+    )
 
 
 def test_each_rank_with_its_processes_attempts_progress_and_worst_verdicts() -> None:
     progress = {
         1: {"iteration": 7, "total_env_steps": 56, "env_steps_per_s": 3.5, "phase": "train", "time": 1.0}
     }
-    section = ranks_section(_obs(None, restarts=1), KNOWN, progress, {1: 7.5}, 10)
+    section = ranks_section(
+        *_obs(None, restarts=1),
+        JobTree(known_processes=KNOWN, rank_progress=progress, last_seen={1: 7.5}, root_pid=10),
+    )
     assert section is not None
     assert section["agent"] == {**AGENT, "role": "agent"} and section["run_id"] == "job"
     assert section["world_size"] == 2 and section["first_failure"] is None
@@ -76,7 +87,9 @@ def test_the_job_summary_gives_each_ranks_end_and_the_first_failure() -> None:
             ],
         },
     }  # fmt: skip
-    section = ranks_section(_obs(summary), KNOWN, {}, {}, 10)
+    section = ranks_section(
+        *_obs(summary), JobTree(known_processes=KNOWN, rank_progress={}, last_seen={}, root_pid=10)
+    )
     assert section is not None and section["first_failure"] == "rank 1: ValueError: nan"
     assert [r["failure_classification"] for r in section["ranks"]] == ["peer_failure", "learner_failure"]
 
@@ -85,14 +98,18 @@ def test_each_process_of_a_rank_has_the_exit_the_kernel_reported_and_one_node_kn
     # one node of a 4-rank job: it sees ranks 0 and 1 only
     known = [AGENT, *({**p, "world_size": 4} for p in KNOWN)]
     ended = {(11, 2): {"returncode": 1, "exited_t": 4.0}, (12, 2): {"returncode": -9, "exited_t": 3.5}}
-    section = ranks_section(_obs(None), known, {}, {}, 10, ended)
+    section = ranks_section(
+        *_obs(None), JobTree(known_processes=known, rank_progress={}, last_seen={}, root_pid=10, ended=ended)
+    )
     assert section is not None and section["world_size"] == 4
     rank0, rank1 = section["ranks"]
     assert (rank0["processes"][0]["returncode"], rank0["processes"][0]["exited_t"]) == (1, 4.0)
     ends = {p["pid"]: p.get("returncode") for p in rank1["processes"]}
     assert ends == {12: -9, 13: None, 14: None}
     assert "returncode" not in (section["agent"] or {})
-    without = ranks_section(_obs(None), KNOWN, {}, {}, 10)
+    without = ranks_section(
+        *_obs(None), JobTree(known_processes=KNOWN, rank_progress={}, last_seen={}, root_pid=10)
+    )
     assert without is not None and without["world_size"] == 2  # no WORLD_SIZE read: the ranks seen
     assert all("returncode" not in p for r in without["ranks"] for p in r["processes"])
 

@@ -24,7 +24,7 @@ from foundation.inputs import (
 JUDGEMENT_ONLY: tuple[str, ...] = (
     "harness/soak/evidence/",
     "harness/soak/verdicts/",
-    "harness/compare/",
+    "harness/two_runs/",
     "harness/ci/",
     "matrix/",
 )

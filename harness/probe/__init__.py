@@ -1,1 +1,1 @@
-"""The phase probe: CLI, worker process, physics limit, statistics, compare, history and its page. May import: foundation, runtime, harness.context, harness.inputs, harness.compare, harness.ci, harness.probe."""
+"""The phase probe: CLI, worker process, physics limit, statistics, compare, history and its page. May import: foundation, runtime, harness.context, harness.inputs, harness.two_runs, harness.ci, harness.probe."""

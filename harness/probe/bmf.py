@@ -6,7 +6,7 @@
 
 Per backend: ``env_steps_per_s`` (env control steps/s) and ``efficiency``, each the median of the
 artifact's raw per-round samples (the artifact's own ``summary`` median) with the 95 % two-level
-bootstrap interval of that median (:func:`harness.compare.stats.median_interval`, seeded, the interval
+bootstrap interval of that median (:func:`harness.two_runs.stats.median_interval`, seeded, the interval
 ``probe history`` shows); a comparison adds ``env_steps_per_s_ratio`` and ``efficiency_ratio``, the
 report's ratio NEW/BASE with its interval. A figure without an interval gets no ``lower_value`` /
 ``upper_value``. The document is validated against ``bencher-metric-format.schema.json`` before an
@@ -23,8 +23,8 @@ from typing import Any
 
 from foundation.atomic import write_atomic
 from foundation.schema import validation_errors
-from harness.compare.stats import median_interval
 from harness.probe.samples import measure_groups
+from harness.two_runs.stats import median_interval
 
 BMF_SCHEMA = "bencher-metric-format.schema.json"
 # probe measure -> BMF measure slug (Bencher: at most 64 characters, kebab or snake case)

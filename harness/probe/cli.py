@@ -22,7 +22,6 @@ from rich.console import Console
 from foundation.nvml import NvmlReader
 from harness.probe.artifact import write_artifact
 from harness.probe.bmf import BmfPathError, bmf_output, write_probe_bmf
-from harness.probe.compare import compare
 from harness.probe.history_io import history
 from harness.probe.run import run_probe
 from harness.probe.settings import (
@@ -35,6 +34,7 @@ from harness.probe.settings import (
     validate_settings,
 )
 from harness.probe.tables import print_summary
+from harness.probe.two_probes import compare
 
 console = Console(stderr=True)
 

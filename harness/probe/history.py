@@ -2,7 +2,7 @@
 probe artifact texts in, points and steps out (git and the HTML page live in harness.probe.history_io).
 
 A point is one backend of one probe artifact: env control steps/s and efficiency, each as the median
-of the raw per-round samples with its two-level bootstrap 95 % interval (``harness.compare.stats``).
+of the raw per-round samples with its two-level bootstrap 95 % interval (``harness.two_runs.stats``).
 A 0.3.0 artifact has no raw samples: its stated figures are shown without an interval, and it takes
 no part in step detection.
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foundation.schema import sorted_errors
-from harness.compare.stats import Groups, median_interval, noise_floor, ratio_interval, verdict
 from harness.probe.samples import measure_groups, raw_disagreements
+from harness.two_runs.stats import Groups, median_interval, noise_floor, ratio_interval, verdict
 
 KNOWN_VERSIONS = ("0.3.0", "0.4.0")
 DEFAULT_THRESHOLD = 0.05

@@ -1,1 +1,1 @@
-"""The soak monitor: its CLIs and the job from a finished watch to evidence, over the role groups below. May import: foundation, runtime, harness.context, harness.inputs, harness.compare, harness.ci, harness.soak."""
+"""The soak monitor: its CLIs and the job from a finished watch to evidence, over the role groups below. May import: foundation, runtime, harness.context, harness.inputs, harness.two_runs, harness.ci, harness.soak."""

@@ -188,7 +188,7 @@ def compare(  # noqa: PLR0913 — typer declares one parameter per CLI option
     summary_md: SummaryMd = None,
 ) -> None:
     """Verdict per measure between two soaks of one workload: faster | slower | no_change | inconclusive."""
-    from harness.soak.compare_cli import CompareOptions, compare_command
+    from harness.soak.two_soaks_cli import CompareOptions, compare_command
 
     options = CompareOptions(
         threshold, allow_cross_host, fail_on_regression, as_json, json_file, ci_outputs(junit_xml, summary_md)

@@ -19,9 +19,9 @@ from rich.markup import escape
 
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
-from harness.compare.output_path import OutputPathError, json_output_path
 from harness.soak.evidence.artifact import ArtifactError, load_artifact
 from harness.soak.verdicts.merge import MergeError, merge
+from harness.two_runs.output_path import OutputPathError, json_output_path
 
 MERGE_SCHEMA = "soak-merge-1.schema.json"
 

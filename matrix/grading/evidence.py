@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
+from harness.two_runs.fields import dig
 from matrix.freshness import parse_manifest
 from matrix.grading.hooks import hooks_in
 from matrix.grading.rederive import missing_fields

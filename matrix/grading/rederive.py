@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.compare.fields import dig
 from harness.soak.evidence.artifact import summary_sections
 from harness.soak.verdicts.judgement import (
     GPU_ROWS,
@@ -25,6 +24,7 @@ from harness.soak.verdicts.judgement import (
     gates_from_artifact,
     judge,
 )
+from harness.two_runs.fields import dig
 from matrix.model import MatrixInputError
 
 #: artifact fields read from the run_summary -> the pass-table row that judges them

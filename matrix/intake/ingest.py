@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.compare.fields import dig
 from harness.probe.samples import first_raw_disagreement
+from harness.two_runs.fields import dig
 from matrix.declared import SourcesOf, runtime_cell_sources
 from matrix.fileio import write_all_atomic
 from matrix.freshness import head_commit, resolve_commit, tree_fingerprint

@@ -16,8 +16,8 @@ How the pieces relate, by role:
 - GPU: ``gpu`` (XID, ECC and throttle rows from the GPU record and the samples).
 - While the run is live (the loop calls them): ``hang`` (start-up, stale progress and shutdown limits)
   and ``stacks`` (the stacks taken before a kill).
-- Across artifacts: ``compare`` (`soak compare`, two soaks of one workload) and ``merge`` (`soak merge`,
+- Across artifacts: ``two_soaks`` (`soak compare`, two soaks of one workload) and ``merge`` (`soak merge`,
   the nodes of one job).
 
-May import: foundation, harness.compare, harness.soak.verdicts.
+May import: foundation, harness.two_runs, harness.soak.verdicts.
 """

@@ -18,7 +18,7 @@ How the pieces relate, in the order ``judge`` runs them:
   death worth naming;
 - ``evaluation.evaluate``: the pass table over all of the above, its failure class and reason.
 
-May import: foundation, harness.compare, harness.soak.verdicts.
+May import: foundation, harness.two_runs, harness.soak.verdicts.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.compare.fields import dig
 from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.drift import throughput_drift
 from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, evaluate
@@ -39,6 +38,7 @@ from harness.soak.verdicts.oom import describe
 from harness.soak.verdicts.per_process import per_process_verdicts
 from harness.soak.verdicts.ranks import restarts_seen
 from harness.soak.verdicts.trends import leak_verdicts
+from harness.two_runs.fields import dig
 
 #: Sections an artifact older than the section does not record; ``judge`` leaves them out for it, so an
 #: old artifact is judged on the rows it has evidence for.

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from foundation.schema import validation_errors
-from harness.compare.stats import median_interval
 from harness.probe.bmf import (
     BMF_SCHEMA,
     BmfPathError,
@@ -20,8 +19,9 @@ from harness.probe.bmf import (
     probe_bmf,
     write_bmf,
 )
-from harness.probe.compare import compare_artifacts
 from harness.probe.samples import backend_summary, measure_groups
+from harness.probe.two_probes import compare_artifacts
+from harness.two_runs.stats import median_interval
 from tests.harness.probe.test_gate import _artifact, _process
 
 

@@ -30,13 +30,11 @@ from rich.table import Table
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
 from harness.ci.cases import CiSuite
-from harness.ci.compare import compare_suite
 from harness.ci.outputs import CiOutputError, CiOutputs
-from harness.compare.fields import host_differences, host_identity, setting_differences
-from harness.compare.output_path import OutputPathError, json_output_path
+from harness.ci.two_runs import compare_suite
 from harness.soak.evidence.artifact import ArtifactError, load_artifact
 from harness.soak.evidence.report import locate_samples, read_samples
-from harness.soak.verdicts.compare import (
+from harness.soak.verdicts.two_soaks import (
     LISTED_FIELDS,
     METHOD,
     REPORT_SCHEMA,
@@ -45,6 +43,8 @@ from harness.soak.verdicts.compare import (
     compare_runs,
     workload_refusal,
 )
+from harness.two_runs.fields import host_differences, host_identity, setting_differences
+from harness.two_runs.output_path import OutputPathError, json_output_path
 
 VERDICT_STYLE = {"faster": "green", "slower": "bold red", "no_change": "dim", "inconclusive": "yellow"}
 # A resource or the duration is lower-is-better: its `slower` is shown as what it means.

@@ -7,7 +7,7 @@ The same workload or nothing: a different task, backend set or num_envs is refus
 field); other setting differences are listed; a different host (CPU model, cores, GPU UUIDs) is refused
 unless ``--allow-cross-host``. Per backend and measure the verdict is faster | slower | no_change |
 inconclusive from the ratio of medians NEW/BASE and its two-level bootstrap interval over the raw
-samples (harness.compare.stats); a per-phase timing gets a Bonferroni interval over the phases and
+samples (harness.two_runs.stats); a per-phase timing gets a Bonferroni interval over the phases and
 needs enough processes and iterations to be called, and nothing is called when the host's load
 differed too much between the runs. ``--json`` prints the report (one JSON document) on stdout and
 nothing else there (the table goes to stderr); ``--json-file`` writes the same report to a file; ``--bmf`` writes the NEW probe's headline
@@ -33,12 +33,16 @@ from rich.console import Console
 from foundation.atomic import write_atomic
 from foundation.schema import sorted_errors
 from harness.ci.cases import CiSuite
-from harness.ci.compare import compare_suite
 from harness.ci.options import JunitXml, SummaryMd
 from harness.ci.outputs import CiOutputError, CiOutputs
-from harness.compare.fields import host_differences, host_identity, setting_differences
-from harness.compare.output_path import OutputPathError, json_output_path
-from harness.compare.stats import (
+from harness.ci.two_runs import compare_suite
+from harness.probe.artifact import ArtifactError, load_artifact
+from harness.probe.bmf import BmfPathError, bmf_output, bmf_text, compare_bmf
+from harness.probe.samples import PHASE_SAMPLE_KEYS, measure_groups
+from harness.probe.tables import print_comparison
+from harness.two_runs.fields import host_differences, host_identity, setting_differences
+from harness.two_runs.output_path import OutputPathError, json_output_path
+from harness.two_runs.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     noise_floor,
@@ -46,10 +50,6 @@ from harness.compare.stats import (
     samples_factor,
     verdict,
 )
-from harness.probe.artifact import ArtifactError, load_artifact
-from harness.probe.bmf import BmfPathError, bmf_output, bmf_text, compare_bmf
-from harness.probe.samples import PHASE_SAMPLE_KEYS, measure_groups
-from harness.probe.tables import print_comparison
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_SCHEMA = f"probe-compare-{REPORT_SCHEMA_VERSION}.schema.json"

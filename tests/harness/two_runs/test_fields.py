@@ -1,8 +1,8 @@
-"""harness.compare.fields: dotted-path reads and the settings two artifacts differ in."""
+"""harness.two_runs.fields: dotted-path reads and the settings two artifacts differ in."""
 
 from __future__ import annotations
 
-from harness.compare.fields import dig, setting_differences
+from harness.two_runs.fields import dig, setting_differences
 
 DOC = {
     "settings": {"num_envs": 256, "nested": {"x": 1}},

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.xdist_group("probe-compare")
 
 SMALL = ("--backends", "mujoco", "--num-envs", "16", "--warmup", "2", "--iters", "10")
 TINY = (*SMALL, "--processes", "2")
-# The fewest processes at which any measure is called (harness.probe.compare.MIN_PROCESSES).
+# The fewest processes at which any measure is called (harness.probe.two_probes.MIN_PROCESSES).
 CALLABLE = (*SMALL, "--processes", "3")
 
 

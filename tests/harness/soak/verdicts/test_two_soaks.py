@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from foundation.schema import sorted_errors
-from harness.soak.verdicts.compare import (
+from harness.soak.verdicts.two_soaks import (
     THROUGHPUT_BLOCKS,
     duration_row,
     slope_fit,

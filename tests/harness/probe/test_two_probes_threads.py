@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.probe.test_compare import _compare, _probe
+from tests.harness.probe.test_two_probes import _compare, _probe
 
 
 def _limit(path: Path) -> float:

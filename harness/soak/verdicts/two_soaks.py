@@ -6,7 +6,7 @@ Every measure is recomputed from the samples files, never read from the stored s
 - ``env_steps_per_s``: the trainer's progress-record throughput over the trend window
   (``harness.soak.verdicts.drift.throughput_series`` over ``harness.soak.verdicts.trends.analysis_span``). The window's
   series is cut into ``THROUGHPUT_BLOCKS`` consecutive time blocks that act as the groups of
-  ``harness.compare.stats``' two-level bootstrap (a block bootstrap: neighbouring records are correlated,
+  ``harness.two_runs.stats``' two-level bootstrap (a block bootstrap: neighbouring records are correlated,
   blocks much less so), and the spread between block medians is the noise floor.
 - ``peak.<class>``: the maximum of the class's ``totals`` field over all samples. One number per run, so
   no interval: a difference beyond ``max(threshold x base, the class's absolute floor)`` (the leak
@@ -31,8 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from harness.compare.fields import dig
-from harness.compare.stats import Verdict, noise_floor, ratio_interval, verdict
 from harness.soak.verdicts.drift import throughput_series
 from harness.soak.verdicts.trends import (
     DEFAULT_CONFIG,
@@ -42,6 +40,8 @@ from harness.soak.verdicts.trends import (
     mann_kendall,
     theil_sen_slope,
 )
+from harness.two_runs.fields import dig
+from harness.two_runs.stats import Verdict, noise_floor, ratio_interval, verdict
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_SCHEMA = f"soak-compare-{REPORT_SCHEMA_VERSION}.schema.json"

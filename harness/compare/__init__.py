@@ -1,1 +1,0 @@
-"""The statistics and artifact field reads that probe compare and soak compare share; pure, no I/O. May import: foundation, harness.compare."""

@@ -20,6 +20,7 @@ from harness.soak.evidence.artifact import summary_sections
 from harness.soak.verdicts.judgement import (
     GPU_ROWS,
     Judgement,
+    LeakTrends,
     facts_from_artifact,
     gates_from_artifact,
     judge,
@@ -104,10 +105,10 @@ def published_disagreement(artifact: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _leak_disagreements(artifact: Mapping[str, Any], leak: Mapping[str, Any]) -> list[str]:
+def _leak_disagreements(artifact: Mapping[str, Any], leak: LeakTrends) -> list[str]:
     recorded = dig(artifact, "resource_summary.leak_verdicts") or {}
     out = []
-    for name, verdict in leak["leak_verdicts"].items():
+    for name, verdict in leak.verdicts.items():
         if recorded.get(name) != verdict:
             out.append(
                 f"resource_summary.leak_verdicts.{name} (row leak_verdicts): recorded {recorded.get(name)!r}, "

@@ -205,11 +205,10 @@ def test_generate_rederives_every_filed_soak_verdict_with_heads_verdict_code(
     assert run_matrix("check").exit_code == 0
     real = judgement.leak_verdicts
 
-    def stricter(samples: Any, startup_end_t: Any) -> dict[str, Any]:
+    def stricter(samples: Any, startup_end_t: Any) -> judgement.LeakTrends:
         """A HEAD whose leak rule calls PSS growing where the filed verdict said bounded."""
         result = real(samples, startup_end_t)
-        result["leak_verdicts"] = {**result["leak_verdicts"], "pss": "growing"}
-        return result
+        return judgement.LeakTrends(verdicts={**result.verdicts, "pss": "growing"}, trends=result.trends)
 
     monkeypatch.setattr(judgement, "leak_verdicts", stricter)  # the one judgement the matrix calls
     assert run_matrix("generate").exit_code == 0

@@ -189,17 +189,12 @@ def build_artifact(
     """Assemble the 0.3.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
 
     Args:
-        judgement: ``harness.soak.verdicts.judgement.judge``'s result; its observation's
-            ``leak_verdicts`` must be the full result of ``trends.leak_verdicts`` (verdicts and trends).
+        judgement: ``harness.soak.verdicts.judgement.judge``'s result.
         record: what the monitor recorded of the run.
         context: ``harness.context.collect_context()``.
     """
     obs, evaluation, gates = judgement.observation, judgement.evaluation, judgement.gates
-    leak = obs.leak_verdicts
-    if not isinstance(leak.get("trends"), Mapping) or not isinstance(leak.get("leak_verdicts"), Mapping):
-        raise ArtifactError(
-            "obs.leak_verdicts: expected the full trends.leak_verdicts() result {leak_verdicts, trends}"
-        )
+    leak = obs.leak_verdicts.to_json()
     summary = obs.run_summary if gates.judges_summary(obs.mode) else None
     artifact: dict[str, Any] = {
         "artifact_schema_version": ARTIFACT_SCHEMA_VERSION,

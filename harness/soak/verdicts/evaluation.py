@@ -106,6 +106,7 @@ from harness.soak.verdicts.summary_rows import (
     summary_rows,
 )
 from harness.soak.verdicts.tree_deaths import ROW, deaths_row
+from harness.soak.verdicts.trends import LeakTrends
 
 CRITERIA: tuple[str, ...] = (
     "monitor_status",
@@ -145,8 +146,7 @@ class MonitorObservation:
     """What the monitor saw, already reduced to data; the policy it is judged under is apart
     (``harness.soak.verdicts.gates.Gates``).
 
-    ``leak_verdicts`` is the result of ``harness.soak.verdicts.trends.leak_verdicts`` (``{"leak_verdicts": {...},
-    "trends": {...}}``); a bare ``{class: verdict}`` mapping is accepted too. Durations in seconds.
+    ``leak_verdicts`` is the result of ``harness.soak.verdicts.trends.leak_verdicts``. Durations in seconds.
     """
 
     mode: Literal["run", "monitor"]
@@ -155,7 +155,7 @@ class MonitorObservation:
     run_summary: Mapping[str, Any] | None
     residual_processes: Sequence[Mapping[str, Any]]
     orphaned_shm_segments: Sequence[Mapping[str, Any]]
-    leak_verdicts: Mapping[str, Any]
+    leak_verdicts: LeakTrends
     duration_s: float
     run_summary_error: str | None = None  # why a run_summary could not be read, when it could not
     observation: Mapping[str, Any] | None = None  # harness.soak.verdicts.observation.observe_classes(...)
@@ -187,14 +187,6 @@ class Evaluation:
 
     def criteria_dicts(self) -> list[dict[str, Any]]:
         return [c.as_dict() for c in self.criteria]
-
-
-def verdict_map(leak: Mapping[str, Any]) -> dict[str, str]:
-    """``{class: verdict}`` from either the full trends result or a bare verdict mapping."""
-    inner = leak.get("leak_verdicts", leak)
-    if not isinstance(inner, Mapping) or not all(isinstance(v, str) for v in inner.values()):
-        raise ValueError("leak_verdicts: expected {class: 'bounded'|'growing'|'insufficient_data'}")
-    return dict(inner)
 
 
 _ROW_CLASS = {
@@ -324,7 +316,7 @@ def evaluate(obs: MonitorObservation, gates: Gates) -> Evaluation:
         raise ValueError(
             f"monitor_failure: must be null or one of {list(MONITOR_FAILURES)}, got {obs.monitor_failure!r}"
         )
-    verdicts = verdict_map(obs.leak_verdicts)
+    verdicts = obs.leak_verdicts.verdicts
     rows = [
         row(
             "monitor_status",

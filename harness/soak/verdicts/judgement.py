@@ -37,7 +37,7 @@ from harness.soak.verdicts.observation import declared_limits, observe_classes
 from harness.soak.verdicts.oom import describe
 from harness.soak.verdicts.per_process import per_process_verdicts
 from harness.soak.verdicts.ranks import restarts_seen
-from harness.soak.verdicts.trends import leak_verdicts
+from harness.soak.verdicts.trends import LeakTrends, leak_verdicts
 from harness.two_runs.fields import dig
 
 #: Sections an artifact older than the section does not record; ``judge`` leaves them out for it, so an
@@ -49,6 +49,7 @@ __all__ = [
     "OPTIONAL_SECTIONS",
     "Gates",
     "Judgement",
+    "LeakTrends",
     "RecordedFacts",
     "declared_limits",
     "facts_from_artifact",
@@ -96,7 +97,7 @@ class Judgement:
     evaluation: Evaluation
 
     @property
-    def leak(self) -> Mapping[str, Any]:
+    def leak(self) -> LeakTrends:
         """Each resource class's leak verdict and trend (``trends.leak_verdicts``)."""
         return self.observation.leak_verdicts
 

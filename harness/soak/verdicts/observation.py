@@ -15,7 +15,10 @@ A soak passes only when no class is ``insufficient_data`` (row ``trend_observati
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # the monitor loads this module while it samples: no numpy then
+    from harness.soak.verdicts.trends import LeakTrends
 
 DEFAULT_MIN_TREND_SAMPLES = 30
 ObservationStatus = Literal["observed", "insufficient_data", "not_observable"]
@@ -60,7 +63,7 @@ def class_observation(
 
 def observe_classes(
     samples: Sequence[Mapping[str, Any]],
-    leak: Mapping[str, Any],
+    leak: LeakTrends,
     min_trend_samples: int,
     unobservable: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -68,15 +71,13 @@ def observe_classes(
 
     Args:
         samples: the monitor samples (for the GPU block).
-        leak: the full ``trends.leak_verdicts`` result (``{"leak_verdicts", "trends"}``).
+        leak: ``trends.leak_verdicts``'s result, whose trend records say how many samples each verdict had.
         min_trend_samples: samples each verdict must rest on.
         unobservable: resource class -> why the sampler cannot measure it (those are not_observable).
     """
     if not isinstance(min_trend_samples, int) or isinstance(min_trend_samples, bool) or min_trend_samples < 1:
         raise ValueError(f"min_trend_samples: must be an integer >= 1, got {min_trend_samples!r}")
-    trends = leak.get("trends")
-    if not isinstance(trends, Mapping):
-        raise ValueError("leak: expected the full trends.leak_verdicts() result {leak_verdicts, trends}")
+    trends = leak.trends
     gpu_reason = gpu_unobservable_reason(samples)
     classes = {
         name: class_observation(name, trend, min_trend_samples, gpu_reason)

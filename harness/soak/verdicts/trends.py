@@ -326,11 +326,35 @@ def analysis_span(
     }
 
 
+@dataclass(frozen=True)
+class LeakTrends:
+    """Each resource class's leak verdict and the trend record it rests on.
+
+    ``to_json()`` is the artifact's ``resource_summary`` pair ``{"leak_verdicts", "trends"}``; a trend record
+    is ``{method, unit, verdict, reason, window {...}, slope_per_s, slope_per_hour, ..., thresholds}``.
+    """
+
+    verdicts: Mapping[str, Verdict]
+    trends: Mapping[str, Mapping[str, Any]]
+
+    @classmethod
+    def of_verdicts(cls, verdicts: Mapping[str, Verdict]) -> LeakTrends:
+        """Verdicts without their trend records (a judgement made elsewhere, e.g. one per process)."""
+        return cls(verdicts=dict(verdicts), trends={})
+
+    def growing(self) -> list[str]:
+        """The classes whose verdict is ``growing``, in class order."""
+        return [name for name, verdict in self.verdicts.items() if verdict == "growing"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"leak_verdicts": dict(self.verdicts), "trends": {k: dict(v) for k, v in self.trends.items()}}
+
+
 def leak_verdicts(
     samples: Sequence[Mapping[str, Any]],
     startup_end_t: float | None,
     config: TrendConfig = DEFAULT_CONFIG,
-) -> dict[str, Any]:
+) -> LeakTrends:
     """Leak verdict and trend record for every resource class.
 
     Args:
@@ -341,17 +365,16 @@ def leak_verdicts(
         config: thresholds.
 
     Returns:
-        ``{"leak_verdicts": {class: verdict}, "trends": {class: {method, unit, verdict, reason, window
-        {rule, startup_end_t, t_start, t_end, finalize_cut_t, tail_excluded, n, nulls_dropped},
-        slope_per_s, slope_per_hour, ..., thresholds}}}``. Raises ValueError naming the sample index on a
-        malformed sample.
+        ``LeakTrends``: each class's verdict and trend record (window ``{rule, startup_end_t, t_start,
+        t_end, finalize_cut_t, tail_excluded, n, nulls_dropped}``). Raises ValueError naming the sample
+        index on a malformed sample.
     """
     span = None
     if startup_end_t is not None and samples:
         span = analysis_span(samples, startup_end_t, config)
     sample_t = np.asarray([float(s["t"]) for s in samples])
-    verdicts: dict[str, str] = {}
-    trends: dict[str, Any] = {}
+    verdicts: dict[str, Verdict] = {}
+    trends: dict[str, dict[str, Any]] = {}
     for cls, (key, unit) in RESOURCE_CLASSES.items():
         thresholds = {
             "alpha": config.alpha,
@@ -411,4 +434,4 @@ def leak_verdicts(
         trend["verdict"] = verdict
         verdicts[cls] = verdict
         trends[cls] = trend
-    return {"leak_verdicts": verdicts, "trends": trends}
+    return LeakTrends(verdicts=verdicts, trends=trends)

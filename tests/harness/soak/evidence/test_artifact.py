@@ -104,7 +104,7 @@ def test_committed_fixture_artifacts_are_valid_and_reevaluate_identically() -> N
         assert artifact["status"] == status
         samples = _samples(Path(artifact["samples_path"]).name)
         verdicts = leak_verdicts(samples, artifact["resource_summary"]["startup_end_t"])
-        assert verdicts["leak_verdicts"] == artifact["resource_summary"]["leak_verdicts"]
+        assert verdicts.verdicts == artifact["resource_summary"]["leak_verdicts"]
 
 
 def test_built_artifact_carries_the_run_summary_numbers_and_peaks() -> None:

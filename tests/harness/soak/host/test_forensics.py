@@ -37,6 +37,7 @@ from harness.soak.verdicts.stacks import (
     is_project_file,
     parse_dump,
 )
+from harness.soak.verdicts.trends import LeakTrends
 from tests.harness.soak._observations import split
 
 FAKE_PY_SPY = Path(__file__).parents[1] / "fake_tools" / "py-spy"
@@ -181,7 +182,7 @@ def test_the_failure_reason_carries_the_monitor_detail() -> None:
         run_summary=None,
         residual_processes=[],
         orphaned_shm_segments=[],
-        leak_verdicts={},
+        leak_verdicts=LeakTrends.of_verdicts({}),
         duration_s=5.0,
         min_duration_s=0.0,
         monitor_detail="1 process(es) still alive 4 s after the final progress record: pid 9 (x)",

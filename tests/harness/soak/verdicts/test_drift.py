@@ -16,6 +16,7 @@ from harness.soak.evidence.artifact import validation_errors
 from harness.soak.verdicts.drift import classify_throughput, throughput_drift, throughput_series
 from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
 from harness.soak.verdicts.gates import Gates
+from harness.soak.verdicts.trends import LeakTrends
 from matrix.grading.rederive import disagreements
 from tests.harness.soak._observations import split
 from tests.harness.soak._soakrun import REPO, SoakOutcome, monitor_args
@@ -105,7 +106,7 @@ def _observation(drift: dict[str, Any] | None, gate: bool) -> tuple[MonitorObser
         run_summary=None,
         residual_processes=[],
         orphaned_shm_segments=[],
-        leak_verdicts={"rss": "bounded"},
+        leak_verdicts=LeakTrends.of_verdicts({"rss": "bounded"}),
         duration_s=10.0,
         min_duration_s=0.0,
         observation={"min_trend_samples": 8, "classes": {"rss": {"status": "observed", "samples": 100}}},

@@ -21,7 +21,7 @@ from harness.soak.verdicts.evaluation import (
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import assess_gpu
 from harness.soak.verdicts.observation import observe_classes
-from harness.soak.verdicts.trends import leak_verdicts
+from harness.soak.verdicts.trends import LeakTrends, leak_verdicts
 from tests.harness.soak._observations import split
 from tests.harness.soak.verdicts import _gpu_data as gpu_data
 
@@ -292,7 +292,7 @@ def test_residuals_orphaned_shm_and_growth_are_resource_leaks() -> None:
 
 
 def test_insufficient_data_is_not_a_failure_and_bare_verdict_maps_are_accepted() -> None:
-    bare = {c: "insufficient_data" for c in CLEAN_LEAKS["leak_verdicts"]}
+    bare = LeakTrends.of_verdicts({c: "insufficient_data" for c in CLEAN_LEAKS.verdicts})
     assert evaluate(*observe(leak_verdicts=bare)).status == "passed"
 
 

@@ -50,7 +50,7 @@ def test_a_filed_soak_judged_again_gives_what_it_recorded(path: Path) -> None:
         artifact["status"],
         artifact["failure_classification"],
     )
-    assert judgement.leak["leak_verdicts"] == artifact["resource_summary"]["leak_verdicts"]
+    assert judgement.leak.verdicts == artifact["resource_summary"]["leak_verdicts"]
     assert disagreements(artifact, samples) == []
 
 

@@ -12,6 +12,7 @@ from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.judgement import judgement_of
 from harness.soak.verdicts.oom import ExitEvidence, assess, counter_rise
+from harness.soak.verdicts.trends import LeakTrends
 from tests.harness.soak._observations import split
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -196,7 +197,7 @@ def _observation(
         "run_summary": summary,
         "residual_processes": [],
         "orphaned_shm_segments": [],
-        "leak_verdicts": {"leak_verdicts": verdicts["leak_verdicts"], "trends": verdicts["trends"]},
+        "leak_verdicts": LeakTrends(verdicts=verdicts["leak_verdicts"], trends=verdicts["trends"]),
         "duration_s": 100.0,
         "min_duration_s": 1.0,
         "oom_kills": lines,

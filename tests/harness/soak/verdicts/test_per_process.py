@@ -73,8 +73,8 @@ def _child_exits_before_parent() -> list[dict[str, Any]]:
 def test_child_that_exits_before_its_parent_fails_per_process_while_the_tree_says_bounded() -> None:
     samples = _child_exits_before_parent()
     tree = leak_verdicts(samples, 2.0)
-    assert tree["leak_verdicts"]["fd_total"] == "bounded"
-    assert "growth stopped" in tree["trends"]["fd_total"]["reason"]
+    assert tree.verdicts["fd_total"] == "bounded"
+    assert "growth stopped" in tree.trends["fd_total"]["reason"]
     per = per_process_verdicts(samples, 2.0)
     child = next(p for p in per["processes"] if p["pid"] == 101)
     assert child["judged"] and child["window_coverage"] >= MIN_WINDOW_COVERAGE
@@ -166,8 +166,8 @@ def test_rss_growth_alone_is_reported_not_failed() -> None:
     for sample in samples:
         sample["totals"]["rss_bytes"] = int(1000 * MIB + 20 * MIB * sample["t"])
     tree = leak_verdicts(samples, 2.0)
-    assert tree["leak_verdicts"]["rss"] == "growing" and tree["trends"]["rss"]["judged"] is False
-    assert tree["leak_verdicts"]["pss"] == "bounded" and tree["trends"]["pss"]["judged"] is True
+    assert tree.verdicts["rss"] == "growing" and tree.trends["rss"]["judged"] is False
+    assert tree.verdicts["pss"] == "bounded" and tree.trends["pss"]["judged"] is True
     ev = evaluate(*_observation(tree, per_process_verdicts(samples, 2.0)))
     assert next(c for c in ev.criteria if c.name == "leak_verdicts").result == "pass"
 

@@ -7,6 +7,7 @@ from typing import Any
 from harness.soak.verdicts.evaluation import MonitorObservation
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.ranks import JobTree, ranks_section, straggler_sentence
+from harness.soak.verdicts.trends import LeakTrends
 from tests.harness.soak._observations import split
 
 AGENT = {"pid": 10, "start_ticks": 1, "name": "python"}
@@ -36,7 +37,7 @@ PER_PROCESS = {
 def _obs(summary: dict[str, Any] | None, restarts: int | None = None) -> tuple[MonitorObservation, Gates]:
     return split(
         mode="monitor", monitor_failure=None, trainer_returncode=0, run_summary=summary, residual_processes=[],
-        orphaned_shm_segments=[], leak_verdicts={}, duration_s=1.0, min_duration_s=0.0, per_process=PER_PROCESS,
+        orphaned_shm_segments=[], leak_verdicts=LeakTrends.of_verdicts({}), duration_s=1.0, min_duration_s=0.0, per_process=PER_PROCESS,
         rank_restarts=restarts, allow_restarts=2,
     )  # fmt: skip
 

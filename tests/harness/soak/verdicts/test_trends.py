@@ -48,18 +48,18 @@ def make_samples(
 
 
 def verdicts(samples: Sequence[dict[str, Any]], startup: float = 30.0) -> dict[str, str]:
-    found: dict[str, str] = leak_verdicts(samples, startup)["leak_verdicts"]
+    found: dict[str, str] = leak_verdicts(samples, startup).verdicts
     return found
 
 
 def test_flat_run_is_bounded_and_gpu_without_nvml_is_insufficient() -> None:
     result = leak_verdicts(make_samples(200, 5.0, {}), 30.0)
-    v = result["leak_verdicts"]
+    v = result.verdicts
     assert set(v) == set(RESOURCE_CLASSES)
     assert v["gpu_memory"] == "insufficient_data"
-    assert "null" in result["trends"]["gpu_memory"]["reason"]
+    assert "null" in result.trends["gpu_memory"]["reason"]
     assert all(v[c] == "bounded" for c in RESOURCE_CLASSES if c != "gpu_memory")
-    window = result["trends"]["fd_total"]["window"]
+    window = result.trends["fd_total"]["window"]
     # 194 post-start-up samples (30..995 s); the last ceil(5 %) = 10 are teardown -> ends at 945 s;
     # the window is the later two thirds of 30..945 s
     assert window["tail_excluded"] == 10 and window["t_end"] == 945.0
@@ -96,8 +96,8 @@ def test_slow_drift_below_the_size_floor_is_bounded() -> None:
     """+20 MiB over 30 min of a 3 GiB process: a real trend, too small to call a leak."""
     samples = make_samples(360, 5.0, {"rss_bytes": lambda t: 3 * 1024 * MIB + 20 * MIB * t / 1800})
     result = leak_verdicts(samples, 30.0)
-    assert result["leak_verdicts"]["rss"] == "bounded"
-    assert "below the required" in result["trends"]["rss"]["reason"]
+    assert result.verdicts["rss"] == "bounded"
+    assert "below the required" in result.trends["rss"]["reason"]
 
 
 def test_replay_fill_then_plateau_is_bounded() -> None:
@@ -112,7 +112,7 @@ def test_step_then_flat_is_bounded(step_at: float) -> None:
     """A worker pool that grows once (e.g. 20 more fds) and then stays: not a leak."""
     step = lambda t: 80 + (20 if t >= step_at else 0)  # noqa: E731
     result = leak_verdicts(make_samples(360, 5.0, {"fd_total": step}), 30.0)
-    assert result["leak_verdicts"]["fd_total"] == "bounded", result["trends"]["fd_total"]["reason"]
+    assert result.verdicts["fd_total"] == "bounded", result.trends["fd_total"]["reason"]
 
 
 def test_staircase_of_leaked_processes_is_growing() -> None:
@@ -142,25 +142,25 @@ def test_window_ends_before_the_finalize_phase() -> None:
     for sample in samples:
         sample["progress"] = {"phase": "finalize" if sample["t"] >= 900 else "train"}
     result = leak_verdicts(samples, 30.0)
-    window = result["trends"]["fd_total"]["window"]
+    window = result.trends["fd_total"]["window"]
     assert window["finalize_cut_t"] == 900.0 and window["t_end"] < 900.0
-    assert result["leak_verdicts"]["fd_total"] == "growing"
+    assert result.verdicts["fd_total"] == "growing"
 
 
 def test_too_few_samples_is_insufficient_data() -> None:
     result = leak_verdicts(make_samples(12, 5.0, {"fd_total": lambda t: 80 + t}), 30.0)
-    assert result["leak_verdicts"]["fd_total"] == "insufficient_data"
-    assert "fewer than" in result["trends"]["fd_total"]["reason"]
+    assert result.verdicts["fd_total"] == "insufficient_data"
+    assert "fewer than" in result.trends["fd_total"]["reason"]
 
 
 def test_startup_never_ended_or_no_samples_is_insufficient_data() -> None:
     result = leak_verdicts(make_samples(100, 5.0, {}), None)
-    assert set(result["leak_verdicts"].values()) == {"insufficient_data"}
+    assert set(result.verdicts.values()) == {"insufficient_data"}
     empty = leak_verdicts([], 0.0)
-    assert set(empty["leak_verdicts"].values()) == {"insufficient_data"}
-    assert empty["trends"]["rss"]["reason"] == "no samples were taken"
+    assert set(empty.verdicts.values()) == {"insufficient_data"}
+    assert empty.trends["rss"]["reason"] == "no samples were taken"
     late = leak_verdicts(make_samples(10, 1.0, {}), 7.0)
-    assert late["trends"]["fd_total"]["reason"].startswith("no samples after start-up")
+    assert late.trends["fd_total"]["reason"].startswith("no samples after start-up")
 
 
 def test_gpu_memory_leak_is_growing_when_nvml_reports() -> None:
@@ -170,7 +170,7 @@ def test_gpu_memory_leak_is_growing_when_nvml_reports() -> None:
 
 def test_trend_record_carries_method_window_slopes_and_thresholds() -> None:
     samples = make_samples(360, 5.0, {"eventfd": lambda t: 12 + t // 5})
-    trend = leak_verdicts(samples, 30.0)["trends"]["eventfd"]
+    trend = leak_verdicts(samples, 30.0).trends["eventfd"]
     assert trend["method"] == "mann-kendall+theil-sen"
     assert trend["slope_per_s"] == pytest.approx(0.2, rel=0.05)
     assert trend["slope_per_hour"] == pytest.approx(trend["slope_per_s"] * 3600)

@@ -93,7 +93,7 @@ from typing import Any, Literal
 
 from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
 from harness.soak.verdicts.criterion import Criterion
-from harness.soak.verdicts.first_death import death_sentence
+from harness.soak.verdicts.first_death import FirstDeath, death_sentence
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import GPU_ROWS, died_after_xid, gpu_rows
 from harness.soak.verdicts.per_process import leak_row
@@ -171,7 +171,7 @@ class MonitorObservation:
         None  # harness.soak.verdicts.per_process.per_process_verdicts(...)
     )
     gpu_health: Mapping[str, Any] | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record
-    first_death: Mapping[str, Any] | None = None  # harness.soak.verdicts.first_death.first_death(...)
+    first_death: FirstDeath | None = None  # harness.soak.verdicts.first_death.death_to_name(...)
     rank_restarts: int | None = None  # elastic restarts seen (ranks.restarts_seen); None: no ranks
     tree_exits: Mapping[str, Any] | None = None  # harness.soak.verdicts.tree_deaths.tree_exits_section(...)
 
@@ -383,6 +383,6 @@ def _decide(obs: MonitorObservation, failed: Sequence[Criterion]) -> tuple[str, 
     )
     if card and died_after_xid(obs.gpu_health, obs.trainer_returncode):
         return "gpu_fault", by_name["gpu_xid_errors"]
-    if classification == "trainer_failure" and (obs.first_death or {}).get("interval_ranks"):
+    if classification == "trainer_failure" and obs.first_death is not None and obs.first_death.interval_ranks:
         return "rank_failure", lead  # a rank of a torchrun job was among the first to die
     return classification, lead

@@ -42,6 +42,40 @@ class Restarts:
     allowed: int
 
 
+@dataclass(frozen=True)
+class LaterExit:
+    """A process gone in the same sample interval as the first death, after it (the kernel's order)."""
+
+    who: str
+    exited_t: float
+
+
+@dataclass(frozen=True)
+class FirstDeath:
+    """The first descendant gone before the root (named in the failure reason, not filed as a section).
+    Times in seconds on the samples' clock.
+
+    ``interval_ranks``: the ranks gone in that sample interval (the class rests on the interval, which
+    the samples alone give, never on the order inside it); ``together``: those gone with it whose order
+    is not known; ``then``: those gone after it, in the kernel's order; ``exited_t``: the kernel's exit
+    event, or None; ``before_root_s``: how long before the root's last sample it went.
+    """
+
+    pid: int
+    start_ticks: int
+    name: str | None
+    role: str | None
+    rank: int | None
+    interval_ranks: tuple[int, ...]
+    last_seen_t: float
+    gone_by_t: float
+    exited_t: float | None
+    before_root_s: float
+    exit: str
+    together: tuple[str, ...] = ()
+    then: tuple[LaterExit, ...] = ()
+
+
 def _sightings(samples: Sequence[Mapping[str, Any]]) -> dict[Identity, tuple[int, int, Mapping[str, Any]]]:
     """Per identity: the index of the last sample that held it, how many samples did, its last record."""
     seen: dict[Identity, tuple[int, int, Mapping[str, Any]]] = {}
@@ -92,11 +126,8 @@ def first_death(
     window_s: float = WINDOW_S,
     min_samples: int = MIN_SAMPLES,
     exits: Exits | None = None,
-) -> dict[str, Any] | None:
-    """``{pid, start_ticks, name, role, rank, interval_ranks, last_seen_t, gone_by_t, exited_t,
-    before_root_s, exit, together, then}`` of the first descendant gone before the root, or None.
-    ``exits``: the kernel's. ``then`` lists the others gone in the same sample interval in the order of
-    their exit events, with their times; ``together`` those whose order is not known."""
+) -> FirstDeath | None:
+    """The first descendant gone before the root, or None. ``exits``: the kernel's."""
     found = _first_interval(samples, root_pid, window_s, min_samples)
     if found is None:
         return None
@@ -134,29 +165,30 @@ def _record(
     interval: tuple[float, float],
     root_t: float,
     reaped: Mapping[Identity, int],
-) -> dict[str, Any]:
+) -> FirstDeath:
     (proc, event), rest = ordered[0], ordered[1:]
     status = reaped.get((int(proc["pid"]), int(proc["start_ticks"])))
     if status is None and event is not None:
         status = event[0]
     known = event is not None  # the first is ordered only when its own exit is known
-    return {
-        "together": [_who(p) for p, e in rest if not known or e is None],
-        "then": [{"who": _who(p), "exited_t": e[1]} for p, e in rest if known and e is not None],
-        "pid": proc["pid"],
-        "start_ticks": proc["start_ticks"],
-        "name": proc.get("name"),
-        "role": proc.get("role"),
-        "rank": proc.get("rank"),
+    rank = proc.get("rank")
+    return FirstDeath(
+        together=tuple(_who(p) for p, e in rest if not known or e is None),
+        then=tuple(LaterExit(who=_who(p), exited_t=e[1]) for p, e in rest if known and e is not None),
+        pid=int(proc["pid"]),
+        start_ticks=int(proc["start_ticks"]),
+        name=proc.get("name"),
+        role=proc.get("role"),
+        rank=rank if isinstance(rank, int) else None,
         # the class rests on the interval, which the samples alone give, never on the order inside it
-        "interval_ranks": sorted({p["rank"] for p, _ in ordered if isinstance(p.get("rank"), int)}),
-        "last_seen_t": interval[0],
-        "gone_by_t": interval[1],
-        "exited_t": None if event is None else event[1],
+        interval_ranks=tuple(sorted({p["rank"] for p, _ in ordered if isinstance(p.get("rank"), int)})),
+        last_seen_t=interval[0],
+        gone_by_t=interval[1],
+        exited_t=None if event is None else event[1],
         # an exit read up to READ_SLACK_S after the next sample can fall after the root's last sample
-        "before_root_s": max(0.0, round(root_t - (interval[1] if event is None else event[1]), 3)),
-        "exit": exit_text(status),
-    }
+        before_root_s=max(0.0, round(root_t - (interval[1] if event is None else event[1]), 3)),
+        exit=exit_text(status),
+    )
 
 
 def _death_order(item: tuple[Mapping[str, Any], tuple[int, float] | None]) -> tuple[bool, float, bool, int]:
@@ -172,7 +204,7 @@ def death_to_name(
     returncode: int | None,
     restarts: Restarts,
     exits: Exits | None = None,
-) -> dict[str, Any] | None:
+) -> FirstDeath | None:
     """The first death worth naming: for a command that exited non-zero, within the window; for a job
     that restarted more often than allowed, the first of the whole run (the restart hid it); else None."""
     if returncode not in (0, None):
@@ -199,17 +231,16 @@ def _who(proc: Mapping[str, Any]) -> str:
     return f"{rank}pid {proc['pid']} ({proc.get('role') or proc.get('name') or '?'})"
 
 
-def death_sentence(death: Mapping[str, Any]) -> str:
+def death_sentence(death: FirstDeath) -> str:
     """The clause the failure reason adds, naming the first death (and any that went with it)."""
-    together = death.get("together") or []
-    also = f" (with {', '.join(together[:3])} in the same interval)" if together else ""
-    if death.get("exited_t") is None:
-        when = f"went between t={death['last_seen_t']:g} s and t={death['gone_by_t']:g} s, at least"
+    also = f" (with {', '.join(death.together[:3])} in the same interval)" if death.together else ""
+    if death.exited_t is None:
+        when = f"went between t={death.last_seen_t:g} s and t={death.gone_by_t:g} s, at least"
     else:
-        when = f"exited at t={death['exited_t']:g} s (the kernel's exit event),"
-    then = death.get("then") or []
-    after = "".join(f"; then {d['who']} at t={d['exited_t']:g} s" for d in then[:3])
+        when = f"exited at t={death.exited_t:g} s (the kernel's exit event),"
+    after = "".join(f"; then {later.who} at t={later.exited_t:g} s" for later in death.then[:3])
+    who = _who({"pid": death.pid, "rank": death.rank, "role": death.role, "name": death.name})
     return (
-        f"first death: {_who(death)}{also} {when} {death['before_root_s']:g} s before the root's last "
-        f"sample; {death['exit']}{after}"
+        f"first death: {who}{also} {when} {death.before_root_s:g} s before the root's last sample; "
+        f"{death.exit}{after}"
     )

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.drift import throughput_drift
 from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, evaluate
-from harness.soak.verdicts.first_death import Exits, Identity, Restarts, death_to_name
+from harness.soak.verdicts.first_death import Exits, FirstDeath, Identity, Restarts, death_to_name
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import GPU_ROWS, annotate_drift, assess_gpu
 from harness.soak.verdicts.observation import declared_limits, observe_classes
@@ -123,7 +123,7 @@ class Judgement:
         return self.observation.rank_restarts
 
     @property
-    def first_death(self) -> Mapping[str, Any] | None:
+    def first_death(self) -> FirstDeath | None:
         return self.observation.first_death
 
     @property

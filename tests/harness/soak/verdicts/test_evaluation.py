@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from harness.soak.verdicts.evaluation import (
     MonitorObservation,
     evaluate,
 )
+from harness.soak.verdicts.first_death import FirstDeath
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import assess_gpu
 from harness.soak.verdicts.observation import observe_classes
@@ -406,9 +408,9 @@ def test_a_failed_job_of_ranks_is_a_rank_failure_naming_the_first_rank_not_rank_
 
 
 def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> None:
-    death = {"pid": 7, "start_ticks": 70, "name": "python", "role": "worker", "rank": None, "interval_ranks": [],
-             "last_seen_t": 4.0, "gone_by_t": 4.5, "exited_t": None, "before_root_s": 0.5,
-             "exit": "exit status not observable (reaped by its own parent)"}  # fmt: skip
+    death = FirstDeath(pid=7, start_ticks=70, name="python", role="worker", rank=None, interval_ranks=(),
+                       last_seen_t=4.0, gone_by_t=4.5, exited_t=None, before_root_s=0.5,
+                       exit="exit status not observable (reaped by its own parent)")  # fmt: skip
     ev = evaluate(*observe(mode="monitor", trainer_returncode=1, run_summary=None, first_death=death))
     assert ev.failure_classification == "trainer_failure"
     assert (
@@ -420,7 +422,7 @@ def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> Non
             mode="monitor",
             trainer_returncode=1,
             run_summary=None,
-            first_death={**death, "rank": 1, "interval_ranks": [1]},
+            first_death=dataclasses.replace(death, rank=1, interval_ranks=(1,)),
         )
     )
     assert ranked.failure_classification == "rank_failure"
@@ -431,7 +433,7 @@ def test_a_command_that_failed_after_a_descendant_died_names_that_death() -> Non
             mode="monitor",
             trainer_returncode=1,
             run_summary=None,
-            first_death={**death, "interval_ranks": [1]},
+            first_death=dataclasses.replace(death, interval_ranks=(1,)),
         )
     )
     assert beside.failure_classification == "rank_failure"

@@ -21,8 +21,8 @@ def test_the_earliest_of_the_cascade_is_named_with_the_time_it_went() -> None:
     # pid 3 dies first, the root then stops pid 2 and pid 4, then exits
     samples = _samples([[1, 2, 3, 4]] * 5 + [[1, 2, 4], [1, 2], [1]])
     death = first_death(samples, root_pid=1, reaped={})
-    assert death is not None and death["pid"] == 3
-    assert (death["last_seen_t"], death["gone_by_t"], death["before_root_s"]) == (4.0, 5.0, 2.0)
+    assert death is not None and death.pid == 3
+    assert (death.last_seen_t, death.gone_by_t, death.before_root_s) == (4.0, 5.0, 2.0)
     assert death_sentence(death) == (
         "first death: pid 3 (worker) went between t=4 s and t=5 s, at least 2 s before the root's last sample; "
         "exit status not observable (reaped by its own parent)"
@@ -41,7 +41,7 @@ def test_a_rank_and_a_status_the_monitor_reaped_are_named() -> None:
     samples = [{"t": float(i), "processes": [_p(1, "trainer"), _p(5, "trainer", rank=1)]} for i in range(3)]
     samples.append({"t": 3.0, "processes": [_p(1, "trainer")]})
     death = first_death(samples, 1, {(5, 50): -signal.SIGKILL})
-    assert death is not None and death["rank"] == 1 and death["exit"] == "killed by SIGKILL"
+    assert death is not None and death.rank == 1 and death.exit == "killed by SIGKILL"
     assert death_sentence(death).startswith("first death: rank 1 pid 5 (trainer)")
     assert exit_text(3) == "exit code 3"
 
@@ -49,7 +49,7 @@ def test_a_rank_and_a_status_the_monitor_reaped_are_named() -> None:
 def test_processes_gone_in_the_same_interval_are_named_together() -> None:
     samples = _samples([[1, 2, 3, 4]] * 3 + [[1, 4], [1]])
     death = first_death(samples, 1, {})
-    assert death is not None and death["pid"] == 2 and death["together"] == ["pid 3 (worker)"]
+    assert death is not None and death.pid == 2 and death.together == ("pid 3 (worker)",)
     assert (
         "first death: pid 2 (worker) (with pid 3 (worker) in the same interval) went between"
         in death_sentence(death)
@@ -62,13 +62,13 @@ def test_the_kernels_exit_events_order_one_interval_and_give_the_status() -> Non
                for i in range(4)]  # fmt: skip
     samples.append({"t": 4.0, "processes": [_p(1, "other")]})
     by_samples = first_death(samples, 1, {})
-    assert by_samples is not None and by_samples["pid"] == 5  # without events: rank order, named together
-    assert by_samples["together"] == ["rank 1 pid 6 (worker)"] and by_samples["then"] == []
+    assert by_samples is not None and by_samples.pid == 5  # without events: rank order, named together
+    assert by_samples.together == ("rank 1 pid 6 (worker)",) and by_samples.then == ()
     exits = {5: (-signal.SIGTERM, 3.6), 6: (1, 3.2)}
     death = first_death(samples, 1, {}, exits=exits)
-    assert death is not None and (death["pid"], death["rank"], death["exited_t"]) == (6, 1, 3.2)
-    assert death["exit"] == "exit code 1" and death["together"] == []
-    assert death["interval_ranks"] == by_samples["interval_ranks"] == [0, 1]
+    assert death is not None and (death.pid, death.rank, death.exited_t) == (6, 1, 3.2)
+    assert death.exit == "exit code 1" and death.together == ()
+    assert death.interval_ranks == by_samples.interval_ranks == (0, 1)
     assert death_sentence(death) == (
         "first death: rank 1 pid 6 (worker) exited at t=3.2 s (the kernel's exit event), 0.8 s before the "
         "root's last sample; exit code 1; then rank 0 pid 5 (worker) at t=3.6 s"
@@ -78,8 +78,8 @@ def test_the_kernels_exit_events_order_one_interval_and_give_the_status() -> Non
 def test_an_exit_event_outside_the_interval_is_another_process_of_that_pid() -> None:
     samples = _samples([[1, 2, 3]] * 3 + [[1, 3], [1]])
     death = first_death(samples, 1, {}, exits={2: (0, 40.0), 3: (-signal.SIGKILL, 3.5)})
-    assert death is not None and death["pid"] == 2 and death["exited_t"] is None
-    assert death["exit"] == "exit status not observable (reaped by its own parent)"
+    assert death is not None and death.pid == 2 and death.exited_t is None
+    assert death.exit == "exit status not observable (reaped by its own parent)"
 
 
 def test_an_exit_is_a_process_own_only_between_its_last_sample_and_the_next() -> None:
@@ -99,4 +99,4 @@ def test_an_exit_is_a_process_own_only_between_its_last_sample_and_the_next() ->
 def test_an_exit_read_just_after_the_roots_last_sample_is_not_a_negative_lead() -> None:
     samples = _samples([[1, 2]] * 3 + [[1]])  # pid 2 gone by t=3, the root's last sample
     death = first_death(samples, 1, {}, exits={2: (1, 3.4)})
-    assert death is not None and death["exited_t"] == 3.4 and death["before_root_s"] == 0.0
+    assert death is not None and death.exited_t == 3.4 and death.before_root_s == 0.0

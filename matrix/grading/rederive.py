@@ -19,6 +19,7 @@ from typing import Any
 from harness.soak.evidence.artifact import summary_sections
 from harness.soak.verdicts.judgement import (
     GPU_ROWS,
+    GpuAssessment,
     Judgement,
     LeakTrends,
     facts_from_artifact,
@@ -199,16 +200,19 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     return out
 
 
-def _gpu_disagreements(artifact: Mapping[str, Any], gpu: Mapping[str, Any] | None) -> list[str]:
+def _gpu_disagreements(artifact: Mapping[str, Any], gpu: GpuAssessment | None) -> list[str]:
     """The GPU summaries the artifact records versus those its samples and counters give."""
     if gpu is None:
         return []
-    rows = {"throttle": "gpu_throttle", "ecc_uncorrected": "gpu_ecc_uncorrected"}
+    derived = {
+        "throttle": ("gpu_throttle", gpu.throttle),
+        "ecc_uncorrected": ("gpu_ecc_uncorrected", gpu.ecc_uncorrected),
+    }
     recorded = artifact["gpu_health"]
     return [
-        f"gpu_health.{field} (row {row}): recorded {recorded.get(field)!r}, the samples say {gpu[field]!r}"
-        for field, row in rows.items()
-        if _plain(recorded.get(field)) != _plain(gpu[field])
+        f"gpu_health.{field} (row {row}): recorded {recorded.get(field)!r}, the samples say {value!r}"
+        for field, (row, value) in derived.items()
+        if _plain(recorded.get(field)) != _plain(value)
     ]
 
 

@@ -232,7 +232,7 @@ def build_artifact(
     if obs.tree_exits is not None:
         artifact["tree_exits"] = dict(obs.tree_exits)
     if obs.gpu_health is not None:
-        artifact["gpu_health"] = {**obs.gpu_health, "fails_on_throttle": gates.fail_on_gpu_throttle}
+        artifact["gpu_health"] = {**obs.gpu_health.to_json(), "fails_on_throttle": gates.fail_on_gpu_throttle}
     if record.samples_sha256 is not None:
         artifact["samples_sha256"] = record.samples_sha256
     optional = {

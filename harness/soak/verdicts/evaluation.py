@@ -95,7 +95,7 @@ from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
 from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.first_death import FirstDeath, death_sentence
 from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.gpu import GPU_ROWS, died_after_xid, gpu_rows
+from harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, died_after_xid, gpu_rows
 from harness.soak.verdicts.per_process import leak_row
 from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
 from harness.soak.verdicts.summary_rows import (
@@ -170,7 +170,7 @@ class MonitorObservation:
     per_process: Mapping[str, Any] | None = (
         None  # harness.soak.verdicts.per_process.per_process_verdicts(...)
     )
-    gpu_health: Mapping[str, Any] | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record
+    gpu_health: GpuAssessment | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record
     first_death: FirstDeath | None = None  # harness.soak.verdicts.first_death.death_to_name(...)
     rank_restarts: int | None = None  # elastic restarts seen (ranks.restarts_seen); None: no ranks
     tree_exits: Mapping[str, Any] | None = None  # harness.soak.verdicts.tree_deaths.tree_exits_section(...)

@@ -20,6 +20,7 @@ On a host without NVML every row is ``not_applicable`` with NVML's reason: no GP
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -144,14 +145,51 @@ def ecc_summary(health: Mapping[str, Any], samples: Sequence[Mapping[str, Any]])
     return {str(d["index"]): _ecc_entry(d, samples) for d in health.get("devices") or []}
 
 
+@dataclass(frozen=True)
+class GpuAssessment:
+    """The run's GPUs judged: the watch's record (devices, counters at start and end, XID events, NVML's
+    reason where it is unavailable) and what the record and the samples give: the uncorrected ECC
+    increase and the throttle episodes. ``to_json()`` is the artifact's ``gpu_health`` section."""
+
+    record: Mapping[str, Any]
+    ecc_uncorrected: Mapping[str, Any]
+    throttle: Mapping[str, Any]
+
+    @property
+    def available(self) -> bool:
+        return bool(self.record.get("available"))
+
+    @property
+    def reason(self) -> str | None:
+        """Why NVML could not be read, when it could not."""
+        return self.record.get("reason")
+
+    @property
+    def devices(self) -> list[Mapping[str, Any]]:
+        return list(self.record.get("devices") or [])
+
+    @property
+    def xid_events(self) -> list[Mapping[str, Any]]:
+        return list(self.record.get("xid_events") or [])
+
+    @property
+    def event_errors(self) -> list[Mapping[str, Any]]:
+        return list(self.record.get("event_errors") or [])
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.record, "ecc_uncorrected": dict(self.ecc_uncorrected), "throttle": dict(self.throttle)}
+
+
 def assess_gpu(
     health: Mapping[str, Any] | None, samples: Sequence[Mapping[str, Any]]
-) -> dict[str, Any] | None:
-    """The artifact's ``gpu_health``: the raw record plus ``ecc_uncorrected`` and ``throttle`` derived
-    from it and the samples (recomputed when given an artifact's section)."""
+) -> GpuAssessment | None:
+    """The run's GPUs judged from the watch's record and the samples (recomputed when given an
+    artifact's section); None without a record."""
     if health is None:
         return None
-    return {**health, "ecc_uncorrected": ecc_summary(health, samples), "throttle": throttle_summary(samples)}
+    return GpuAssessment(
+        record=health, ecc_uncorrected=ecc_summary(health, samples), throttle=throttle_summary(samples)
+    )
 
 
 def _not_applicable(name: str, value: Any) -> Criterion:
@@ -166,8 +204,8 @@ def _reasons_text(reasons: Mapping[str, str]) -> str:
     return "not observable: " + "; ".join(f"GPU {gpu}: {why}" for gpu, why in reasons.items())
 
 
-def _xid_row(health: Mapping[str, Any]) -> Criterion:
-    devices = health.get("devices") or []
+def _xid_row(health: GpuAssessment) -> Criterion:
+    devices = health.devices
     refused = {
         str(d["index"]): _unobservable(d.get("xid_events")) or "?"
         for d in devices
@@ -177,14 +215,14 @@ def _xid_row(health: Mapping[str, Any]) -> Criterion:
         return _not_applicable(
             "gpu_xid_errors", _reasons_text(refused) if refused else "not observable: no GPU"
         )
-    events = [dict(e) for e in health.get("xid_events") or []]
-    errors = [dict(e) for e in health.get("event_errors") or []]
+    events = [dict(e) for e in health.xid_events]
+    errors = [dict(e) for e in health.event_errors]
     value = {"events": events, "event_errors": errors, "not_observable": refused}
     return _row("gpu_xid_errors", value, not events and not errors)
 
 
-def _ecc_row(health: Mapping[str, Any]) -> Criterion:
-    summary = health.get("ecc_uncorrected") or {}
+def _ecc_row(health: GpuAssessment) -> Criterion:
+    summary = health.ecc_uncorrected
     judged = {gpu: e for gpu, e in summary.items() if _count(e.get("increase")) is not None}
     if not judged:
         why = {gpu: _unobservable(e) or "no count read after the start" for gpu, e in summary.items()}
@@ -192,8 +230,8 @@ def _ecc_row(health: Mapping[str, Any]) -> Criterion:
     return _row("gpu_ecc_uncorrected", dict(summary), all(e["increase"] <= 0 for e in judged.values()))
 
 
-def _throttle_row(health: Mapping[str, Any], gate: bool) -> Criterion:
-    summary = health.get("throttle") or {}
+def _throttle_row(health: GpuAssessment, gate: bool) -> Criterion:
+    summary = health.throttle
     if not summary.get("samples_judged"):
         why = summary.get("not_observable") or {}
         return _not_applicable(
@@ -206,19 +244,19 @@ def _throttle_row(health: Mapping[str, Any], gate: bool) -> Criterion:
     return _row("gpu_throttle", value, summary.get("samples_throttled") == 0)
 
 
-def gpu_rows(health: Mapping[str, Any] | None, fail_on_throttle: bool) -> list[Criterion]:
+def gpu_rows(health: GpuAssessment | None, fail_on_throttle: bool) -> list[Criterion]:
     """The three GPU rows, in ``GPU_ROWS`` order, from ``assess_gpu(...)``."""
     if health is None:
         return [_not_applicable(name, "no GPU health record") for name in GPU_ROWS]
-    if not health.get("available"):
-        return [_not_applicable(name, f"not observable: {health.get('reason')}") for name in GPU_ROWS]
+    if not health.available:
+        return [_not_applicable(name, f"not observable: {health.reason}") for name in GPU_ROWS]
     return [_xid_row(health), _ecc_row(health), _throttle_row(health, fail_on_throttle)]
 
 
-def died_after_xid(health: Mapping[str, Any] | None, trainer_returncode: int | None) -> bool:
+def died_after_xid(health: GpuAssessment | None, trainer_returncode: int | None) -> bool:
     """A critical XID arrived during the run and the trainer did not exit 0 (it crashed, or hung and
     was killed): the card explains the end."""
-    return bool(health and health.get("xid_events")) and trainer_returncode != 0
+    return health is not None and bool(health.xid_events) and trainer_returncode != 0
 
 
 def _when(event: Mapping[str, Any]) -> str:

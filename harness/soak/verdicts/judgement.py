@@ -32,7 +32,7 @@ from harness.soak.verdicts.drift import throughput_drift
 from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, evaluate
 from harness.soak.verdicts.first_death import Exits, FirstDeath, Identity, Restarts, death_to_name
 from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.gpu import GPU_ROWS, annotate_drift, assess_gpu
+from harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, annotate_drift, assess_gpu
 from harness.soak.verdicts.observation import declared_limits, observe_classes
 from harness.soak.verdicts.oom import describe
 from harness.soak.verdicts.per_process import per_process_verdicts
@@ -48,6 +48,7 @@ __all__ = [
     "GPU_ROWS",
     "OPTIONAL_SECTIONS",
     "Gates",
+    "GpuAssessment",
     "Judgement",
     "LeakTrends",
     "RecordedFacts",
@@ -111,7 +112,7 @@ class Judgement:
         return self.observation.per_process
 
     @property
-    def gpu(self) -> Mapping[str, Any] | None:
+    def gpu(self) -> GpuAssessment | None:
         return self.observation.gpu_health
 
     @property
@@ -157,7 +158,7 @@ def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: 
     gpu = assess_gpu(facts.gpu_record, samples)
     drift = None
     if "throughput_drift" not in facts.absent:
-        drift = annotate_drift(throughput_drift(samples, startup), gpu and gpu["throttle"])
+        drift = annotate_drift(throughput_drift(samples, startup), gpu.throttle if gpu is not None else None)
     per_process = None if "per_process" in facts.absent else per_process_verdicts(samples, startup)
     restarts = restarts_seen(samples)
     death = death_to_name(

@@ -226,7 +226,7 @@ def build_artifact(
     if obs.observation is not None:
         artifact["resource_summary"]["observation"] = dict(obs.observation)
     if obs.per_process is not None:
-        artifact["resource_summary"]["per_process"] = dict(obs.per_process)
+        artifact["resource_summary"]["per_process"] = obs.per_process.to_json()
     if obs.throughput_drift is not None:
         artifact["throughput_drift"] = {**obs.throughput_drift, "fails_run": gates.fail_on_throughput_drift}
     if obs.tree_exits is not None:

@@ -96,7 +96,7 @@ from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.first_death import FirstDeath, death_sentence
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, died_after_xid, gpu_rows
-from harness.soak.verdicts.per_process import leak_row
+from harness.soak.verdicts.per_process import PerProcessVerdicts, leak_row
 from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
 from harness.soak.verdicts.summary_rows import (
     contract_rows,
@@ -167,7 +167,7 @@ class MonitorObservation:
         None  # harness.soak.verdicts.hang.failure_detail(...): only with a monitor failure
     )
     shm_unobservable: str | None = None  # why the sampler could not list /dev/shm segments, if it could not
-    per_process: Mapping[str, Any] | None = (
+    per_process: PerProcessVerdicts | None = (
         None  # harness.soak.verdicts.per_process.per_process_verdicts(...)
     )
     gpu_health: GpuAssessment | None = None  # harness.soak.verdicts.gpu.assess_gpu(...); None: no record

@@ -35,7 +35,7 @@ from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, annotate_drift, assess_gpu
 from harness.soak.verdicts.observation import declared_limits, observe_classes
 from harness.soak.verdicts.oom import describe
-from harness.soak.verdicts.per_process import per_process_verdicts
+from harness.soak.verdicts.per_process import PerProcessVerdicts, per_process_verdicts
 from harness.soak.verdicts.ranks import restarts_seen
 from harness.soak.verdicts.trends import LeakTrends, leak_verdicts
 from harness.two_runs.fields import dig
@@ -108,7 +108,7 @@ class Judgement:
         return self.observation.observation or {}
 
     @property
-    def per_process(self) -> Mapping[str, Any] | None:
+    def per_process(self) -> PerProcessVerdicts | None:
         return self.observation.per_process
 
     @property

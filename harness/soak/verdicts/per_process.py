@@ -197,40 +197,108 @@ def _peaks(track: Track) -> dict[str, int | None]:
     return peaks
 
 
-def process_entry(track: Track, span: Mapping[str, Any] | None, config: TrendConfig) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ProcessVerdict:
+    """One identity (pid + start ticks) of the tree, judged over the analysed window. Times in seconds on
+    the samples' clock; ``window_coverage`` the share of the window it was seen in (judged at or above
+    ``MIN_WINDOW_COVERAGE``); ``failing`` the growing classes that fail the soak."""
+
+    pid: int
+    start_ticks: int
+    role: str
+    name: str
+    command: tuple[str, ...]
+    first_t: float
+    last_t: float
+    lifetime_s: float
+    samples: int
+    window_coverage: float
+    judged: bool
+    peaks: Mapping[str, int | None]
+    leak_verdicts: Mapping[str, str]
+    growing: tuple[str, ...]
+    failing: tuple[str, ...]
+    trends: Mapping[str, Mapping[str, Any]]
+    rank: int | None = None  # a torchrun rank's
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "pid": self.pid,
+            "start_ticks": self.start_ticks,
+            "role": self.role,
+            "name": self.name,
+            "command": list(self.command),
+            "first_t": self.first_t,
+            "last_t": self.last_t,
+            "lifetime_s": self.lifetime_s,
+            "samples": self.samples,
+            "window_coverage": self.window_coverage,
+            "judged": self.judged,
+            "peaks": dict(self.peaks),
+            "leak_verdicts": dict(self.leak_verdicts),
+            "growing": list(self.growing),
+            "failing": list(self.failing),
+            "trends": {k: dict(v) for k, v in self.trends.items()},
+        }
+        return out if self.rank is None else {**out, "rank": self.rank}
+
+
+@dataclass(frozen=True)
+class PerProcessVerdicts:
+    """The tree's long-lived processes judged one by one: the coverage rule, the window, the classes that
+    fail a soak, and the listed processes (failing first); ``omitted`` counts the others, none growing."""
+
+    min_window_coverage: float
+    window: Mapping[str, float] | None
+    judged_classes: tuple[str, ...]
+    processes: tuple[ProcessVerdict, ...]
+    omitted: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The artifact's ``resource_summary.per_process``."""
+        return {
+            "min_window_coverage": self.min_window_coverage,
+            "window": None if self.window is None else dict(self.window),
+            "judged_classes": list(self.judged_classes),
+            "processes": [entry.to_json() for entry in self.processes],
+            "omitted": self.omitted,
+        }
+
+
+def process_entry(track: Track, span: Mapping[str, Any] | None, config: TrendConfig) -> ProcessVerdict:
     """One identity of ``resource_summary.per_process.processes``."""
     last = track.records[-1]
     trends = {cls: _class_trend(track, cls, span, config) for cls in PROCESS_CLASSES}
     share = coverage(track, span)
     judged = share >= MIN_WINDOW_COVERAGE
-    growing = [c for c, e in trends.items() if e["verdict"] == "growing"]
-    return {
-        "pid": track.pid,
-        "start_ticks": track.start_ticks,
-        "role": str(last.get("role", "other")),
-        "name": str(last.get("name", "")),
-        "command": [str(a) for a in (track.records[0].get("cmdline") or [])],
-        "first_t": track.times[0],
-        "last_t": track.times[-1],
-        "lifetime_s": round(track.times[-1] - track.times[0], 3),
-        "samples": len(track.times),
-        "window_coverage": round(share, 4),
-        "judged": judged,
-        "peaks": _peaks(track),
-        "leak_verdicts": {c: e["verdict"] for c, e in trends.items()},
-        "growing": growing,
-        "failing": [c for c in growing if judged and PROCESS_CLASSES[c][2]],
-        "trends": trends,
-        **({"rank": last["rank"]} if isinstance(last.get("rank"), int) else {}),  # a torchrun rank's
-    }
+    growing = tuple(c for c, e in trends.items() if e["verdict"] == "growing")
+    return ProcessVerdict(
+        pid=track.pid,
+        start_ticks=track.start_ticks,
+        role=str(last.get("role", "other")),
+        name=str(last.get("name", "")),
+        command=tuple(str(a) for a in (track.records[0].get("cmdline") or [])),
+        first_t=track.times[0],
+        last_t=track.times[-1],
+        lifetime_s=round(track.times[-1] - track.times[0], 3),
+        samples=len(track.times),
+        window_coverage=round(share, 4),
+        judged=judged,
+        peaks=_peaks(track),
+        leak_verdicts={c: e["verdict"] for c, e in trends.items()},
+        growing=growing,
+        failing=tuple(c for c in growing if judged and PROCESS_CLASSES[c][2]),
+        trends=trends,
+        rank=last["rank"] if isinstance(last.get("rank"), int) else None,
+    )
 
 
 def per_process_verdicts(
     samples: Sequence[Mapping[str, Any]],
     startup_end_t: float | None,
     config: TrendConfig = DEFAULT_CONFIG,
-) -> dict[str, Any]:
-    """The artifact's ``resource_summary.per_process``: the coverage rule and one entry per identity.
+) -> PerProcessVerdicts:
+    """The tree's processes judged one by one (``to_json()``: the artifact's ``resource_summary.per_process``).
 
     Identities whose verdicts fail the soak come first, then the rest by how long they were seen; at
     most ``MAX_LISTED`` are listed and ``omitted`` counts the others (none of them growing).
@@ -238,38 +306,38 @@ def per_process_verdicts(
     span = analysis_span(samples, startup_end_t, config) if startup_end_t is not None and samples else None
     per_config = replace(config, max_points=min(config.max_points, PROCESS_MAX_POINTS))
     entries = [process_entry(track, span, per_config) for track in tracks(samples).values()]
-    entries.sort(key=lambda e: (not e["failing"], not e["growing"], -e["lifetime_s"], e["first_t"]))
-    keep = [e for e in entries if e["growing"]]
-    rest = [e for e in entries if not e["growing"]]
+    entries.sort(key=lambda e: (not e.failing, not e.growing, -e.lifetime_s, e.first_t))
+    keep = [e for e in entries if e.growing]
+    rest = [e for e in entries if not e.growing]
     room = max(0, MAX_LISTED - len(keep))
-    return {
-        "min_window_coverage": MIN_WINDOW_COVERAGE,
-        "window": None if span is None else {"t_start": span["t_start"], "t_end": span["t_end"]},
-        "judged_classes": [c for c, (_, _, fails) in PROCESS_CLASSES.items() if fails],
-        "processes": keep + rest[:room],
-        "omitted": max(0, len(rest) - room),
-    }
+    return PerProcessVerdicts(
+        min_window_coverage=MIN_WINDOW_COVERAGE,
+        window=None if span is None else {"t_start": span["t_start"], "t_end": span["t_end"]},
+        judged_classes=tuple(c for c, (_, _, fails) in PROCESS_CLASSES.items() if fails),
+        processes=tuple(keep + rest[:room]),
+        omitted=max(0, len(rest) - room),
+    )
 
 
-def failing_processes(per_process: Mapping[str, Any] | None) -> list[str]:
+def failing_processes(per_process: PerProcessVerdicts | None) -> list[str]:
     """One phrase per judged process that grows, e.g. ``collector (pid 4242): fd_total growing +1 per
     12 s`` (several classes joined by commas), ``rank 1 collector (pid 4242): ...`` in a torchrun job."""
-    if not isinstance(per_process, Mapping):
+    if per_process is None:
         return []
     phrases = []
-    for entry in per_process.get("processes", []):
+    for entry in per_process.processes:
         grows = [
-            f"{cls} growing {rate_text(float(entry['trends'][cls].get('slope_per_s', 0.0)), entry['trends'][cls]['unit'])}"
-            for cls in entry.get("failing", [])
+            f"{cls} growing {rate_text(float(entry.trends[cls].get('slope_per_s', 0.0)), entry.trends[cls]['unit'])}"
+            for cls in entry.failing
         ]
         if grows:
-            rank = f"rank {entry['rank']} " if isinstance(entry.get("rank"), int) else ""
-            phrases.append(f"{rank}{entry['role']} (pid {entry['pid']}): {', '.join(grows)}")
+            rank = f"rank {entry.rank} " if entry.rank is not None else ""
+            phrases.append(f"{rank}{entry.role} (pid {entry.pid}): {', '.join(grows)}")
     return phrases
 
 
 def leak_row(
-    verdicts: Mapping[str, str], per_process: Mapping[str, Any] | None
+    verdicts: Mapping[str, str], per_process: PerProcessVerdicts | None
 ) -> tuple[dict[str, Any], bool]:
     """Value and pass/fail of the ``leak_verdicts`` row: no judged tree class and no judged process
     growing (``rss`` and short-lived processes are reported, never failed on)."""

@@ -17,6 +17,7 @@ from harness.soak.verdicts.stacks import first_project_frame
 if TYPE_CHECKING:
     from harness.soak.verdicts.evaluation import MonitorObservation
     from harness.soak.verdicts.gates import Gates
+    from harness.soak.verdicts.per_process import PerProcessVerdicts
 
 PROGRESS_KEYS = ("iteration", "total_env_steps", "env_steps_per_s", "phase", "final")
 SEVERITY = {"bounded": 0, "insufficient_data": 1, "growing": 2}
@@ -131,9 +132,9 @@ def _identity(proc: Mapping[str, Any], role: str) -> dict[str, Any]:
     return {"pid": proc["pid"], "start_ticks": proc["start_ticks"], "name": proc["name"], "role": role}
 
 
-def _verdicts_by_identity(per_process: Mapping[str, Any] | None) -> dict[tuple[int, int], Mapping[str, str]]:
-    rows = (per_process or {}).get("processes") or []
-    return {(int(r["pid"]), int(r["start_ticks"])): r.get("leak_verdicts") or {} for r in rows}
+def _verdicts_by_identity(per_process: PerProcessVerdicts | None) -> dict[tuple[int, int], Mapping[str, str]]:
+    rows = () if per_process is None else per_process.processes
+    return {(r.pid, r.start_ticks): r.leak_verdicts for r in rows}
 
 
 # torch.distributed calls a rank blocks in while it waits for its peers (py-spy's innermost frames)

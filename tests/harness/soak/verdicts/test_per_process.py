@@ -76,12 +76,12 @@ def test_child_that_exits_before_its_parent_fails_per_process_while_the_tree_say
     assert tree.verdicts["fd_total"] == "bounded"
     assert "growth stopped" in tree.trends["fd_total"]["reason"]
     per = per_process_verdicts(samples, 2.0)
-    child = next(p for p in per["processes"] if p["pid"] == 101)
-    assert child["judged"] and child["window_coverage"] >= MIN_WINDOW_COVERAGE
-    assert child["leak_verdicts"]["fd_total"] == "growing" and child["failing"] == ["fd_total"]
-    assert child["peaks"]["fd_total"] == 152 and child["role"] == "worker"
-    parent = next(p for p in per["processes"] if p["pid"] == 100)
-    assert parent["leak_verdicts"]["fd_total"] == "bounded" and parent["failing"] == []
+    child = next(p for p in per.processes if p.pid == 101)
+    assert child.judged and child.window_coverage >= MIN_WINDOW_COVERAGE
+    assert child.leak_verdicts["fd_total"] == "growing" and child.failing == ("fd_total",)
+    assert child.peaks["fd_total"] == 152 and child.role == "worker"
+    parent = next(p for p in per.processes if p.pid == 100)
+    assert parent.leak_verdicts["fd_total"] == "bounded" and parent.failing == ()
     ev = evaluate(*_observation(tree, per))
     assert ev.status == "failed" and ev.failure_classification == "resource_leak"
     assert ev.failure_reason is not None
@@ -110,10 +110,10 @@ def test_a_growing_process_of_a_torchrun_rank_is_named_with_its_rank() -> None:
         for record in sample["processes"]:
             record["rank"] = 1 if record["pid"] == 101 else 0
     per = per_process_verdicts(samples, 2.0)
-    assert {p["pid"]: p["rank"] for p in per["processes"]} == {100: 0, 101: 1}
+    assert {p.pid: p.rank for p in per.processes} == {100: 0, 101: 1}
     assert failing_processes(per) == ["rank 1 worker (pid 101): fd_total growing +3.15/s"]
     untagged = per_process_verdicts(_child_exits_before_parent(), 2.0)
-    assert all("rank" not in p for p in untagged["processes"])
+    assert all(p.rank is None for p in untagged.processes)
     assert failing_processes(untagged) == ["worker (pid 101): fd_total growing +3.15/s"]
 
 
@@ -129,9 +129,9 @@ def test_short_lived_grower_is_reported_not_failed() -> None:
         },
     )
     per = per_process_verdicts(samples, 2.0)
-    short = next(p for p in per["processes"] if p["pid"] == 102)
-    assert short["growing"] == ["fd_total"] and not short["judged"] and short["failing"] == []
-    assert short["window_coverage"] < MIN_WINDOW_COVERAGE
+    short = next(p for p in per.processes if p.pid == 102)
+    assert short.growing == ("fd_total",) and not short.judged and short.failing == ()
+    assert short.window_coverage < MIN_WINDOW_COVERAGE
     ev = evaluate(*_observation(leak_verdicts(samples, 2.0), per))
     leak_row = next(c for c in ev.criteria if c.name == "leak_verdicts")
     assert leak_row.result == "pass" and leak_row.value["processes"] == []
@@ -140,9 +140,9 @@ def test_short_lived_grower_is_reported_not_failed() -> None:
 def test_per_process_without_a_window_is_insufficient_and_unjudged() -> None:
     samples = _child_exits_before_parent()
     per = per_process_verdicts(samples, None)
-    assert per["window"] is None
-    assert all(not p["judged"] for p in per["processes"])
-    assert {v for p in per["processes"] for v in p["leak_verdicts"].values()} == {"insufficient_data"}
+    assert per.window is None
+    assert all(not p.judged for p in per.processes)
+    assert {v for p in per.processes for v in p.leak_verdicts.values()} == {"insufficient_data"}
 
 
 def test_a_pid_reused_by_another_process_is_another_identity() -> None:
@@ -150,7 +150,7 @@ def test_a_pid_reused_by_another_process_is_another_identity() -> None:
     for sample in samples[20:]:
         sample["processes"][0]["start_ticks"] = 9999
     per = per_process_verdicts(samples, 1.0)
-    assert sorted(p["start_ticks"] for p in per["processes"]) == [1100, 9999]
+    assert sorted(p.start_ticks for p in per.processes) == [1100, 9999]
 
 
 def test_malformed_process_record_is_named() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from harness.soak.verdicts.evaluation import MonitorObservation
 from harness.soak.verdicts.gates import Gates
+from harness.soak.verdicts.per_process import PerProcessVerdicts, ProcessVerdict
 from harness.soak.verdicts.ranks import JobTree, ranks_section, straggler_sentence
 from harness.soak.verdicts.trends import LeakTrends
 from tests.harness.soak._observations import split
@@ -25,13 +26,25 @@ KNOWN = [
     _proc(13, 1, "collector"),
     _proc(14, 1, "trainer", 1),
 ]
-PER_PROCESS = {
-    "processes": [
-        {"pid": 12, "start_ticks": 2, "leak_verdicts": {"pss": "bounded", "fd_total": "bounded"}},
-        {"pid": 13, "start_ticks": 2, "leak_verdicts": {"pss": "growing", "fd_total": "insufficient_data"}},
-        {"pid": 11, "start_ticks": 2, "leak_verdicts": {"pss": "bounded"}},
-    ]
-}
+
+
+def _judged(pid: int, verdicts: dict[str, str]) -> ProcessVerdict:
+    return ProcessVerdict(pid=pid, start_ticks=2, role="other", name="python", command=(), first_t=0.0, last_t=1.0,
+                          lifetime_s=1.0, samples=2, window_coverage=1.0, judged=True, peaks={},
+                          leak_verdicts=verdicts, growing=(), failing=(), trends={})  # fmt: skip
+
+
+PER_PROCESS = PerProcessVerdicts(
+    min_window_coverage=0.5,
+    window=None,
+    judged_classes=("pss", "fd_total"),
+    processes=(
+        _judged(12, {"pss": "bounded", "fd_total": "bounded"}),
+        _judged(13, {"pss": "growing", "fd_total": "insufficient_data"}),
+        _judged(11, {"pss": "bounded"}),
+    ),
+    omitted=0,
+)
 
 
 def _obs(summary: dict[str, Any] | None, restarts: int | None = None) -> tuple[MonitorObservation, Gates]:

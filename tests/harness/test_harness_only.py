@@ -15,9 +15,9 @@ from harness import context
 from tests.harness.soak._soakrun import REPO, monitor_args
 
 TRAINING_STACK = ("torch", "mujoco", "omegaconf", "tensorboard", "warp", "mujoco_warp", "pandas")
-# Runs a console entry point with the training stack unimportable, then says whether any of it loaded.
+# Runs a call with the training stack unimportable, then says whether any of it loaded.
 BLOCKED = """
-import importlib.abc, runpy, sys
+import importlib, importlib.abc, runpy, sys
 BLOCK = {blocked!r}
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -27,19 +27,19 @@ class Blocker(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Blocker())
 sys.argv = {argv!r}
 try:
-    runpy.run_module({module!r}, run_name="__main__")
+    {call}
 except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-loaded = sorted(m for m in sys.modules if m.partition(".")[0] in BLOCK)
-print("LOADED", loaded, file=sys.stderr)
+print("LOADED", sorted(m for m in sys.modules if m.partition(".")[0] in BLOCK), file=sys.stderr)
 sys.exit(code)
 """
 
 
 def _blocked(module: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    code = BLOCKED.format(blocked=TRAINING_STACK, argv=argv, module=module)
+    call = f"runpy.run_module({module!r}, run_name='__main__')"
+    code = BLOCKED.format(blocked=TRAINING_STACK, argv=argv, call=call)
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
@@ -89,31 +89,12 @@ def test_an_installed_harness_records_the_commit_of_the_repository_it_runs_in(
     assert context.source_context(context.source_root())["commit"] == head
 
 
-# Calls a console script's function with the training stack unimportable.
-BLOCKED_CALL = """
-import importlib, importlib.abc, sys
-BLOCK = {blocked!r}
-class Blocker(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in BLOCK:
-            raise ImportError(f"{{name}} is not installed (harness-only)")
-        return None
-sys.meta_path.insert(0, Blocker())
-sys.argv = {argv!r}
-module, _, function = {target!r}.partition(":")
-try:
-    getattr(importlib.import_module(module), function)()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-print("LOADED", sorted(m for m in sys.modules if m.partition(".")[0] in BLOCK), file=sys.stderr)
-sys.exit(code)
-"""
-
-
-def _script(name: str) -> str:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"][name]
+def _script_call(name: str) -> str:
+    """The call a console script makes: its function, imported from its module."""
+    module, _, function = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"][
+        name
+    ].partition(":")
+    return f"importlib.import_module({module!r}).{function}()"
 
 
 @pytest.mark.parametrize(
@@ -140,7 +121,7 @@ def test_a_training_command_names_the_extra_it_needs_and_exits_2(argv: list[str]
         ]
     elif argv == ["soak", "demo"]:
         argv = [*argv, "--reports-dir", str(tmp_path)]
-    code = BLOCKED_CALL.format(blocked=TRAINING_STACK, argv=argv, target=_script(argv[0]))
+    code = BLOCKED.format(blocked=TRAINING_STACK, argv=argv, call=_script_call(argv[0]))
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "pip install 'soakbench[train]'" in done.stderr and "Traceback" not in done.stderr
@@ -149,7 +130,7 @@ def test_a_training_command_names_the_extra_it_needs_and_exits_2(argv: list[str]
 
 @pytest.mark.parametrize("command", ["train", "probe", "extract-metrics"])
 def test_with_the_training_stack_a_training_command_runs(command: str) -> None:
-    code = BLOCKED_CALL.format(blocked=(), argv=[command, "--help"], target=_script(command))
+    code = BLOCKED.format(blocked=(), argv=[command, "--help"], call=_script_call(command))
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Usage" in done.stdout

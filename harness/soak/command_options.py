@@ -180,6 +180,10 @@ def typer_command(
     """A typer command whose parameters are the fields of ``records`` (arguments first, in field
     order), calling ``body`` with one instance of each record. ``defaults``: per-command defaults that
     differ from the record's (field name -> value)."""
+    names = {f.name for record in records for f in dataclasses.fields(record)}
+    unknown = sorted(set(defaults or {}) - names)
+    if unknown:  # a misspelt default would otherwise be ignored without a word
+        raise TypeError(f"{body.__name__}: defaults for no option of its records: {unknown}")
     params = [p for record in records for p in _parameters(record, defaults or {})]
     params.sort(key=lambda p: p.default is not inspect.Parameter.empty)  # required first; sort is stable
     owner = {f.name: record for record in records for f in dataclasses.fields(record)}

@@ -54,14 +54,20 @@ def test_monitor_parses_into_its_records_and_settings(tmp_path: Path) -> None:
 def test_run_keeps_its_own_default_budget() -> None:
     shown = CliRunner().invoke(build_app(), ["run", "--help"], env={"COLUMNS": "240"}).output
     line = next(x for x in shown.splitlines() if "--min-duration-seconds" in x)
-    assert "1800.0" in line
+    assert "[default: 1800.0]" in line
     monitor = CliRunner().invoke(build_app(), ["monitor", "--help"], env={"COLUMNS": "240"}).output
-    assert "0.0" in next(x for x in monitor.splitlines() if "--min-duration-seconds" in x)
+    line = next(x for x in monitor.splitlines() if "--min-duration-seconds" in x)
+    assert "[default: 0.0]" in line and "1800" not in line
 
 
 def test_two_records_cannot_declare_one_option() -> None:
     with pytest.raises(TypeError, match="same option"):
         typer_command(lambda *r: None, (MonitorOptions, MonitorOptions))
+
+
+def test_a_default_for_no_option_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"defaults for no option of its records: \['min_duration_second'\]"):
+        typer_command(lambda *r: None, (MonitorOptions,), {"min_duration_second": 1.0})
 
 
 def test_route_and_shared_records_do_not_overlap() -> None:

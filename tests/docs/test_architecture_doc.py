@@ -25,7 +25,7 @@ def tree_modules(root: Path) -> set[str]:
     for package in PROJECT:
         for path in (root / package).rglob("*.py"):
             parts = path.relative_to(root).with_suffix("").parts
-            if ("evidence" in parts[:2] and parts[0] == "matrix") or parts[-1] == "__main__":
+            if parts[-1] == "__main__":
                 continue
             found.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return found

@@ -55,7 +55,7 @@ class MonitorSettings:
 
     @property
     def judges_summary(self) -> bool:
-        return self.mode == "run" or self.run_contract
+        return self.gates.judges_summary(self.mode)
 
     @property
     def gates(self) -> Gates:

@@ -30,19 +30,22 @@ from typing import Any, Literal
 from harness.soak.verdicts.criterion import Criterion
 from harness.soak.verdicts.drift import throughput_drift
 from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, evaluate
-from harness.soak.verdicts.first_death import Exits, FirstDeath, Identity, Restarts, death_to_name
+from harness.soak.verdicts.first_death import Exits, Identity, Restarts, death_to_name
 from harness.soak.verdicts.gates import Gates
 from harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, annotate_drift, assess_gpu
 from harness.soak.verdicts.observation import declared_limits, observe_classes
 from harness.soak.verdicts.oom import describe
-from harness.soak.verdicts.per_process import PerProcessVerdicts, per_process_verdicts
+from harness.soak.verdicts.per_process import per_process_verdicts
 from harness.soak.verdicts.ranks import restarts_seen
 from harness.soak.verdicts.trends import LeakTrends, leak_verdicts
 from harness.two_runs.fields import dig
 
-#: Sections an artifact older than the section does not record; ``judge`` leaves them out for it, so an
-#: old artifact is judged on the rows it has evidence for.
-OPTIONAL_SECTIONS = ("per_process", "throughput_drift")
+#: Sections an artifact older than the section does not record (name -> where the artifact holds it);
+#: ``judge`` leaves them out for it, so an old artifact is judged on the rows it has evidence for.
+OPTIONAL_SECTIONS: dict[str, tuple[str, ...]] = {
+    "per_process": ("resource_summary", "per_process"),
+    "throughput_drift": ("throughput_drift",),
+}
 
 __all__ = [
     "GPU_ROWS",
@@ -108,10 +111,6 @@ class Judgement:
         return self.observation.observation or {}
 
     @property
-    def per_process(self) -> PerProcessVerdicts | None:
-        return self.observation.per_process
-
-    @property
     def gpu(self) -> GpuAssessment | None:
         return self.observation.gpu_health
 
@@ -120,24 +119,12 @@ class Judgement:
         return self.observation.throughput_drift
 
     @property
-    def restarts(self) -> int | None:
-        return self.observation.rank_restarts
-
-    @property
-    def first_death(self) -> FirstDeath | None:
-        return self.observation.first_death
-
-    @property
     def status(self) -> Literal["passed", "failed"]:
         return self.evaluation.status
 
     @property
     def failure_classification(self) -> str | None:
         return self.evaluation.failure_classification
-
-    @property
-    def failure_reason(self) -> str | None:
-        return self.evaluation.failure_reason
 
     @property
     def rows(self) -> list[Criterion]:
@@ -198,14 +185,17 @@ def _section(artifact: Mapping[str, Any], name: str) -> Mapping[str, Any] | None
     return value if isinstance(value, Mapping) else None
 
 
+def _holds(artifact: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    node: Any = artifact
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
 def _absent(artifact: Mapping[str, Any]) -> frozenset[str]:
-    summary = _section(artifact, "resource_summary") or {}
-    out = set()
-    if "per_process" not in summary:
-        out.add("per_process")
-    if "throughput_drift" not in artifact:
-        out.add("throughput_drift")
-    return frozenset(out)
+    return frozenset(name for name, path in OPTIONAL_SECTIONS.items() if not _holds(artifact, path))
 
 
 def facts_from_artifact(artifact: Mapping[str, Any]) -> RecordedFacts:
@@ -233,9 +223,11 @@ def gates_from_artifact(artifact: Mapping[str, Any]) -> Gates:
     """The gates a filed soak artifact was judged under."""
     timing = _section(artifact, "timing") or {}
     threshold = dig(artifact, "resource_summary.observation.min_trend_samples")
+    if not isinstance(threshold, int):  # the matrix refuses such an artifact before (rederive.REQUIRED)
+        raise ValueError(f"resource_summary.observation.min_trend_samples: an integer, got {threshold!r}")
     return Gates(
         min_duration_s=float(timing.get("min_duration_s", 0.0)),
-        min_trend_samples=int(threshold) if isinstance(threshold, int) else 0,
+        min_trend_samples=threshold,
         run_contract=artifact.get("run_contract") is True,
         fail_on_throughput_drift=dig(artifact, "throughput_drift.fails_run") is True,
         fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,

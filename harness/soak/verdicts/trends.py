@@ -342,10 +342,6 @@ class LeakTrends:
         """Verdicts without their trend records (a judgement made elsewhere, e.g. one per process)."""
         return cls(verdicts=dict(verdicts), trends={})
 
-    def growing(self) -> list[str]:
-        """The classes whose verdict is ``growing``, in class order."""
-        return [name for name, verdict in self.verdicts.items() if verdict == "growing"]
-
     def to_json(self) -> dict[str, Any]:
         return {"leak_verdicts": dict(self.verdicts), "trends": {k: dict(v) for k, v in self.trends.items()}}
 

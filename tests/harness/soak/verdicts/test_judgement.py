@@ -54,11 +54,11 @@ def test_a_filed_soak_judged_again_gives_what_it_recorded(path: Path) -> None:
     assert disagreements(artifact, samples) == []
 
 
-def _growing_fd_samples(count: int, per_sample: int) -> list[Mapping[str, Any]]:
-    """A tree whose fd count rises by ``per_sample`` each second: a leak the trends must call growing."""
+def _steady_samples(count: int) -> list[Mapping[str, Any]]:
+    """A one-process tree sampled each second, its fd count steady."""
     out = []
     for i in range(count):
-        fds = 10 + per_sample * i
+        fds = 10
         proc = {"pid": 100, "start_ticks": 1, "role": "trainer", "rss_bytes": 1 << 26, "fd_count": fds}
         out.append({"t": float(i), "processes": [proc], "totals": {"process_count": 1, "fd_count": fds}})
     return out
@@ -73,13 +73,9 @@ def test_the_gates_decide_apart_from_the_facts() -> None:
         duration_s=5.0,
         startup_end_t=0.0,
     )
-    short = judge(
-        _growing_fd_samples(6, 0), facts=facts, gates=Gates(min_duration_s=60.0, min_trend_samples=3)
-    )
+    short = judge(_steady_samples(6), facts=facts, gates=Gates(min_duration_s=60.0, min_trend_samples=3))
     assert short.failure_classification == "too_short"
-    long_enough = judge(
-        _growing_fd_samples(6, 0), facts=facts, gates=Gates(min_duration_s=1.0, min_trend_samples=3)
-    )
+    long_enough = judge(_steady_samples(6), facts=facts, gates=Gates(min_duration_s=1.0, min_trend_samples=3))
     assert next(r for r in long_enough.rows if r.name == "min_duration").result == "pass"
 
 

@@ -268,3 +268,38 @@ def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) 
         "extra_overrides": ["a.b=1"],
     }  # fmt: skip
     validate_settings(settings)
+
+
+def _gone(pid: int) -> bool:
+    """Dead: no such process, or a zombie nobody has reaped yet (it runs no more)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_an_error_before_the_tree_is_held_still_stops_the_whole_group() -> None:
+    """Between the spawn and the supervisor (the exec wrapper's handshake, the first /proc read) an error
+    must not leave the command running: the exit callback kills its process group."""
+    import time
+
+    from harness.soak.loop.driver import _StopOnError
+
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], start_new_session=True, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    grandchild = int(proc.stdout.readline())
+    stopper = _StopOnError(proc, grace_s=1.0)
+    assert stopper(RuntimeError, RuntimeError("handshake"), None) is False  # the error propagates
+    assert proc.returncode is not None
+    deadline = time.monotonic() + 5.0
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(grandchild), f"pid {grandchild} of the group is still running 5 s after the stop"
+    assert stopper(None, None, None) is False  # no error: nothing stopped, nothing swallowed

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.soak.evidence.artifact import summary_sections
 from harness.soak.verdicts.judgement import (
     GPU_ROWS,
     GpuAssessment,
@@ -25,6 +24,7 @@ from harness.soak.verdicts.judgement import (
     facts_from_artifact,
     gates_from_artifact,
     judge,
+    summary_sections,
 )
 from harness.two_runs.fields import dig
 from matrix.model import MatrixInputError

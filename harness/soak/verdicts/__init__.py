@@ -6,8 +6,8 @@ How the pieces relate, by role:
   the gates (``gates.Gates``) and returns a frozen ``Judgement``. The monitor and the matrix both call
   it; nothing else assembles what the pass table evaluates.
 - The pass table: ``evaluation.evaluate`` orders the rows (``criterion``), decides the failure class
-  and writes the reason (``reasons``); the rows read from the run summary are ``summary_rows`` and the
-  trainer's contract ``contract``.
+  and writes the reason (``reasons``); the rows read from the run summary are ``summary_rows``, the
+  artifact's fields read from it ``summary_sections``, and the trainer's contract ``contract``.
 - The run's resources: ``trends`` (each class's leak verdict), ``observation`` (whether a class had
   enough samples to be judged), ``drift`` (the trainer's env steps/s).
 - Per process and per rank: ``per_process`` (the trends of each long-lived process), ``first_death``

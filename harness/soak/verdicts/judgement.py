@@ -37,6 +37,7 @@ from harness.soak.verdicts.observation import declared_limits, observe_classes
 from harness.soak.verdicts.oom import describe
 from harness.soak.verdicts.per_process import per_process_verdicts
 from harness.soak.verdicts.ranks import restarts_seen
+from harness.soak.verdicts.summary_sections import summary_sections
 from harness.soak.verdicts.trends import LeakTrends, leak_verdicts
 from harness.two_runs.fields import dig
 
@@ -60,6 +61,7 @@ __all__ = [
     "gates_from_artifact",
     "judge",
     "judgement_of",
+    "summary_sections",
 ]
 
 

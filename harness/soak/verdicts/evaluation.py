@@ -294,7 +294,7 @@ def _shm_row(obs: MonitorObservation) -> Criterion:
 def _drift_row(obs: MonitorObservation, gates: Gates) -> Criterion:
     """Fails on ``declining`` and, when asked for, on no verdict at all (a gate that cannot judge)."""
     drift = obs.throughput_drift
-    expected = "stable env steps/s over the trend window (harness.soak.drift)"
+    expected = "stable env steps/s over the trend window (harness.soak.verdicts.drift)"
     if not isinstance(drift, Mapping):
         value: Any = None if not gates.fail_on_throughput_drift else "no throughput_drift record"
         ok = False

@@ -19,7 +19,7 @@ FAST_MARKERS := not slow and not soak
 # Headless Chromium renders the soak report, the probe history and the support matrix in the tests, which
 # fail without it. The names are the ones tests/conftest.py looks for, in its order.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome
-SOURCES := foundation runtime harness matrix scripts benchmarks
+SOURCES := soakbench/__init__.py foundation runtime harness matrix scripts benchmarks
 
 .PHONY: setup chromium bytecode demo test test-fast lint matrix-check
 

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.soak.host.gpu_watch import GpuWatch
-from harness.soak.loop.overhead import percentile
+from soakbench.harness.soak.host.gpu_watch import GpuWatch
+from soakbench.harness.soak.loop.overhead import percentile
 
 FAKE = Path(__file__).resolve().parents[1] / "tests" / "harness" / "fake_nvml.py"
 

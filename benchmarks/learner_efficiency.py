@@ -112,9 +112,9 @@ def build_filled(algo: str, task: str) -> Any:
     """The learner of ``algo``/``task``'s composed config on CPU, its replay filled with random rows."""
     import torch
 
-    from runtime.config import compose
-    from runtime.env import make_env
-    from runtime.learners import build_learner
+    from soakbench.runtime.config import compose
+    from soakbench.runtime.env import make_env
+    from soakbench.runtime.learners import build_learner
 
     composed = compose(algo, task, "mujoco", ["algo.num_envs=1"])
     env = make_env(composed)  # the task's dimensions only

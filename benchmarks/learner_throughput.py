@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from runtime.config import ComposedConfig
+    from soakbench.runtime.config import ComposedConfig
 
 # CPU-sized learner settings (the owner defaults target a GPU: FlashSAC batch 2048, width 256 x 4).
 CPU_OVERRIDES: dict[str, list[str]] = {
@@ -48,7 +48,7 @@ def isolated_updates_per_s(cfg: ComposedConfig, obs_dim: int, action_dim: int, u
     """Updates/s of the configured learner alone on a replay filled with random rows (CPU)."""
     import torch
 
-    from runtime.learners import build_learner
+    from soakbench.runtime.learners import build_learner
 
     learner = build_learner(cfg.algo, obs_dim, action_dim, torch.device("cpu"))
     n = max(cfg.algo.batch_size, cfg.algo.learning_starts)
@@ -70,9 +70,9 @@ def trainer_cell(
     algo: str, task: str, num_envs: int, iterations: int, learner_threads: int = 0
 ) -> dict[str, Any]:
     """One real trainer run, composed and host-validated as ``train`` does; figures from its run_summary.json."""
-    from runtime.artifacts import read_run_summary
-    from runtime.config import PlatformFacts, compose, validate_for_run
-    from runtime.manager.trainer import run_training
+    from soakbench.runtime.artifacts import read_run_summary
+    from soakbench.runtime.config import PlatformFacts, compose, validate_for_run
+    from soakbench.runtime.manager.trainer import run_training
 
     log_dir = Path(tempfile.mkdtemp(prefix="soakbench_9b_")) / "run"
     composed = compose(
@@ -117,7 +117,7 @@ def cell_figures(
     """The trainer figures of one cell plus the isolated learner's updates/s on the same config."""
     import torch
 
-    from runtime.env import make_env
+    from soakbench.runtime.env import make_env
 
     cell = trainer_cell(algo, task, num_envs, iterations, learner_threads)
     cfg = cell.pop("_cfg")
@@ -142,7 +142,7 @@ def main(
     ] = 0,
 ) -> None:
     """Run every (learner, num_envs) cell and print the figures (ratios measured in this run)."""
-    from runtime.config import ConfigError
+    from soakbench.runtime.config import ConfigError
 
     algos = [a.strip() for a in learners.split(",") if a.strip()]
     bad = [a for a in algos if a not in CPU_OVERRIDES]

@@ -210,7 +210,7 @@ def evaluate_checkpoints(
     run_dir: Path, final_iteration: int, num_envs: int, horizon: int, last: int = 0
 ) -> list[dict[str, Any]]:
     """Deterministic survival of the saved checkpoints' policies vs uniform-random actions."""
-    from runtime.learners.evaluation import evaluate_run
+    from soakbench.runtime.learners.evaluation import evaluate_run
 
     saved = [p.name for p in (run_dir / "checkpoints").glob("ckpt_*.pt")]
     out = []
@@ -248,7 +248,7 @@ def build_result(
 
 def validate_result(result: Mapping[str, Any]) -> None:
     """Raise ValueError naming every schema problem of a result (the schema lives in foundation/schemas)."""
-    from foundation.schema import validation_errors
+    from soakbench.foundation.schema import validation_errors
 
     problems = validation_errors(result, RESULT_SCHEMA_FILE)
     if problems:
@@ -260,7 +260,7 @@ def plot(result: Mapping[str, Any], path: Path) -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")
     import matplotlib.pyplot as plt
 
-    from foundation.atomic import write_atomic
+    from soakbench.foundation.atomic import write_atomic
 
     recipe = result["recipe"]
     fig, (ax_steps, ax_wall) = plt.subplots(1, 2, figsize=(11, 4))
@@ -286,7 +286,7 @@ def plot(result: Mapping[str, Any], path: Path) -> None:
 
 
 def _context() -> dict[str, Any]:
-    from harness.context import REPO_ROOT, host_context, software_context, source_context
+    from soakbench.harness.context import REPO_ROOT, host_context, software_context, source_context
 
     return {"source": source_context(REPO_ROOT), "host": host_context(), "software": software_context()}
 
@@ -294,7 +294,7 @@ def _context() -> dict[str, Any]:
 def _one_seed(
     recipe: Recipe, seed: int, runs_dir: Path, evaluate: tuple[int, int, int] | None
 ) -> dict[str, Any]:
-    from harness.metrics import extract_metrics
+    from soakbench.harness.metrics import extract_metrics
 
     log_dir = runs_dir / f"seed{seed}"
     route = ["--algo", recipe.algo, "--task", recipe.task, "--sim", recipe.sim]
@@ -347,7 +347,7 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
     ] = None,
 ) -> None:
     """Train each seed with the recipe, then write the result JSON (and the plot)."""
-    from foundation.atomic import write_atomic
+    from soakbench.foundation.atomic import write_atomic
 
     runs = (runs_dir or out.with_suffix("").with_name(out.stem + "_runs")).resolve()
     if runs.exists():

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from runtime.config import ComposedConfig, RunConfig
-    from runtime.tasks.base import TaskEnv
+    from soakbench.runtime.config import ComposedConfig, RunConfig
+    from soakbench.runtime.tasks.base import TaskEnv
 
 
 def bare_env_steps_per_s(
@@ -39,7 +39,7 @@ def bare_env_steps_per_s(
     torch limited to ``torch_threads`` intra-op threads (restored afterwards)."""
     import torch
 
-    from runtime.env import make_env
+    from soakbench.runtime.env import make_env
 
     previous = torch.get_num_threads()
     if torch_threads is not None:
@@ -68,7 +68,7 @@ def _bare(env: TaskEnv, iterations: int, warmup: int) -> float:
 
 def run_config(algo: str, task: str, overrides: list[str]) -> RunConfig:
     """The ``train`` route for this benchmark: compose, then validate for this host, in a fresh log_dir."""
-    from runtime.config import PlatformFacts, compose, validate_for_run
+    from soakbench.runtime.config import PlatformFacts, compose, validate_for_run
 
     log_dir = Path(tempfile.mkdtemp(prefix="soakbench_bench_")) / "run"
     cfg = compose(algo, task, "mujoco", [*overrides, f"log_dir={json.dumps(str(log_dir))}"])
@@ -79,10 +79,10 @@ def trainer_run(
     cfg: RunConfig, null_learner: bool, collector_torch_threads: int | None = 1
 ) -> dict[str, Any]:
     """One ``run_training`` of ``cfg``; returns its (schema-validated) summary."""
-    from runtime.artifacts import read_run_summary
-    from runtime.manager.hooks import TrainerHooks
-    from runtime.manager.null_learner import null_learner_factory
-    from runtime.manager.trainer import run_training
+    from soakbench.runtime.artifacts import read_run_summary
+    from soakbench.runtime.manager.hooks import TrainerHooks
+    from soakbench.runtime.manager.null_learner import null_learner_factory
+    from soakbench.runtime.manager.trainer import run_training
 
     assert cfg.log_dir is not None  # validate_for_run requires it
     log_dir = Path(cfg.log_dir)
@@ -160,7 +160,7 @@ def main(  # noqa: PLR0913 — one parameter per command-line option (typer)
     ] = 1,
 ) -> None:
     """Measure the machinery overhead (null learner) or the full trainer on this host."""
-    from runtime.config import ConfigError, compose
+    from soakbench.runtime.config import ConfigError, compose
 
     if learner not in ("null", "sac", "flashsac"):
         raise typer.BadParameter("--learner must be null, sac or flashsac")

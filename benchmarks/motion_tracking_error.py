@@ -42,8 +42,8 @@ def kernel_error(term: torch.Tensor, sigma_sq: float) -> torch.Tensor:
 
 
 def _restored(run_dir: Path, envs: int) -> Any:
-    from runtime.learners.evaluation import CheckpointError, TaskMismatchError, restore_run
-    from runtime.tasks.g1_motion_tracking import G1MotionTracking
+    from soakbench.runtime.learners.evaluation import CheckpointError, TaskMismatchError, restore_run
+    from soakbench.runtime.tasks.g1_motion_tracking import G1MotionTracking
 
     try:
         return restore_run(run_dir, envs, task=G1MotionTracking)

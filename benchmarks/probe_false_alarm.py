@@ -36,7 +36,7 @@ HEADLINE = ("env_control_steps_per_s", "efficiency")
 
 def probe(out: Path, args: argparse.Namespace, sleep_ms: float = 0.0) -> None:
     command = [
-        sys.executable, "-m", "harness.probe", "--backends", "mujoco", "--num-envs", str(args.num_envs),
+        sys.executable, "-m", "soakbench.harness.probe", "--backends", "mujoco", "--num-envs", str(args.num_envs),
         "--warmup", "5", "--iters", str(args.iters), "--rounds", str(args.rounds),
         "--processes", str(args.processes), "--test-step-sleep-ms", str(sleep_ms), "--output", str(out),
     ]  # fmt: skip
@@ -46,7 +46,7 @@ def probe(out: Path, args: argparse.Namespace, sleep_ms: float = 0.0) -> None:
 
 def compare(base: Path, new: Path, report: Path, threshold: float) -> dict[str, object]:
     command = [
-        sys.executable, "-m", "harness.probe", "compare", str(base), str(new),
+        sys.executable, "-m", "soakbench.harness.probe", "compare", str(base), str(new),
         "--threshold", str(threshold), "--json", "--json-file", str(report),
     ]  # fmt: skip
     done = subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True)

@@ -34,8 +34,8 @@ import typer
 if TYPE_CHECKING:
     from torch import nn
 
-    from runtime.learners.replay import Batch
-    from runtime.manager.process_group import ProcessGroupCollective
+    from soakbench.runtime.learners.replay import Batch
+    from soakbench.runtime.manager.process_group import ProcessGroupCollective
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def _trainer_run(  # noqa: PLR0913 — one run's inputs
     if ranks > 1:
         launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks)]
     cmd = [
-        *launcher, "-m", "runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
+        *launcher, "-m", "soakbench.runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
         f"log_dir={log_dir}", f"algo.num_envs={worlds}", f"algo.max_iterations={iterations}",
         "training.no_play=true", *overrides,
     ]  # fmt: skip
@@ -98,13 +98,13 @@ def collective_rank(algo: str, task: str, rank: int, device: str, updates: int, 
     """One rank of the collective measurement (run as a subprocess with MASTER_ADDR/PORT set)."""
     import torch
 
-    from runtime.config import compose
-    from runtime.distributed import RankIdentity
-    from runtime.env import make_env
-    from runtime.learners import build_learner
-    from runtime.learners.collective import ALPHA_GRAD
-    from runtime.learners.replay import Batch
-    from runtime.manager.process_group import join_group, leave_group
+    from soakbench.runtime.config import compose
+    from soakbench.runtime.distributed import RankIdentity
+    from soakbench.runtime.env import make_env
+    from soakbench.runtime.learners import build_learner
+    from soakbench.runtime.learners.collective import ALPHA_GRAD
+    from soakbench.runtime.learners.replay import Batch
+    from soakbench.runtime.manager.process_group import join_group, leave_group
 
     identity = RankIdentity(
         rank=rank, local_rank=rank, world_size=2, local_world_size=2, run_id=None, restart_count=0

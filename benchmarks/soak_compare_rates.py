@@ -31,7 +31,7 @@ def soak(folder: Path, duration: float, leak: bool) -> Path:
     folder.mkdir(parents=True)
     log_dir, output = folder / "run", folder / "soak.json"
     command = [
-        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", "0.2", "--startup-timeout-seconds", "5", "--stale-progress-seconds", "2",
         "--post-shutdown-grace-seconds", "0.5", "--min-duration-seconds", "0.5", "--live", "off",
         "--shm-attribution", "evidence", "--min-trend-samples", "8",
@@ -47,7 +47,7 @@ def compare(base: Path, new: Path, report: Path) -> dict[str, str]:
     command = [
         sys.executable,
         "-m",
-        "harness.soak.cli",
+        "soakbench.harness.soak.cli",
         "compare",
         str(base),
         str(new),

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.soak.evidence.live import SilentView
-from harness.soak.host.procs import ProcReader
-from harness.soak.loop.driver import watch
-from harness.soak.loop.overhead import overhead, percentile
-from harness.soak.loop.settings import MonitorSettings, validate_settings
+from soakbench.harness.soak.evidence.live import SilentView
+from soakbench.harness.soak.host.procs import ProcReader
+from soakbench.harness.soak.loop.driver import watch
+from soakbench.harness.soak.loop.overhead import overhead, percentile
+from soakbench.harness.soak.loop.settings import MonitorSettings, validate_settings
 
 TREE = Path(__file__).resolve().parents[1] / "tests" / "harness" / "soak" / "faults" / "tree.py"
 

@@ -22,8 +22,8 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from harness.soak.verdicts.drift import throughput_drift
-from harness.soak.verdicts.trends import analysis_span
+from soakbench.harness.soak.verdicts.drift import throughput_drift
+from soakbench.harness.soak.verdicts.trends import analysis_span
 
 Samples = list[dict[str, Any]]
 

@@ -34,8 +34,8 @@ def velocity_error(track_lin_vel_xy: torch.Tensor) -> torch.Tensor:
 
 
 def _restored(run_dir: Path, envs: int) -> Any:
-    from runtime.learners.evaluation import CheckpointError, TaskMismatchError, restore_run
-    from runtime.tasks.g1_walk_flat import G1WalkFlat
+    from soakbench.runtime.learners.evaluation import CheckpointError, TaskMismatchError, restore_run
+    from soakbench.runtime.tasks.g1_walk_flat import G1WalkFlat
 
     try:
         return restore_run(run_dir, envs, task=G1WalkFlat)

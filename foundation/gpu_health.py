@@ -40,8 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from foundation.mps import visible_gpus
-from foundation.nvml import load_nvml
+from soakbench.foundation.mps import visible_gpus
+from soakbench.foundation.nvml import load_nvml
 
 #: NVML's clock-event reason bits (nvml.h, ``nvmlClocksEventReason*``; the same bits as the older
 #: ``nvmlClocksThrottleReason*``), under the short names the soak reports.

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 INPUTS_DIR = "inputs"  # under a run's log directory: one record per process, ``<role>-<pid>.json``
 RECORD_VERSION = 1

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 CONTROL_BINARY = "nvidia-cuda-mps-control"
 RECORD_SCHEMA_VERSION = 1

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundation.mps import DaemonRecord, find_control_pid, ours_here, record_is_live, start_ticks
+from soakbench.foundation.mps import DaemonRecord, find_control_pid, ours_here, record_is_live, start_ticks
 
 
 @dataclass(frozen=True)

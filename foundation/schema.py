@@ -15,14 +15,14 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundation.inputs import note_data_file
+from soakbench.foundation.inputs import note_data_file
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
     from referencing import Registry
 
-SCHEMA_PACKAGE = "foundation"
+SCHEMA_PACKAGE = "soakbench.foundation"
 SCHEMA_FOLDER = "schemas"
 SCHEMA_SUFFIX = ".schema.json"
 

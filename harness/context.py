@@ -23,8 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from foundation.gpu_health import health_at_start as read_health
-from foundation.nvml import device_summary, gpu_snapshot
+from soakbench.foundation.gpu_health import health_at_start as read_health
+from soakbench.foundation.nvml import device_summary, gpu_snapshot
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SOFTWARE_DISTRIBUTIONS: tuple[str, ...] = ("torch", "mujoco", "warp-lang", "mujoco-warp", "soakbench")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from foundation.extras import METRICS, TRAIN, require
+from soakbench.foundation.extras import METRICS, TRAIN, require
 
 
 def probe() -> None:
     """`probe`: exit 2 naming the extra when the training stack is missing, else the probe's CLI."""
     require(TRAIN, "probe")
-    from harness.probe.cli import main
+    from soakbench.harness.probe.cli import main
 
     main()
 
@@ -16,6 +16,6 @@ def probe() -> None:
 def extract_metrics() -> None:
     """`extract-metrics`: exit 2 naming the extra when TensorBoard is missing, else the extractor."""
     require(METRICS, "extract-metrics")
-    from harness.metrics import main
+    from soakbench.harness.metrics import main
 
     main()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from foundation.inputs import (
+from soakbench.foundation.inputs import (
     InputsError,
     ProcessInputs,
     git_blob_id,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runtime.metrics_schema import METRIC_SCHEMA_VERSION, SCHEMA_TAG, TAGS, json_number
+from soakbench.runtime.metrics_schema import METRIC_SCHEMA_VERSION, SCHEMA_TAG, TAGS, json_number
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -9,10 +9,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from harness.ci.options import JunitXml, SummaryMd
-from harness.ci.outputs import CiOutputError, CiOutputs
-from matrix.declared import (
+from soakbench.harness.ci.options import JunitXml, SummaryMd
+from soakbench.harness.ci.outputs import CiOutputError, CiOutputs
+from soakbench.matrix.declared import (
     INVENTORY_REL,
     CapabilityQuery,
     ConfiguredCheck,
@@ -31,8 +32,8 @@ from matrix.declared import (
     runtime_cell_sources,
     runtime_configured,
 )
-from matrix.fileio import write_all_atomic
-from matrix.freshness import (
+from soakbench.matrix.fileio import write_all_atomic
+from soakbench.matrix.freshness import (
     GitQueryError,
     affected_cells,
     commit_state,
@@ -42,19 +43,29 @@ from matrix.freshness import (
     tree_blobs,
     worktree_state,
 )
-from matrix.grading import (
+from soakbench.matrix.grading import (
     CellMarker,
     MatrixState,
     audit,
     bound_to,
     collect_markers,
     compute,
+    describe_missing,
     fingerprint_paths,
     grade_all,
 )
-from matrix.intake import ingest
-from matrix.model import EVIDENCE_KINDS, LANES, PLATFORMS, CellKey, CellResult, Inventory, MatrixInputError
-from matrix.prune import (
+from soakbench.matrix.intake import ingest
+from soakbench.matrix.model import (
+    EVIDENCE_KINDS,
+    LANES,
+    PLATFORMS,
+    CellKey,
+    CellResult,
+    Inventory,
+    MatrixInputError,
+    cell_property,
+)
+from soakbench.matrix.prune import (
     DEFAULT_KEEP,
     apply_prune,
     evidence_age,
@@ -62,11 +73,11 @@ from matrix.prune import (
     plan_prune,
     store_warning,
 )
-from matrix.publishing import PAGE_REL, check_suite, render_all
+from soakbench.matrix.publishing import PAGE_REL, check_suite, render_all
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)  # evidence text holds [..] test ids
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 RepoOption = Annotated[
     Path | None, typer.Option("--repo", help="repository root (default: the git work tree containing cwd)")
 ]
@@ -88,7 +99,7 @@ def capability_inputs() -> CapabilityQuery:
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", markup=True)
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True)  # a message's [..] is text, not markup
     return typer.Exit(2)
 
 
@@ -194,13 +205,18 @@ def generate_cmd(repo: RepoOption = None) -> None:
     """Regenerate docs/support-matrix.md (generated block), reports/support-matrix.html and .json."""
     try:
         root = _repo(repo)
-        files = generated_files(root)
+        state = _state(root)
+        files = generated_files(root, state)
         changed = {root / rel: text.encode() for rel, text in files.items() if _read(root / rel) != text}
         write_all_atomic(changed)
     except (MatrixInputError, GitQueryError) as exc:
         raise _fail(str(exc)) from None
     for rel in files:
         out.print(f"{'wrote' if root / rel in changed else 'unchanged'}: {rel}")
+    for ev in state.evidence:
+        for binding, labels in sorted(ev.missing_tests.items()):
+            said = describe_missing(labels, ev.commit or "")
+            out.print(f"does not count for {cell_property(*binding)}: {ev.id}: {said}")
 
 
 def _read(path: Path) -> str | None:
@@ -330,8 +346,8 @@ def _policy_lines(result: CellResult, bound: Sequence[CellMarker]) -> list[str]:
     assert p.soak is not None
     kinds = f"; bound kinds required: {', '.join(p.test_kinds)}" if p.test_kinds else ""
     lines = [
-        f"  Tested needs: lane {p.test_lane!r} JUnit evidence in which every test bound to the cell passed, "
-        f"at least {p.min_passed}, none failed, skipped or xfailed{kinds}",
+        f"  Tested needs: lane {p.test_lane!r} JUnit evidence that holds every test bound to the cell at its "
+        f"commit, all passed, at least {p.min_passed}, none failed, skipped or xfailed{kinds}",
         f"  Benchmarked needs: {'a passing probe and ' if p.probe_required else ''}a passing soak of at "
         f"least {p.soak.describe()}",
         f"  bound tests in tests/ (read by matrix check): {len(bound)}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 
 def write_all_atomic(files: dict[Path, bytes]) -> None:

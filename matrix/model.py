@@ -268,6 +268,11 @@ class EvidenceFacts:
     inputs_note: str | None = None  # why no manifest is used (then the runtime fingerprint judges it)
     # Why it is historical: for the whole evidence (key None) or, for a JUnit summary, per bound cell.
     stale: Mapping[Binding | None, str] = field(default_factory=dict)
+    # A JUnit summary's test ids per bound cell, and, against the tests its commit's sources bind to each
+    # cell (matrix.grading.bound_tests): those it lacks, and the kinds of those bound tests.
+    test_ids: Mapping[Binding, tuple[str, ...]] = field(default_factory=dict)
+    missing_tests: Mapping[Binding, tuple[str, ...]] = field(default_factory=dict)
+    bound_kinds: Mapping[Binding, frozenset[str]] = field(default_factory=dict)
 
     def stale_reason(self, key: CellKey) -> str | None:
         """Why this evidence is historical for ``key``, None when it is fresh for it."""

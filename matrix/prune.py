@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from matrix.fileio import write_all_atomic
-from matrix.freshness import commits_since
-from matrix.grading import (
+from soakbench.matrix.fileio import write_all_atomic
+from soakbench.matrix.freshness import commits_since
+from soakbench.matrix.grading import (
     INDEX_REL,
     INDEX_VERSION,
     MatrixState,
@@ -27,8 +27,8 @@ from matrix.grading import (
     load_index,
     soak_report_rel,
 )
-from matrix.model import CellKey, CellResult, EvidenceFacts
-from matrix.publishing import render_all
+from soakbench.matrix.model import CellKey, CellResult, EvidenceFacts
+from soakbench.matrix.publishing import render_all
 
 # ``matrix check`` warns above this many historical evidence files (docs/support-matrix.md, "Pruning
 # historical evidence").

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from foundation.cells import CELL_FORMAT, parse_cell
-from matrix.model import CELL_PROPERTY, LANES, PLATFORMS, SUITE_PREFIX, cell_property
+from soakbench.foundation.cells import CELL_FORMAT, parse_cell
+from soakbench.matrix.model import CELL_PROPERTY, LANES, PLATFORMS, SUITE_PREFIX, cell_property
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _REFUSAL = "matrix_only_cell_refusal"  # an xdist worker's refusal, carried to the controller
@@ -175,8 +175,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     xml = session.config.stash.get(xml_key, None)
     if xml is None:
         return
-    from foundation.nvml import gpu_snapshot
-    from harness.context import source_context
+    from soakbench.foundation.nvml import gpu_snapshot
+    from soakbench.harness.context import source_context
 
     source = source_context(Path(str(session.config.rootpath)))
     facts = {

@@ -11,8 +11,8 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError, best_match
 
-from foundation.schema import sorted_errors
-from matrix.model import MatrixInputError
+from soakbench.foundation.schema import sorted_errors
+from soakbench.matrix.model import MatrixInputError
 
 
 def field_path(parts: Any) -> str:

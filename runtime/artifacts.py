@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from foundation.atomic import write_atomic
-from foundation.schema import sorted_errors
+from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.schema import sorted_errors
 
 RUN_CONFIG_SCHEMA = "run-config-1.schema.json"
 RUN_SUMMARY_SCHEMA = "run-summary-1.schema.json"

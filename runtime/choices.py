@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from foundation.vocab import Algo
+from soakbench.foundation.vocab import Algo
 
 __all__ = ["Algo", "Sim", "Task"]
 

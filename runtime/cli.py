@@ -10,9 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foundation.roles import mark_process
-from runtime.choices import Algo, Sim, Task
-from runtime.config import (
+from soakbench.foundation.roles import mark_process
+from soakbench.runtime.choices import Algo, Sim, Task
+from soakbench.runtime.config import (
     ComposedConfig,
     ConfigError,
     G1MotionTrackingConfig,
@@ -24,7 +24,7 @@ from runtime.config import (
     resolve_learner_device,
     validate_for_run,
 )
-from runtime.distributed import (
+from soakbench.runtime.distributed import (
     RankIdentity,
     check_job_dir,
     check_placement,
@@ -111,7 +111,7 @@ def train(
         raise typer.Exit(EXIT_CONFIG_ERROR) from None
     os.environ.update(process_sharing_environment(run_cfg))  # inherited by the spawned collector too
 
-    from runtime.manager.trainer import run_training  # heavy imports only for a real run
+    from soakbench.runtime.manager.trainer import run_training  # heavy imports only for a real run
 
     mark_process("trainer")  # the soak monitor reads this role from /proc/<pid>/comm
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runtime.config import ConfigError
+from soakbench.runtime.config import ConfigError
 
 if TYPE_CHECKING:
-    from runtime.config import ComposedConfig, PlatformFacts
+    from soakbench.runtime.config import ComposedConfig, PlatformFacts
 
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
@@ -151,7 +151,7 @@ def check_placement(identity: RankIdentity, device: str, sharing: str | None, fa
             "LOCAL_WORLD_SIZE",
         )
     if sharing == "mps":
-        from foundation.mps import MULTI_GPU_GATE, TOPOLOGY_MODES
+        from soakbench.foundation.mps import MULTI_GPU_GATE, TOPOLOGY_MODES
 
         reason = TOPOLOGY_MODES["single_task_multi_gpu"]
         raise ConfigError(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from foundation.extras import TRAIN, require
+from soakbench.foundation.extras import TRAIN, require
 
 
 def train() -> None:
     """`train`: exit 2 naming the extra when the training stack is missing, else the runtime's CLI."""
     require(TRAIN, "train")
-    from runtime.cli import main
+    from soakbench.runtime.cli import main
 
     main()

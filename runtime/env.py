@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from runtime.assets import load_model
-from runtime.backends import backend_class
-from runtime.tasks import task_class
+from soakbench.runtime.assets import load_model
+from soakbench.runtime.backends import backend_class
+from soakbench.runtime.tasks import task_class
 
 if TYPE_CHECKING:
-    from runtime.backends.base import SimBackend
-    from runtime.config import ComposedConfig
-    from runtime.tasks.base import TaskEnv
+    from soakbench.runtime.backends.base import SimBackend
+    from soakbench.runtime.config import ComposedConfig
+    from soakbench.runtime.tasks.base import TaskEnv
 
 
 def _check_device(cfg: ComposedConfig, device: torch.device | str | None) -> torch.device:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 # Records @pytest.mark.cell bindings and run facts in JUnit XML (inactive without --junitxml).
-pytest_plugins = ["matrix.pytest_cell", "tests.lane"]
+pytest_plugins = ["soakbench.matrix.pytest_cell", "tests.lane"]
 
 
 @functools.cache

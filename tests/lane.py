@@ -109,7 +109,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     target = session.config.getoption("--record-durations")
     if target is None or hasattr(session.config, "workerinput"):  # the controller writes, not the workers
         return
-    from foundation.atomic import write_atomic
+    from soakbench.foundation.atomic import write_atomic
 
     rounded = {nodeid: round(seconds, 2) for nodeid, seconds in sorted(_measured.items())}
     document = {"unit": "seconds (setup + call + teardown)", "tests": len(rounded), "durations": rounded}

@@ -16,14 +16,21 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 }
 
 
+def room_module(name: str) -> str:
+    """A module's name inside the repository (``soakbench.harness.soak`` is ``harness.soak``): the rooms
+    are imported through the ``soakbench`` package and live at the repository root."""
+    return name.removeprefix("soakbench.")
+
+
 def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """Every absolute module a file imports, with its line (lazy imports inside functions included)."""
+    """Every absolute module a file imports, by its name inside the repository, with its line (lazy
+    imports inside functions included)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
+            found.extend((node.lineno, room_module(alias.name)) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module))
+            found.append((node.lineno, room_module(node.module)))
     return found
 
 
@@ -40,14 +47,15 @@ def test_no_upward_imports(package: str) -> None:
 
 def test_the_layering_check_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from harness.soak import cli\n    import matrix.cli\n")
+    bad.write_text("def f():\n    from soakbench.harness.soak import cli\n    import matrix.cli\n")
     assert [m for _, m in imported_modules(bad)] == ["harness.soak", "matrix.cli"]
 
 
 def test_foundation_imports_no_heavy_modules() -> None:
     code = (
-        "import sys, foundation, foundation.atomic, foundation.schema, foundation.vocab, "
-        "foundation.nvml, foundation.mps, foundation.gpu_health; "
+        "import sys, soakbench.foundation, soakbench.foundation.atomic, soakbench.foundation.schema, "
+        "soakbench.foundation.vocab, soakbench.foundation.nvml, soakbench.foundation.mps, "
+        "soakbench.foundation.gpu_health; "
         "print(sorted(m for m in ('torch', 'jsonschema', 'numpy', 'mujoco') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -79,10 +87,11 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
         targets: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
             if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
+                targets.update(room_module(alias.name) for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets.add(node.module)
-                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+                module = room_module(node.module)
+                targets.add(module)
+                targets.update(f"{module}.{alias.name}" for alias in node.names)
         graph[name] = {t for t in targets if t in modules and t != name}
     return graph
 

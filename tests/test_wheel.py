@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -69,12 +70,29 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
+def test_the_wheel_installs_one_import_package(wheel: Path) -> None:
+    # nothing with a generic name (runtime, matrix, harness, foundation) lands beside a user's packages
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist()}
+        names = set(archive.namelist())
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"soakbench"}
+    for room in ("foundation", "runtime", "harness", "matrix"):
+        assert f"soakbench/{room}/__init__.py" in names
+    assert not any(name.startswith("soakbench/matrix/evidence/") for name in names)
+
+
 def test_the_installed_code_is_not_the_checkout(installed: Path) -> None:
     python = installed / "venv" / "bin" / "python"
-    code = "import foundation, runtime, harness, matrix; print(runtime.__file__)"
-    where = Path(_run([str(python), "-c", code], cwd=installed, env=_clean_env()).strip())
+    code = (
+        "import importlib.util, soakbench.runtime, soakbench.harness, soakbench.matrix, soakbench.foundation\n"
+        "print([n for n in ('runtime', 'harness', 'matrix', 'foundation') if importlib.util.find_spec(n)])\n"
+        "print(soakbench.runtime.__file__)\n"
+    )
+    bare, file = _run([str(python), "-c", code], cwd=installed, env=_clean_env()).splitlines()
+    assert bare == "[]"
+    where = Path(file)
     assert REPO not in where.parents
-    assert "site-packages" in where.parts
+    assert "site-packages" in where.parts and where.parent.parent.name == "soakbench"
 
 
 def test_train_composes_and_runs_from_outside_the_checkout(installed: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from junitparser import Failure, JUnitXml, Skipped, TestCase, TestSuite
 
-from foundation.atomic import write_atomic
-from harness.ci.cases import CiCase, CiSuite
+from soakbench.foundation.atomic import write_atomic
+from soakbench.harness.ci.cases import CiCase, CiSuite
 
 
 def _testcase(case: CiCase, classname: str) -> TestCase:

@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundation.atomic import write_atomic
-from harness.ci.cases import CiSuite
-from harness.ci.summary import STEP_SUMMARY_LIMIT, render_summary
+from soakbench.foundation.atomic import write_atomic
+from soakbench.harness.ci.cases import CiSuite
+from soakbench.harness.ci.summary import STEP_SUMMARY_LIMIT, render_summary
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -68,7 +68,9 @@ class CiOutputs:
     def emit(self, suites: Sequence[CiSuite]) -> list[Path]:
         """Write the JUnit XML and the summary; returns the paths written. CiOutputError names the option
         whose file could not be written."""
-        from harness.ci.junit import write_junit  # junitparser loads only when a report is asked for
+        from soakbench.harness.ci.junit import (
+            write_junit,  # junitparser loads only when a report is asked for
+        )
 
         written: list[Path] = []
         if self.junit_xml is not None:

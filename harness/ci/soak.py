@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.ci.cases import DETAIL_CHARS, MESSAGE_CHARS, CiCase, CiSuite, clip
-from harness.soak.verdicts.criterion import Criterion
-from harness.soak.verdicts.gpu import throttle_text
-from harness.soak.verdicts.reasons import deciding_row, row_reason
+from soakbench.harness.ci.cases import DETAIL_CHARS, MESSAGE_CHARS, CiCase, CiSuite, clip
+from soakbench.harness.soak.verdicts.criterion import Criterion
+from soakbench.harness.soak.verdicts.gpu import throttle_text
+from soakbench.harness.soak.verdicts.reasons import deciding_row, row_reason
 
 _NEEDS_SUMMARY = "needs a run_summary, which `soak monitor` judges only with --run-contract"
 

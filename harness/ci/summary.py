@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.ci.cases import MESSAGE_CHARS, CiCase, CiSuite, clip, counts
+from soakbench.harness.ci.cases import MESSAGE_CHARS, CiCase, CiSuite, clip, counts
 
 #: GitHub's limit for one step's summary
 STEP_SUMMARY_LIMIT = 1 << 20

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.ci.cases import MESSAGE_CHARS, CiCase, CiSuite, clip
+from soakbench.harness.ci.cases import MESSAGE_CHARS, CiCase, CiSuite, clip
 
 Row = Mapping[str, Any]
 

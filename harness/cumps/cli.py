@@ -22,9 +22,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from foundation import mps
-from foundation.mps_cleanup import ControlCleanup, clear_dead_control
-from harness.cumps.doctor import Finding, doctor_findings, visible_now
+from soakbench.foundation import mps
+from soakbench.foundation.mps_cleanup import ControlCleanup, clear_dead_control
+from soakbench.harness.cumps.doctor import Finding, doctor_findings, visible_now
 
 EXIT_UNMET = 1
 EXIT_REFUSED = 2

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundation import mps
-from foundation.gpu_health import health_at_start
-from foundation.nvml import NvmlReader
-from foundation.vocab import GPU_THROTTLE_REASONS
+from soakbench.foundation import mps
+from soakbench.foundation.gpu_health import health_at_start
+from soakbench.foundation.nvml import NvmlReader
+from soakbench.foundation.vocab import GPU_THROTTLE_REASONS
 
 TORCH_CHECK = (
     '`uv run python -c "import torch; print(torch.version.cuda, torch.cuda.is_available())"` '

@@ -1,6 +1,6 @@
 """``python -m harness.probe``: the same command as the ``probe`` console script."""
 
-from harness.probe.cli import main
+from soakbench.harness.probe.cli import main
 
 if __name__ == "__main__":
     main()

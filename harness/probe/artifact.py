@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation.atomic import write_atomic
-from foundation.schema import sorted_errors
-from harness.context import collect_context
-from harness.probe.samples import raw_disagreements
-from harness.probe.settings import ALGO, ProbeSettings
-from harness.probe.stats import PROFILER_ENV_EXACT, PROFILER_ENV_PREFIXES
+from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.schema import sorted_errors
+from soakbench.harness.context import collect_context
+from soakbench.harness.probe.samples import raw_disagreements
+from soakbench.harness.probe.settings import ALGO, ProbeSettings
+from soakbench.harness.probe.stats import PROFILER_ENV_EXACT, PROFILER_ENV_PREFIXES
 
 SCHEMA_VERSION = "0.4.0"
 SCHEMA_REL = f"foundation/schemas/probe-{SCHEMA_VERSION}.schema.json"  # an input of every probe artifact

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from foundation.atomic import write_atomic
-from foundation.schema import validation_errors
-from harness.probe.samples import measure_groups
-from harness.two_runs.stats import median_interval
+from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.schema import validation_errors
+from soakbench.harness.probe.samples import measure_groups
+from soakbench.harness.two_runs.stats import median_interval
 
 BMF_SCHEMA = "bencher-metric-format.schema.json"
 # probe measure -> BMF measure slug (Bencher: at most 64 characters, kebab or snake case)

@@ -19,12 +19,12 @@ import sys
 import typer
 from rich.console import Console
 
-from foundation.nvml import NvmlReader
-from harness.probe.artifact import write_artifact
-from harness.probe.bmf import BmfPathError, bmf_output, write_probe_bmf
-from harness.probe.history_io import history
-from harness.probe.run import run_probe
-from harness.probe.settings import (
+from soakbench.foundation.nvml import NvmlReader
+from soakbench.harness.probe.artifact import write_artifact
+from soakbench.harness.probe.bmf import BmfPathError, bmf_output, write_probe_bmf
+from soakbench.harness.probe.history_io import history
+from soakbench.harness.probe.run import run_probe
+from soakbench.harness.probe.settings import (
     COLLECTOR_TORCH_THREADS,
     DEFAULT_PROCESSES,
     DEFAULT_ROUNDS,
@@ -33,8 +33,8 @@ from harness.probe.settings import (
     check_preconditions,
     validate_settings,
 )
-from harness.probe.tables import print_summary
-from harness.probe.two_probes import compare
+from soakbench.harness.probe.tables import print_summary
+from soakbench.harness.probe.two_probes import compare
 
 console = Console(stderr=True)
 
@@ -110,7 +110,7 @@ def probe(  # noqa: PLR0913 — a typer command declares one parameter per CLI o
             processes=processes,
             test_step_sleep_ms=test_step_sleep_ms,
         )
-        from runtime.config import PlatformFacts
+        from soakbench.runtime.config import PlatformFacts
 
         with NvmlReader() as reader:
             check_preconditions(settings, os.environ, reader.snapshot, PlatformFacts.detect)

@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from foundation.schema import sorted_errors
-from harness.probe.samples import measure_groups, raw_disagreements
-from harness.two_runs.stats import Groups, median_interval, noise_floor, ratio_interval, verdict
+from soakbench.foundation.schema import sorted_errors
+from soakbench.harness.probe.samples import measure_groups, raw_disagreements
+from soakbench.harness.two_runs.stats import Groups, median_interval, noise_floor, ratio_interval, verdict
 
 KNOWN_VERSIONS = ("0.3.0", "0.4.0")
 DEFAULT_THRESHOLD = 0.05

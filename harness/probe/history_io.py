@@ -27,8 +27,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from foundation.atomic import write_atomic
-from harness.probe.history import (
+from soakbench.foundation.atomic import write_atomic
+from soakbench.harness.probe.history import (
     DEFAULT_THRESHOLD,
     STEP_METHOD,
     HistoryInputError,
@@ -39,7 +39,7 @@ from harness.probe.history import (
     points_of,
     series,
 )
-from runtime.choices import Sim, Task
+from soakbench.runtime.choices import Sim, Task
 
 EVIDENCE_DIR = "matrix/evidence/probe"
 DEFAULT_OUTPUT = "reports/probe-history.html"

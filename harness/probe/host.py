@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation.nvml import NvmlReader
-from harness.probe.stats import idle_verdict
+from soakbench.foundation.nvml import NvmlReader
+from soakbench.harness.probe.stats import idle_verdict
 
 PROC_STAT = Path("/proc/stat")
 # /proc/stat cpu columns that are work done on this host (idle, iowait and steal are not).

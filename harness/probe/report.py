@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypedDict
 
-from harness.probe.limit import LimitDescription
-from harness.probe.spec import WorkerSpec
-from harness.probe.stats import (
+from soakbench.harness.probe.limit import LimitDescription
+from soakbench.harness.probe.spec import WorkerSpec
+from soakbench.harness.probe.stats import (
     PROBE_PHASES,
     interleaved_efficiency,
     per_iteration_phase_ms,
@@ -24,7 +24,7 @@ from harness.probe.stats import (
     throughput,
     transfer_report,
 )
-from runtime.backends.contract import (
+from soakbench.runtime.backends.contract import (
     BackendDiagnostics,
     DataPlane,
     HostSteppingInfo,

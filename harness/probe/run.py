@@ -17,15 +17,21 @@ from typing import Any
 
 from rich.console import Console
 
-from foundation.gpu_health import health_at_start as read_health
-from foundation.nvml import NvmlReader
-from harness.context import REPO_ROOT
-from harness.inputs import collection_inputs, run_manifest
-from harness.probe.artifact import SCHEMA_REL, AcceptanceOutcome, build_artifact
-from harness.probe.host import contention_block, sample_host, wait_for_idle
-from harness.probe.samples import backend_entry
-from harness.probe.settings import ALGO, ProbeFailure, ProbeInputError, ProbeSettings, config_overrides
-from harness.probe.spec import WorkerSpec
+from soakbench.foundation.gpu_health import health_at_start as read_health
+from soakbench.foundation.nvml import NvmlReader
+from soakbench.harness.context import REPO_ROOT
+from soakbench.harness.inputs import collection_inputs, run_manifest
+from soakbench.harness.probe.artifact import SCHEMA_REL, AcceptanceOutcome, build_artifact
+from soakbench.harness.probe.host import contention_block, sample_host, wait_for_idle
+from soakbench.harness.probe.samples import backend_entry
+from soakbench.harness.probe.settings import (
+    ALGO,
+    ProbeFailure,
+    ProbeInputError,
+    ProbeSettings,
+    config_overrides,
+)
+from soakbench.harness.probe.spec import WorkerSpec
 
 console = Console(stderr=True)
 
@@ -51,7 +57,7 @@ def run_worker_process(settings: ProbeSettings, backend: str, workdir: Path) -> 
     spec_path.write_text(json.dumps(spec.to_json()))
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.probe.worker", str(spec_path), str(out_path)],
+            [sys.executable, "-m", "soakbench.harness.probe.worker", str(spec_path), str(out_path)],
             cwd=REPO_ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

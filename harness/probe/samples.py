@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from harness.probe.stats import PROBE_PHASES
-from harness.two_runs.stats import Groups, summarize
+from soakbench.harness.probe.stats import PROBE_PHASES
+from soakbench.harness.two_runs.stats import Groups, summarize
 
 # A backend whose round-to-round (or process-to-process) coefficient of variation exceeds this is
 # flagged unstable; pyperf `check` uses the same 10 % of the mean for its standard-deviation warning.

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.probe.stats import profiler_env_violations
+from soakbench.harness.probe.stats import profiler_env_violations
 
 if TYPE_CHECKING:
-    from runtime.config import ComposedConfig
+    from soakbench.runtime.config import ComposedConfig
 
 ALGO = "flashsac"
 # The trainer's collector steps the env with torch single-threaded (runtime/manager/trainer.py,
@@ -92,7 +92,7 @@ def validate_settings(  # noqa: PLR0913 — one parameter per probe flag, each p
     test_step_sleep_ms: float = 0.0,
 ) -> ProbeSettings:
     """Check every argument (and the output location) before anything runs; raise ProbeInputError."""
-    from runtime.tasks import TASKS
+    from soakbench.runtime.tasks import TASKS
 
     names = _backend_names(backends)
     if task not in TASKS:
@@ -140,7 +140,7 @@ def validate_settings(  # noqa: PLR0913 — one parameter per probe flag, each p
 
 
 def _backend_names(backends: str) -> tuple[str, ...]:
-    from runtime.backends import BACKENDS
+    from soakbench.runtime.backends import BACKENDS
 
     names = tuple(b.strip() for b in backends.split(",") if b.strip())
     if not names:
@@ -171,7 +171,7 @@ def _output_path(output: str) -> Path:
 def compose_for(settings: ProbeSettings, backend: str) -> ComposedConfig:
     """The owner config ``backend``'s worker will compose; ProbeInputError names the probe flag (or the
     backend) behind a ConfigError."""
-    from runtime.config import ConfigError, compose
+    from soakbench.runtime.config import ConfigError, compose
 
     try:
         return compose(ALGO, settings.task, backend, config_overrides(settings, backend))
@@ -187,7 +187,7 @@ def check_preconditions(
     platform_facts: Callable[[], Any],
 ) -> None:
     """Host prerequisites, acceptance rules first; raise ProbeInputError naming the first unmet one."""
-    from runtime.config import platform_blockers
+    from soakbench.runtime.config import platform_blockers
 
     if settings.acceptance:
         hits = profiler_env_violations(environ)

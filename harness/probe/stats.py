@@ -10,8 +10,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime.backends.contract import TransferCount
-from runtime.timing import PHASES
+from soakbench.runtime.backends.contract import TransferCount
+from soakbench.runtime.timing import PHASES
 
 # The env's timed phases (runtime.timing): the probe reports exactly these and refuses any other name.
 PROBE_PHASES: tuple[str, ...] = PHASES

@@ -30,19 +30,19 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from foundation.atomic import write_atomic
-from foundation.schema import sorted_errors
-from harness.ci.cases import CiSuite
-from harness.ci.options import JunitXml, SummaryMd
-from harness.ci.outputs import CiOutputError, CiOutputs
-from harness.ci.two_runs import compare_suite
-from harness.probe.artifact import ArtifactError, load_artifact
-from harness.probe.bmf import BmfPathError, bmf_output, bmf_text, compare_bmf
-from harness.probe.samples import PHASE_SAMPLE_KEYS, measure_groups
-from harness.probe.tables import print_comparison
-from harness.two_runs.fields import host_differences, host_identity, setting_differences
-from harness.two_runs.output_path import OutputPathError, json_output_path
-from harness.two_runs.stats import (
+from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.schema import sorted_errors
+from soakbench.harness.ci.cases import CiSuite
+from soakbench.harness.ci.options import JunitXml, SummaryMd
+from soakbench.harness.ci.outputs import CiOutputError, CiOutputs
+from soakbench.harness.ci.two_runs import compare_suite
+from soakbench.harness.probe.artifact import ArtifactError, load_artifact
+from soakbench.harness.probe.bmf import BmfPathError, bmf_output, bmf_text, compare_bmf
+from soakbench.harness.probe.samples import PHASE_SAMPLE_KEYS, measure_groups
+from soakbench.harness.probe.tables import print_comparison
+from soakbench.harness.two_runs.fields import host_differences, host_identity, setting_differences
+from soakbench.harness.two_runs.output_path import OutputPathError, json_output_path
+from soakbench.harness.two_runs.stats import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     noise_floor,

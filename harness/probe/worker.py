@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from foundation.atomic import write_atomic
-from foundation.inputs import INPUTS_DIR, write_own_inputs
-from harness.inputs import project_root
-from harness.probe.limit import MjwarpLimit, MujocoRolloutLimit, PhysicsLimit
-from harness.probe.report import (
+from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.inputs import INPUTS_DIR, write_own_inputs
+from soakbench.harness.inputs import project_root
+from soakbench.harness.probe.limit import MjwarpLimit, MujocoRolloutLimit, PhysicsLimit
+from soakbench.harness.probe.report import (
     BackendFacts,
     CpuSpan,
     CpuTimes,
@@ -51,17 +51,17 @@ from harness.probe.report import (
     TorchFacts,
     backend_report,
 )
-from harness.probe.spec import SpecError, WorkerSpec, parse_spec
-from harness.probe.stats import counter_delta, split_blocks
-from runtime.backends.contract import diagnostics_payload
-from runtime.config import ConfigError, compose
-from runtime.env import make_env
-from runtime.timing import PHASES, PhaseTimer, device_sync
+from soakbench.harness.probe.spec import SpecError, WorkerSpec, parse_spec
+from soakbench.harness.probe.stats import counter_delta, split_blocks
+from soakbench.runtime.backends.contract import diagnostics_payload
+from soakbench.runtime.config import ConfigError, compose
+from soakbench.runtime.env import make_env
+from soakbench.runtime.timing import PHASES, PhaseTimer, device_sync
 
 if TYPE_CHECKING:
-    from runtime.backends.base import SimBackend
-    from runtime.config import ComposedConfig
-    from runtime.tasks.base import TaskEnv
+    from soakbench.runtime.backends.base import SimBackend
+    from soakbench.runtime.config import ComposedConfig
+    from soakbench.runtime.tasks.base import TaskEnv
 
 USAGE = "usage: python -m harness.probe.worker SPEC_JSON OUT_JSON"
 

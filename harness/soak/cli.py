@@ -14,14 +14,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from foundation.extras import TRAIN, require
-from harness.ci.options import JunitXml, SummaryMd
-from harness.ci.outputs import CiOutputError, CiOutputs
-from harness.soak.command_options import MonitorOptions, RunOptions, WatchOptions, typer_command
-from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from harness.soak.options import Live, LiveOpt, MinDuration
-from harness.soak.outcome import run_monitor
-from harness.soak.route import (
+from soakbench.foundation.extras import TRAIN, require
+from soakbench.harness.ci.options import JunitXml, SummaryMd
+from soakbench.harness.ci.outputs import CiOutputError, CiOutputs
+from soakbench.harness.soak.command_options import MonitorOptions, RunOptions, WatchOptions, typer_command
+from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
+from soakbench.harness.soak.options import Live, LiveOpt, MinDuration
+from soakbench.harness.soak.outcome import run_monitor
+from soakbench.harness.soak.route import (
     TrainRoute,
     check_extra_overrides,
     check_train_config,
@@ -29,7 +29,7 @@ from harness.soak.route import (
     monitor_cell,
     run_settings,
 )
-from runtime.choices import Sim
+from soakbench.runtime.choices import Sim
 
 EXIT_BAD_INPUT = 2
 
@@ -171,7 +171,7 @@ def demo(
 
 def report(artifact: Annotated[Path, typer.Argument(help="a soak artifact (.json)")]) -> None:
     """Render the HTML report beside ARTIFACT."""
-    from harness.soak.evidence.report import report_command
+    from soakbench.harness.soak.evidence.report import report_command
 
     raise typer.Exit(report_command(artifact))
 
@@ -188,7 +188,7 @@ def compare(  # noqa: PLR0913 — typer declares one parameter per CLI option
     summary_md: SummaryMd = None,
 ) -> None:
     """Verdict per measure between two soaks of one workload: faster | slower | no_change | inconclusive."""
-    from harness.soak.two_soaks_cli import CompareOptions, compare_command
+    from soakbench.harness.soak.two_soaks_cli import CompareOptions, compare_command
 
     options = CompareOptions(
         threshold, allow_cross_host, fail_on_regression, as_json, json_file, ci_outputs(junit_xml, summary_md)
@@ -199,7 +199,7 @@ def compare(  # noqa: PLR0913 — typer declares one parameter per CLI option
 def cleanup() -> None:
     """Stop what dead soak monitors left running, and remove their /dev/shm segments: only processes and
     segments their ownership records prove (pid + start ticks, or the run's token; name + inode)."""
-    from harness.soak.loop.leftovers import LeftoverError, clean, describe, find_leftovers
+    from soakbench.harness.soak.loop.leftovers import LeftoverError, clean, describe, find_leftovers
 
     try:
         leftovers = find_leftovers()
@@ -212,7 +212,7 @@ def cleanup() -> None:
 
 def build_app() -> typer.Typer:
     """The `soak` typer app."""
-    from harness.soak.merge_cli import merge_command
+    from soakbench.harness.soak.merge_cli import merge_command
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True)
     # `soak run` soaks a full training budget by default; `soak monitor` watches whatever it is given

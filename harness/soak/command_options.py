@@ -17,11 +17,11 @@ from typing import Annotated, Any
 
 import typer
 
-from foundation.cells import CELL_FORMAT
-from harness.ci.options import JunitXml, SummaryMd
-from harness.soak.host.forensics import ForensicsSettings
-from harness.soak.loop.settings import Mode, MonitorSettings
-from harness.soak.options import (
+from soakbench.foundation.cells import CELL_FORMAT
+from soakbench.harness.ci.options import JunitXml, SummaryMd
+from soakbench.harness.soak.host.forensics import ForensicsSettings
+from soakbench.harness.soak.loop.settings import Mode, MonitorSettings
+from soakbench.harness.soak.options import (
     AllowRestarts,
     AllowSignalDeath,
     DriftGate,
@@ -47,8 +47,8 @@ from harness.soak.options import (
     TermGrace,
     TrendSamples,
 )
-from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
-from runtime.choices import Algo, Sim, Task
+from soakbench.harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
+from soakbench.runtime.choices import Algo, Sim, Task
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from foundation.atomic import write_atomic
-from foundation.schema import sorted_errors
-from harness.soak.evidence.artifact import ArtifactError, load_artifact
-from harness.soak.verdicts.merge import MergeError, merge
-from harness.two_runs.output_path import OutputPathError, json_output_path
+from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.schema import sorted_errors
+from soakbench.harness.soak.evidence.artifact import ArtifactError, load_artifact
+from soakbench.harness.soak.verdicts.merge import MergeError, merge
+from soakbench.harness.two_runs.output_path import OutputPathError, json_output_path
 
 MERGE_SCHEMA = "soak-merge-1.schema.json"
 

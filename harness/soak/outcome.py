@@ -14,17 +14,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundation.inputs import ProcessInputs
-from harness.inputs import collection_inputs, run_manifest
-from harness.soak.evidence.live import make_view
-from harness.soak.loop.driver import MonitorResult, watch
-from harness.soak.loop.overhead import overhead
-from harness.soak.loop.run_summary import read_run_summary
-from harness.soak.loop.settings import MonitorSettings, validate_settings
+from soakbench.foundation.inputs import ProcessInputs
+from soakbench.harness.inputs import collection_inputs, run_manifest
+from soakbench.harness.soak.evidence.live import make_view
+from soakbench.harness.soak.loop.driver import MonitorResult, watch
+from soakbench.harness.soak.loop.overhead import overhead
+from soakbench.harness.soak.loop.run_summary import read_run_summary
+from soakbench.harness.soak.loop.settings import MonitorSettings, validate_settings
 
 if TYPE_CHECKING:
-    from harness.ci.outputs import CiOutputs
-    from harness.soak.verdicts.judgement import RecordedFacts
+    from soakbench.harness.ci.outputs import CiOutputs
+    from soakbench.harness.soak.verdicts.judgement import RecordedFacts
 
 SOAK_SCHEMA_REL = "foundation/schemas/soak-artifact-0.3.0.schema.json"
 
@@ -54,7 +54,7 @@ def samples_digest(path: Path) -> str:
 def _with_ranks(result: MonitorResult) -> str | None:
     """The monitor's failure detail and, for a hang of a job of several ranks, which ranks wait inside a
     collective and which do not (from the stacks taken before the kill)."""
-    from harness.soak.verdicts.ranks import straggler_sentence
+    from soakbench.harness.soak.verdicts.ranks import straggler_sentence
 
     if result.monitor_failure not in ("timeout/stale_tick", "shutdown_hang") or result.forensics is None:
         return result.monitor_detail
@@ -76,7 +76,7 @@ def _manifest(settings: MonitorSettings, collection: ProcessInputs | None) -> di
 def evidence_root(settings: MonitorSettings) -> Path | None:
     """The work tree a monitored run's evidence speaks about: for `soak monitor --cell`, the one it runs
     in (an outside project's repository); None (the harness's default) otherwise."""
-    from harness.context import cell_source_root
+    from soakbench.harness.context import cell_source_root
 
     return cell_source_root() if settings.mode == "monitor" and settings.run_settings else None
 
@@ -90,8 +90,8 @@ def _facts(
     oom_lines: Sequence[str],
 ) -> RecordedFacts:
     """What the monitor observed besides the samples, as the judgement takes it."""
-    from harness.soak.verdicts.judgement import RecordedFacts
-    from harness.soak.verdicts.tree_deaths import KnownExits, tree_exits_section
+    from soakbench.harness.soak.verdicts.judgement import RecordedFacts
+    from soakbench.harness.soak.verdicts.tree_deaths import KnownExits, tree_exits_section
 
     known = KnownExits(
         result.exits,
@@ -126,14 +126,14 @@ def conclude(
     """Judge a finished watch and write artifact + report; returns the artifact written. ``collection``:
     what the monitor's collection side loaded (``harness.inputs``), merged with the records its watched
     processes left under the log directory into the artifact's input manifest."""
-    from harness.context import collect_context
-    from harness.soak.evidence.artifact import MonitorRecord, build_artifact, write_artifact
-    from harness.soak.evidence.report import render_report
-    from harness.soak.host.gpu_watch import at_start
-    from harness.soak.verdicts.first_death import process_exits
-    from harness.soak.verdicts.judgement import judge
-    from harness.soak.verdicts.oom import ExitEvidence, assess
-    from harness.soak.verdicts.ranks import JobTree, last_seen_by_rank, ranks_section
+    from soakbench.harness.context import collect_context
+    from soakbench.harness.soak.evidence.artifact import MonitorRecord, build_artifact, write_artifact
+    from soakbench.harness.soak.evidence.report import render_report
+    from soakbench.harness.soak.host.gpu_watch import at_start
+    from soakbench.harness.soak.verdicts.first_death import process_exits
+    from soakbench.harness.soak.verdicts.judgement import judge
+    from soakbench.harness.soak.verdicts.oom import ExitEvidence, assess
+    from soakbench.harness.soak.verdicts.ranks import JobTree, last_seen_by_rank, ranks_section
 
     run_summary, summary_error = (None, None)
     if settings.judges_summary:
@@ -207,7 +207,7 @@ def announce(
     """The verdict, then where everything was written, on stdout."""
     from rich.console import Console
 
-    from harness.soak.evidence.verdict_table import print_verdict
+    from soakbench.harness.soak.evidence.verdict_table import print_verdict
 
     console = Console(file=sys.stdout)
     print_verdict(artifact, console)
@@ -220,15 +220,15 @@ def announce(
 def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
     """Validate, watch, judge, write (the CI outputs too, when asked). Returns 0 passed, 1 failed;
     SettingsError (-> 2) before any spawn."""
-    from harness.ci.soak import soak_suite
-    from harness.soak.evidence.report import report_path
+    from soakbench.harness.ci.soak import soak_suite
+    from soakbench.harness.soak.evidence.report import report_path
 
     validate_settings(settings)
     result = watch(settings, make_view(settings.live, settings.progress_every_s))
     # before judgement code loads; relative to the project the evidence speaks about
     collection = collection_inputs("monitor", schemas=(SOAK_SCHEMA_REL,), root=evidence_root(settings))
     artifact = conclude(settings, result, collection)
-    from harness.ci.outputs import CiOutputError
+    from soakbench.harness.ci.outputs import CiOutputError
 
     report = report_path(settings.output)
     written, ci_error = [], None

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundation.cells import CELL_FORMAT, parse_cell
-from harness.soak.loop.settings import MonitorSettings, SettingsError
+from soakbench.foundation.cells import CELL_FORMAT, parse_cell
+from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError
 
 if TYPE_CHECKING:
-    from harness.soak.command_options import MonitorOptions
+    from soakbench.harness.soak.command_options import MonitorOptions
 
 #: keys `soak run` owns; an --extra-override of any of them is rejected (leading +/~ ignored)
 OWNED_KEYS: dict[str, str] = {
@@ -76,7 +76,7 @@ def check_train_config(route: TrainRoute) -> None:
     """Compose the trainer's configuration from the very overrides `train` will get (no torch import):
     a bad value in ``--extra-override``, ``--num-envs`` or ``--iterations`` fails here, before anything
     is spawned or written. Host prerequisites and the task's files are still the trainer's to check."""
-    from runtime.config import ConfigError, compose
+    from soakbench.runtime.config import ConfigError, compose
 
     try:
         cfg = compose(route.algo, route.task, route.sim, train_overrides(route))
@@ -103,7 +103,7 @@ def train_command(route: TrainRoute) -> list[str]:
     return [
         *launcher,
         "-m",
-        "runtime.cli",
+        "soakbench.runtime.cli",
         "--algo",
         route.algo,
         "--task",
@@ -141,7 +141,7 @@ def cuda_blocker(extra: list[str]) -> str | None:
     """
     if any(item.replace(" ", "") == "training.mjwarp_device=cpu" for item in extra):
         return None
-    from foundation.nvml import gpu_snapshot
+    from soakbench.foundation.nvml import gpu_snapshot
 
     snap = gpu_snapshot()
     if snap["available"]:

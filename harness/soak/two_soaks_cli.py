@@ -27,14 +27,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from foundation.atomic import write_atomic
-from foundation.schema import sorted_errors
-from harness.ci.cases import CiSuite
-from harness.ci.outputs import CiOutputError, CiOutputs
-from harness.ci.two_runs import compare_suite
-from harness.soak.evidence.artifact import ArtifactError, load_artifact
-from harness.soak.evidence.report import locate_samples, read_samples
-from harness.soak.verdicts.two_soaks import (
+from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.schema import sorted_errors
+from soakbench.harness.ci.cases import CiSuite
+from soakbench.harness.ci.outputs import CiOutputError, CiOutputs
+from soakbench.harness.ci.two_runs import compare_suite
+from soakbench.harness.soak.evidence.artifact import ArtifactError, load_artifact
+from soakbench.harness.soak.evidence.report import locate_samples, read_samples
+from soakbench.harness.soak.verdicts.two_soaks import (
     LISTED_FIELDS,
     METHOD,
     REPORT_SCHEMA,
@@ -43,8 +43,8 @@ from harness.soak.verdicts.two_soaks import (
     compare_runs,
     workload_refusal,
 )
-from harness.two_runs.fields import host_differences, host_identity, setting_differences
-from harness.two_runs.output_path import OutputPathError, json_output_path
+from soakbench.harness.two_runs.fields import host_differences, host_identity, setting_differences
+from soakbench.harness.two_runs.output_path import OutputPathError, json_output_path
 
 VERDICT_STYLE = {"faster": "green", "slower": "bold red", "no_change": "dim", "inconclusive": "yellow"}
 # A resource or the duration is lower-is-better: its `slower` is shown as what it means.

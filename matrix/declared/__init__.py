@@ -6,10 +6,10 @@ The runtime is imported only for this runtime's facts; no other room is.
 May import: foundation, runtime, matrix.model, matrix.schema_check, matrix.declared.
 """
 
-from matrix.declared.facts import DeclaredFacts, FactsSource, RuntimeFacts, SourcesOf
-from matrix.declared.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
-from matrix.declared.project import check_roots_at_head, derived_manifest, is_project_inventory
-from matrix.declared.runtime_facts import (
+from soakbench.matrix.declared.facts import DeclaredFacts, FactsSource, RuntimeFacts, SourcesOf
+from soakbench.matrix.declared.inventory import INVENTORY_REL, load_inventory, parse_inventory, read_inventory
+from soakbench.matrix.declared.project import check_roots_at_head, derived_manifest, is_project_inventory
+from soakbench.matrix.declared.runtime_facts import (
     CapabilityQuery,
     CapabilityRow,
     CellSources,

@@ -11,14 +11,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from matrix.declared.runtime_facts import (
+from soakbench.matrix.declared.runtime_facts import (
     CapabilityQuery,
     CapabilityRow,
     CellSources,
     ConfiguredCheck,
     Registry,
 )
-from matrix.model import GRADE_MEANING, CellKey, Inventory
+from soakbench.matrix.model import GRADE_MEANING, CellKey, Inventory
 
 SourcesOf = Callable[[CellKey], CellSources]
 DECLARED_MEANING: dict[str, str] = {

@@ -14,9 +14,14 @@ from typing import Any
 
 import yaml
 
-from matrix.declared.project import AXES, check_platforms, is_project_inventory, validate_project_inventory
-from matrix.declared.runtime_facts import Registry
-from matrix.model import (
+from soakbench.matrix.declared.project import (
+    AXES,
+    check_platforms,
+    is_project_inventory,
+    validate_project_inventory,
+)
+from soakbench.matrix.declared.runtime_facts import Registry
+from soakbench.matrix.model import (
     PLATFORMS,
     CellKey,
     CellPolicy,
@@ -26,7 +31,7 @@ from matrix.model import (
     Recommendation,
     SoakBudget,
 )
-from matrix.schema_check import validate_or_raise
+from soakbench.matrix.schema_check import validate_or_raise
 
 INVENTORY_SCHEMA_VERSION = 1
 INVENTORY_REL = "matrix/inventory.yaml"

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from matrix.model import (
+from soakbench.matrix.model import (
     LANES,
     PLATFORM_SYSTEM,
     PLATFORMS,
@@ -35,7 +35,7 @@ from matrix.model import (
     Project,
     under_roots,
 )
-from matrix.schema_check import validate_or_raise
+from soakbench.matrix.schema_check import validate_or_raise
 
 AXES: tuple[str, ...] = ("algo", "task", "backend")
 PROJECT_INVENTORY_SCHEMA = "project-inventory.schema.json"

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from foundation.vocab import ALGOS
-from matrix.model import PLATFORM_SYSTEM, CellKey
+from soakbench.foundation.vocab import ALGOS
+from soakbench.matrix.model import PLATFORM_SYSTEM, CellKey
 
 if TYPE_CHECKING:  # the runtime is imported lazily at run time (see the module docstring)
-    from runtime.backends.contract import BackendCapabilities
-    from runtime.config import PlatformFacts
+    from soakbench.runtime.backends.contract import BackendCapabilities
+    from soakbench.runtime.config import PlatformFacts
 
 # ConfiguredCheck(key) -> None when the owner composes and validates for key.platform, else the reason.
 ConfiguredCheck = Callable[[CellKey], "str | None"]
@@ -61,15 +61,15 @@ class Registry:
 
 def load_registry() -> Registry:
     """Read the runtime's registries (``runtime.config.ALGOS``, ``TASKS``, ``BACKENDS``)."""
-    from runtime.backends import BACKENDS
-    from runtime.tasks import TASKS
+    from soakbench.runtime.backends import BACKENDS
+    from soakbench.runtime.tasks import TASKS
 
     return Registry(algos=frozenset(ALGOS), tasks=frozenset(TASKS), backends=frozenset(BACKENDS))
 
 
 def platform_facts(platform: str) -> PlatformFacts:
     """``runtime.config.PlatformFacts`` describing ``platform`` (one device; no HIP build)."""
-    from runtime.config import PlatformFacts
+    from soakbench.runtime.config import PlatformFacts
 
     return PlatformFacts(
         system=PLATFORM_SYSTEM[platform],
@@ -82,7 +82,7 @@ def platform_facts(platform: str) -> PlatformFacts:
 
 def runtime_configured(key: CellKey) -> str | None:
     """Compose ``key``'s owner YAML and validate it for ``key.platform``; the first problem or None."""
-    from runtime.config import ConfigError, compose, platform_blockers
+    from soakbench.runtime.config import ConfigError, compose, platform_blockers
 
     try:
         cfg = compose(key.algo, key.task, key.backend)
@@ -98,7 +98,7 @@ MPS_OVERRIDE = "training.cuda_process_sharing=mps"
 def _mps_sharing(key: CellKey, facts: PlatformFacts, physics_device: str | None) -> MpsSharing:
     """Whether the owner config with MPS sharing passes the platform check, and whether it would share
     anything: MPS only helps when the collector is a CUDA client too."""
-    from runtime.config import ConfigError, compose, platform_blockers
+    from soakbench.runtime.config import ConfigError, compose, platform_blockers
 
     try:
         blocked = platform_blockers(compose(key.algo, key.task, key.backend, [MPS_OVERRIDE]), facts)
@@ -131,8 +131,8 @@ def capability_row(
 def runtime_capabilities(key: CellKey) -> CapabilityRow:
     """Ask ``key.backend``'s class what it offers on ``key.platform``; the learner device is the one the
     runtime resolves for ``key``'s owner config there (``unresolved`` when that config does not compose)."""
-    from runtime.backends import backend_class
-    from runtime.config import ConfigError, compose, resolve_learner_device
+    from soakbench.runtime.backends import backend_class
+    from soakbench.runtime.config import ConfigError, compose, resolve_learner_device
 
     facts = platform_facts(key.platform)
     declared = backend_class(key.backend).capabilities(facts)
@@ -168,10 +168,10 @@ def runtime_cell_sources(key: CellKey) -> CellSources:
     """This runtime's sources of ``key``: the train CLI, the trainer and its collector, the cell's learner,
     backend and task modules (each imported by name), its owner YAML chain and the shipped assets. An
     algo, task or backend the runtime does not register is a KeyError."""
-    from runtime.backends import BACKENDS
-    from runtime.config.sections import LEARNER_SECTIONS
-    from runtime.learners import LEARNERS
-    from runtime.tasks import TASKS
+    from soakbench.runtime.backends import BACKENDS
+    from soakbench.runtime.config.sections import LEARNER_SECTIONS
+    from soakbench.runtime.learners import LEARNERS
+    from soakbench.runtime.tasks import TASKS
 
     return CellSources(
         trainer=("runtime/cli.py", "runtime/manager/trainer.py", "runtime/manager/collector.py"),

@@ -6,9 +6,9 @@ Pure where it can be (manifests, closures, what a change stales); git is asked i
 ``trees``. May import: foundation, matrix.model, matrix.freshness.
 """
 
-from matrix.freshness.affected import affected_cells, stale_cells
-from matrix.freshness.closure import import_closure
-from matrix.freshness.gitfacts import (
+from soakbench.matrix.freshness.affected import affected_cells, stale_cells
+from soakbench.matrix.freshness.closure import import_closure
+from soakbench.matrix.freshness.gitfacts import (
     FINGERPRINT_PATHS,
     GitQueryError,
     commit_reader,
@@ -20,10 +20,10 @@ from matrix.freshness.gitfacts import (
     tree_blobs,
     tree_fingerprint,
 )
-from matrix.freshness.junit_inputs import junit_manifest
-from matrix.freshness.lock import locked_versions
-from matrix.freshness.manifest import changed_inputs, describe_changes, parse_manifest
-from matrix.freshness.trees import commit_state, worktree_state
+from soakbench.matrix.freshness.junit_inputs import junit_manifest
+from soakbench.matrix.freshness.lock import locked_versions
+from soakbench.matrix.freshness.manifest import changed_inputs, describe_changes, parse_manifest
+from soakbench.matrix.freshness.trees import commit_state, worktree_state
 
 __all__ = [
     "FINGERPRINT_PATHS",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from matrix.freshness.gitfacts import FINGERPRINT_PATHS
-from matrix.freshness.manifest import changed_inputs
-from matrix.model import CellKey, CellResult, EvidenceFacts, InputManifest
+from soakbench.matrix.freshness.gitfacts import FINGERPRINT_PATHS
+from soakbench.matrix.freshness.manifest import changed_inputs
+from soakbench.matrix.model import CellKey, CellResult, EvidenceFacts, InputManifest
 
 
 @dataclass(frozen=True)

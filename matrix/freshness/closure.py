@@ -26,8 +26,18 @@ class Closure:
     external: frozenset[str]
 
 
+#: The import package that holds this repository's rooms as subpackages: ``soakbench.harness.x`` is the
+#: file ``harness/x.py``. A project without ``soakbench/__init__.py`` imports its folders by their own names.
+NAMESPACE = "soakbench"
+_NAMESPACE_INIT = f"{NAMESPACE}/__init__.py"
+
+
 def module_path(module: str, read: Reader) -> str | None:
     """The project file of dotted ``module`` (``a/b.py`` or ``a/b/__init__.py``), None when not in it."""
+    if read(_NAMESPACE_INIT) is not None and (module == NAMESPACE or module.startswith(f"{NAMESPACE}.")):
+        if module == NAMESPACE:
+            return _NAMESPACE_INIT
+        module = module.removeprefix(f"{NAMESPACE}.")
     base = module.replace(".", "/")
     for candidate in (f"{base}.py", f"{base}/__init__.py"):
         if read(candidate) is not None:

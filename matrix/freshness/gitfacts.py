@@ -14,7 +14,14 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-FINGERPRINT_PATHS: tuple[str, ...] = ("runtime", "harness", "foundation", "pyproject.toml", "uv.lock")
+FINGERPRINT_PATHS: tuple[str, ...] = (
+    "soakbench",
+    "runtime",
+    "harness",
+    "foundation",
+    "pyproject.toml",
+    "uv.lock",
+)
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
 
 
@@ -29,6 +36,14 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GitQueryError(f"git {' '.join(args)}: {exc}") from exc
+
+
+def git_output(repo: Path, *args: str) -> str:
+    """What ``git -C repo ARGS`` prints; GitQueryError naming the command when it fails."""
+    done = _git(repo, *args)
+    if done.returncode != 0:
+        raise GitQueryError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
 
 
 def head_commit(repo: Path) -> str:
@@ -106,8 +121,17 @@ def _tree_cached(repo: str, commit: str) -> dict[str, str]:
 
 
 def tree_blobs(repo: Path, commit: str) -> dict[str, str]:
-    """``{path: blob id}`` of every file committed at ``commit`` (a full id or a name such as HEAD)."""
-    return dict(_tree_cached(str(repo.resolve()), commit))
+    """``{path: blob id}`` of every file committed at ``commit`` (a full id or a name such as HEAD; a name
+    is resolved first, so the cache never answers for a commit the name no longer points at)."""
+    full = commit if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit) else _resolved(repo, commit)
+    return dict(_tree_cached(str(repo.resolve()), full))
+
+
+def _resolved(repo: Path, name: str) -> str:
+    done = _git(repo, "rev-parse", "--verify", f"{name}^{{commit}}")
+    if done.returncode != 0:
+        raise GitQueryError(f"git rev-parse {name}: {done.stderr.strip()}")
+    return done.stdout.strip()
 
 
 def read_blobs(repo: Path, object_ids: list[str]) -> dict[str, bytes]:

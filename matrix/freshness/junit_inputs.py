@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from matrix.freshness.closure import Reader, import_closure
-from matrix.freshness.lock import dependency_closure
+from soakbench.matrix.freshness.closure import Reader, import_closure
+from soakbench.matrix.freshness.lock import dependency_closure
 
 PYTEST_CONFIG_FILES: tuple[str, ...] = ("pyproject.toml", "pytest.ini", "tox.ini", "setup.cfg")
 ROLE = "bound tests (static)"

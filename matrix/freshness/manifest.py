@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from matrix.freshness.lock import versions_of
-from matrix.model import InputManifest, under_roots
+from soakbench.matrix.freshness.lock import versions_of
+from soakbench.matrix.model import InputManifest, under_roots
 
 MANIFEST_VERSION = 1
 ADDED = "-"  # the recorded blob of a file that did not exist then (added under a derived manifest's roots)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from foundation.inputs import git_blob_id
-from matrix.freshness.affected import TreeState, touches_fingerprint
-from matrix.freshness.gitfacts import (
+from soakbench.foundation.inputs import git_blob_id
+from soakbench.matrix.freshness.affected import TreeState, touches_fingerprint
+from soakbench.matrix.freshness.gitfacts import (
     FINGERPRINT_PATHS,
     GitQueryError,
     changed_paths,
@@ -17,8 +17,8 @@ from matrix.freshness.gitfacts import (
     tree_blobs,
     tree_fingerprint,
 )
-from matrix.freshness.lock import locked_versions
-from matrix.model import MatrixInputError
+from soakbench.matrix.freshness.lock import locked_versions
+from soakbench.matrix.model import MatrixInputError
 
 
 def commit_state(

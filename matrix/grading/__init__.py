@@ -8,11 +8,14 @@ May import: foundation, harness, matrix.model, matrix.schema_check, matrix.decla
 matrix.grading.
 """
 
-from matrix.grading.audit import CellMarker, audit, bound_to, collect_markers
-from matrix.grading.build import (
+from soakbench.matrix.grading.audit import CellMarker, audit, bound_to, collect_markers
+from soakbench.matrix.grading.bound_tests import BoundTest, bound_tests, completeness, describe_missing
+from soakbench.matrix.grading.build import (
     FreshnessRule,
     MatrixState,
+    attach_bound_tests,
     attach_freshness,
+    bound_tests_at,
     compute,
     evidence_roots,
     filed_samples_rel,
@@ -24,7 +27,7 @@ from matrix.grading.build import (
     soak_report_rel,
     soak_samples_rel,
 )
-from matrix.grading.evidence import (
+from soakbench.matrix.grading.evidence import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
     INDEX_VERSION,
@@ -34,9 +37,10 @@ from matrix.grading.evidence import (
     detect_kind,
     names_cell,
 )
-from matrix.grading.hooks import hooks_in
-from matrix.grading.policy import freshness
-from matrix.grading.rederive import check_soak_evidence, samples_file
+from soakbench.matrix.grading.hooks import hooks_in
+from soakbench.matrix.grading.manifest_guard import manifest_problems
+from soakbench.matrix.grading.policy import freshness
+from soakbench.matrix.grading.rederive import check_soak_evidence, samples_file
 
 __all__ = [
     "ARTIFACT_SCHEMAS",
@@ -44,16 +48,22 @@ __all__ = [
     "INDEX_VERSION",
     "JUNIT_SCHEMA",
     "VERSION_FIELD",
+    "BoundTest",
     "CellMarker",
     "FreshnessRule",
     "MatrixState",
     "artifact_version_problem",
+    "attach_bound_tests",
     "attach_freshness",
     "audit",
+    "bound_tests",
+    "bound_tests_at",
     "bound_to",
     "check_soak_evidence",
     "collect_markers",
+    "completeness",
     "compute",
+    "describe_missing",
     "detect_kind",
     "evidence_roots",
     "filed_samples_rel",
@@ -62,6 +72,7 @@ __all__ = [
     "grade_all",
     "hooks_in",
     "load_index",
+    "manifest_problems",
     "names_cell",
     "normalize_entry",
     "read_json",

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from matrix.model import TEST_KINDS, Binding, CellKey, Inventory, marker_text
+from soakbench.matrix.model import TEST_KINDS, Binding, CellKey, Inventory, marker_text
 
 TESTS_REL = "tests"
 _AXES = ("algo", "task", "backend")

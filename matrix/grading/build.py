@@ -12,10 +12,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from matrix.declared import CapabilityRow, FactsSource, derived_manifest
-from matrix.freshness import (
+from soakbench.foundation.inputs import git_blob_id
+from soakbench.matrix.declared import CapabilityRow, FactsSource, SourcesOf, derived_manifest
+from soakbench.matrix.freshness import (
     FINGERPRINT_PATHS,
     changed_inputs,
+    commit_reader,
     describe_changes,
     head_commit,
     locked_versions,
@@ -24,7 +26,9 @@ from matrix.freshness import (
     tree_blobs,
     tree_fingerprint,
 )
-from matrix.grading.evidence import (
+from soakbench.matrix.freshness.filed_history import filed_history
+from soakbench.matrix.grading.bound_tests import BoundTest, bound_tests, completeness
+from soakbench.matrix.grading.evidence import (
     INDEX_REL,
     INDEX_SCHEMA,
     INDEX_VERSION,
@@ -32,9 +36,11 @@ from matrix.grading.evidence import (
     normalize_artifact,
     normalize_junit,
 )
-from matrix.grading.policy import grade_cell
-from matrix.grading.rederive import check_soak_evidence
-from matrix.model import (
+from soakbench.matrix.grading.manifest_guard import manifest_problems
+from soakbench.matrix.grading.policy import grade_cell
+from soakbench.matrix.grading.rederive import check_soak_evidence
+from soakbench.matrix.grading.write_once import rewrite_problems
+from soakbench.matrix.model import (
     GRADE_MEANING,
     LANES,
     PLATFORM_SYSTEM,
@@ -45,7 +51,7 @@ from matrix.model import (
     Inventory,
     MatrixInputError,
 )
-from matrix.schema_check import validate_or_raise
+from soakbench.matrix.schema_check import validate_or_raise
 
 
 @dataclass(frozen=True)
@@ -204,30 +210,85 @@ def judge_inputs(
     return replace(facts, fresh=fresh, stale=stale)
 
 
-def load_evidence(repo: Path, head_fp: str, inventory: Inventory | None = None) -> tuple[EvidenceFacts, ...]:
-    """Every indexed evidence file, normalized, with freshness (judged by ``inventory``'s rules: a
-    project's input roots and fingerprint paths; this runtime's when None)."""
+def load_evidence(
+    repo: Path, head_fp: str, sources_of: SourcesOf, inventory: Inventory | None = None
+) -> tuple[EvidenceFacts, ...]:
+    """Every indexed evidence file, normalized, held to every guard ``matrix ingest`` runs and to
+    write-once, with freshness (judged by ``inventory``'s rules: a project's input roots and fingerprint
+    paths; this runtime's when None). ``sources_of`` names a cell's sources for the manifest guard."""
     out = []
     platforms, lanes = (inventory.platforms, inventory.lanes) if inventory is not None else (PLATFORMS, LANES)
     systems = inventory.systems if inventory is not None else PLATFORM_SYSTEM
+    head = head_commit(repo)  # a full id: tree reads are cached by the commit they name
+    history, committed = filed_history(repo, head), tree_blobs(repo, head)
     for position, entry in enumerate(load_index(repo)):
         if problems := index_entry_problems(entry, position, platforms, lanes):
             field, _, message = problems[0].partition(": ")
             raise MatrixInputError(INDEX_REL, field, message)
-        path = repo / entry["file"]
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise MatrixInputError(
-                INDEX_REL, f"entries[{position}].file", f"cannot read {entry['file']}: {exc}"
-            ) from None
+        raw = _filed_bytes(repo, entry["file"], f"entries[{position}].file")
         facts = rederived(repo / entry["file"], normalize_entry(entry, raw, systems), raw)
-        if inventory is None:
-            out.append(attach_freshness(repo, facts, head_fp))
-            continue
-        rule = FreshnessRule(fingerprint_paths(inventory), evidence_roots(inventory, facts))
-        out.append(attach_freshness(repo, facts, head_fp, rule))
+        rewritten = rewrite_problems(_filed_pieces(repo, entry, raw), history, committed)
+        guarded = (
+            [] if facts.problems else manifest_problems(repo, facts.kind, _document(raw), facts, sources_of)
+        )
+        facts = replace(facts, problems=(*facts.problems, *rewritten, *guarded))
+        rule = (
+            None
+            if inventory is None
+            else FreshnessRule(fingerprint_paths(inventory), evidence_roots(inventory, facts))
+        )
+        out.append(attach_bound_tests(repo, attach_freshness(repo, facts, head_fp, rule)))
     return tuple(sorted(out, key=lambda ev: ev.id))
+
+
+def _document(raw: bytes) -> dict[str, Any]:
+    """A filed document already known to parse and validate (its facts have no problems)."""
+    doc = json.loads(raw)
+    return doc if isinstance(doc, dict) else {}
+
+
+def _filed_bytes(repo: Path, rel: str, field: str) -> bytes:
+    try:
+        return (repo / rel).read_bytes()
+    except OSError as exc:
+        raise MatrixInputError(INDEX_REL, field, f"cannot read {rel}: {exc}") from None
+
+
+def _filed_pieces(repo: Path, entry: Mapping[str, Any], raw: bytes) -> dict[str, str]:
+    """The files filed for one index entry (the evidence, and a soak's samples) -> blob ids of their bytes."""
+    pieces = {entry["file"]: git_blob_id(raw)}
+    samples = filed_samples_rel(repo, entry["file"]) if entry["kind"] == "soak" else None
+    if samples is not None:
+        pieces[samples] = git_blob_id((repo / samples).read_bytes())
+    return pieces
+
+
+#: Where a repository's tests live; the cell markers are read from the ``.py`` files under it.
+TESTS_ROOT = "tests/"
+
+
+@cache
+def _bound_tests_cached(repo: str, commit: str) -> dict[Binding, tuple[BoundTest, ...]]:
+    paths = [p for p in tree_blobs(Path(repo), commit) if p.startswith(TESTS_ROOT) and p.endswith(".py")]
+    read = commit_reader(Path(repo), commit)
+    return bound_tests({p: (read(p) or b"").decode("utf-8", errors="replace") for p in paths})
+
+
+def bound_tests_at(repo: Path, commit: str) -> dict[Binding, tuple[BoundTest, ...]]:
+    """The tests bound to each cell by the sources of ``commit`` (read once per commit)."""
+    return _bound_tests_cached(str(repo.resolve()), commit)
+
+
+def attach_bound_tests(repo: Path, facts: EvidenceFacts) -> EvidenceFacts:
+    """A JUnit summary held against the tests its commit's sources bind to each cell it records: which it
+    lacks, and their kinds (``attach_freshness`` has resolved the commit, or recorded why it cannot)."""
+    if facts.kind != "junit" or facts.commit is None:
+        return facts
+    full = resolve_commit(repo, facts.commit)
+    if full is None:
+        return facts
+    found = completeness(bound_tests_at(repo, full), facts.test_ids)
+    return replace(facts, missing_tests=found.missing, bound_kinds=found.kinds)
 
 
 def rederived(path: Path, facts: EvidenceFacts, raw: bytes) -> EvidenceFacts:
@@ -313,7 +374,7 @@ def compute(repo: Path, inventory: Inventory, facts: FactsSource) -> MatrixState
     """Read the evidence of ``repo`` and grade every cell of its (loaded) ``inventory``."""
     paths = fingerprint_paths(inventory)
     head_fp = tree_fingerprint(repo, head_commit(repo), paths)
-    evidence = load_evidence(repo, head_fp, inventory)
+    evidence = load_evidence(repo, head_fp, facts.cell_sources, inventory)
     history, reports = linked_pages(repo, evidence)
     return MatrixState(
         inventory,

@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from harness.probe.samples import first_raw_disagreement
-from harness.two_runs.fields import dig
-from matrix.freshness import parse_manifest
-from matrix.grading.hooks import hooks_in
-from matrix.grading.rederive import missing_fields
-from matrix.grading.soak_sampler import sampler_of, unchecked_of
-from matrix.model import (
+from soakbench.harness.probe.samples import first_raw_disagreement
+from soakbench.harness.two_runs.fields import dig
+from soakbench.matrix.freshness import parse_manifest
+from soakbench.matrix.grading.hooks import hooks_in
+from soakbench.matrix.grading.rederive import missing_fields
+from soakbench.matrix.grading.soak_sampler import sampler_of, unchecked_of
+from soakbench.matrix.model import (
     EVIDENCE_KINDS,
     LANES,
     PLATFORM_SYSTEM,
@@ -28,7 +28,7 @@ from matrix.model import (
     EvidenceFacts,
     InputManifest,
 )
-from matrix.schema_check import schema_errors
+from soakbench.matrix.schema_check import schema_errors
 
 INDEX_REL = "matrix/evidence/index.json"
 INDEX_SCHEMA = "evidence-index.schema.json"
@@ -134,6 +134,7 @@ def normalize_junit(
     """Facts of a filed JUnit summary (see matrix.intake.junit); ``systems`` as for :func:`platform_problems`."""
     problems = list(schema_errors(doc, JUNIT_SCHEMA))
     tests: dict[Binding, BoundTally] = {}
+    test_ids: dict[Binding, tuple[str, ...]] = {}
     cell_inputs: dict[Binding, InputManifest] = {}
     for cell in dig(doc, "cells") or []:
         if isinstance(cell, Mapping):
@@ -142,6 +143,8 @@ def normalize_junit(
             manifest, _ = parse_manifest(cell.get("inputs"))
             if manifest is not None:
                 cell_inputs[key] = manifest
+            ids = cell.get("tests")
+            test_ids[key] = tuple(str(i) for i in ids) if isinstance(ids, list) else ()
             tests[key] = BoundTally(
                 *(
                     int(cell.get(k, 0)) if isinstance(cell.get(k, 0), int) else 0
@@ -176,6 +179,7 @@ def normalize_junit(
         problems=tuple(problems),
         ranks=None,  # each bound test carries its own rank count in ``tests``
         tests=tests,
+        test_ids=test_ids,
         time=doc.get("timestamp") if isinstance(doc, Mapping) else None,
         cell_inputs=cell_inputs,
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from harness.two_runs.fields import dig
+from soakbench.harness.two_runs.fields import dig
 
 PROBE_SETTINGS: tuple[str, ...] = ("test_step_sleep_ms",)  # the probe's test-only settings
 PROBE_FLAGS: dict[str, str] = {"--test-step-sleep-ms": "test_step_sleep_ms"}  # its option -> setting

@@ -8,8 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from matrix.grading.soak_sampler import platform_note, sampler_problem
-from matrix.model import GRADES, CellKey, CellPolicy, CellResult, EvidenceFacts, EvidenceVerdict, SoakBudget
+from soakbench.matrix.grading.bound_tests import describe_missing
+from soakbench.matrix.grading.soak_sampler import platform_note, sampler_problem
+from soakbench.matrix.model import (
+    GRADES,
+    CellKey,
+    CellPolicy,
+    CellResult,
+    EvidenceFacts,
+    EvidenceVerdict,
+    SoakBudget,
+)
 
 
 def freshness(ev: EvidenceFacts, key: CellKey | None = None) -> str:
@@ -41,8 +50,16 @@ def _general_disqualifier(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
 
 
 def _junit_verdict(policy: CellPolicy, ev: EvidenceFacts) -> str | None:
-    """None when the lane's bound tests meet Tested (all passed, enough of them), else why not."""
-    tally = ev.tests[policy.key.binding()]
+    """None when the lane's bound tests meet Tested (every test bound at its commit present, every
+    required kind among them, all passed, enough of them), else why not."""
+    binding = policy.key.binding()
+    at = (ev.commit or "")[:12]
+    if missing := ev.missing_tests.get(binding):
+        return describe_missing(missing, at)
+    lacking = [kind for kind in policy.test_kinds if kind not in ev.bound_kinds.get(binding, frozenset())]
+    if lacking:
+        return f"incomplete: no test of kind {', '.join(lacking)} is bound to this cell at {at}"
+    tally = ev.tests[binding]
     if tally.failed or tally.errors:
         return f"bound tests failed: {tally.failed} failed, {tally.errors} errors"
     if tally.passed < policy.min_passed:
@@ -71,7 +88,10 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
     counts = reason is None
     if ev.kind == "junit" and counts:
         tally = ev.tests[policy.key.binding()]
-        reason = f"counts: all {tally.passed} bound tests passed (none failed, skipped or xfailed)"
+        reason = (
+            f"counts: all {tally.passed} bound tests passed, every test bound at {(ev.commit or '')[:12]} "
+            "among them (none failed, skipped or xfailed)"
+        )
     elif ev.kind == "soak" and counts:
         reason = f"counts: passing soak, {ev.duration_s} s, {ev.num_envs} envs, {ev.iterations} iterations"
         if ev.unchecked:
@@ -123,10 +143,12 @@ def _tested_shortfalls(policy: CellPolicy, junit: Sequence[EvidenceVerdict]) -> 
     if failed:
         return ["bound tests failed in " + ", ".join(v.id for v in failed)]
     if not any(v.counts for v in junit):
+        incomplete = [f"{v.id} ({v.verdict})" for v in junit if v.verdict.startswith("incomplete")]
         return [
-            f"no fresh, clean {key.platform} JUnit evidence (lane {policy.test_lane!r}) in which every test "
-            f"marked {key.marker()} passed, at least {policy.min_passed}, "
+            f"no fresh, clean {key.platform} JUnit evidence (lane {policy.test_lane!r}) that holds every test "
+            f"marked {key.marker()} at its commit, all passed, at least {policy.min_passed}, "
             "none failed, skipped or xfailed"
+            + (f"; incomplete: {'; '.join(incomplete)}" if incomplete else "")
         ]
     return []
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.soak.verdicts.judgement import (
+from soakbench.harness.soak.verdicts.judgement import (
     GPU_ROWS,
     GpuAssessment,
     Judgement,
@@ -26,8 +26,8 @@ from harness.soak.verdicts.judgement import (
     judge,
     summary_sections,
 )
-from harness.two_runs.fields import dig
-from matrix.model import MatrixInputError
+from soakbench.harness.two_runs.fields import dig
+from soakbench.matrix.model import MatrixInputError
 
 #: artifact fields read from the run_summary -> the pass-table row that judges them
 _SECTION_ROWS: dict[str, str] = {

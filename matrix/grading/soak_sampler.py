@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.soak.host.portable import UNOBSERVABLE_CLASSES
-from harness.soak.verdicts.judgement import declared_limits
+from soakbench.harness.soak.host.portable import UNOBSERVABLE_CLASSES
+from soakbench.harness.soak.verdicts.judgement import declared_limits
 
 PLATFORM_SAMPLER: dict[str, str] = {"linux-cpu": "linux", "linux-cuda": "linux", "macos-mps": "portable"}
 # A project's own platform: the sampler the soak monitor uses on its host system.

@@ -6,7 +6,7 @@ May import: foundation, harness, matrix.model, matrix.schema_check, matrix.filei
 matrix.freshness, matrix.grading, matrix.intake.
 """
 
-from matrix.intake.ingest import ingest
+from soakbench.matrix.intake.ingest import ingest
 
 __all__ = [
     "ingest",

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.probe.samples import first_raw_disagreement
-from harness.two_runs.fields import dig
-from matrix.declared import SourcesOf, runtime_cell_sources
-from matrix.fileio import write_all_atomic
-from matrix.freshness import head_commit, resolve_commit, tree_fingerprint
-from matrix.grading import (
+from soakbench.harness.probe.samples import first_raw_disagreement
+from soakbench.harness.two_runs.fields import dig
+from soakbench.matrix.declared import SourcesOf, runtime_cell_sources
+from soakbench.matrix.fileio import write_all_atomic
+from soakbench.matrix.freshness import head_commit, resolve_commit, tree_fingerprint
+from soakbench.matrix.grading import (
     ARTIFACT_SCHEMAS,
     INDEX_REL,
     INDEX_VERSION,
@@ -31,32 +31,34 @@ from matrix.grading import (
     VERSION_FIELD,
     FreshnessRule,
     artifact_version_problem,
+    attach_bound_tests,
     attach_freshness,
     check_soak_evidence,
+    describe_missing,
     detect_kind,
     evidence_roots,
     fingerprint_paths,
     hooks_in,
     load_index,
+    manifest_problems,
     normalize_entry,
     read_json,
     samples_file,
     soak_samples_rel,
 )
-from matrix.intake.ingest_inputs import add_junit_inputs, guard_entries, missing_from_manifest
-from matrix.intake.junit import summarize_junit
-from matrix.model import (
+from soakbench.matrix.intake.ingest_inputs import add_junit_inputs
+from soakbench.matrix.intake.junit import summarize_junit
+from soakbench.matrix.model import (
     LANES,
     PLATFORM_SYSTEM,
     PLATFORMS,
-    CellKey,
     EvidenceFacts,
     Inventory,
     MatrixInputError,
     cell_property,
     ranks_suffix,
 )
-from matrix.schema_check import validate_or_raise
+from soakbench.matrix.schema_check import validate_or_raise
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,8 @@ def ingest(  # noqa: PLR0913 — the CLI options (keyword-only), the cell source
         _check_cells(display, kind, doc, facts, inventory)
     _guard_manifest(repo, display, kind, doc, facts, sources_of)
     facts = _fresh(repo, facts, inventory)
+    if kind == "junit":
+        _refuse_incomplete(display, attach_bound_tests(repo, facts))
     ev_id = "-".join([kind, platform, _slug(_subject(kind, facts)), (facts.commit or "")[:12], sha[:12]])
     rel = f"matrix/evidence/{kind}/{ev_id}.json"
     suffix = ranks_suffix(facts.ranks) if facts.ranks is not None else ""
@@ -280,6 +284,22 @@ def _fresh(repo: Path, facts: EvidenceFacts, inventory: Inventory | None) -> Evi
     return attach_freshness(repo, facts, tree_fingerprint(repo, head_commit(repo), paths), rule)
 
 
+def _refuse_incomplete(display: str, facts: EvidenceFacts) -> None:
+    """A JUnit summary must hold every test its commit binds to each cell it records: a lane that
+    deselected one (``-k``, ``-m``, a narrower path) would grade the cell on the rest."""
+    incomplete = sorted(facts.missing_tests.items())
+    if not incomplete:
+        return
+    said = "; ".join(
+        f"{cell_property(*b)}: {describe_missing(labels, facts.commit or '')}" for b, labels in incomplete
+    )
+    raise MatrixInputError(
+        display,
+        f"cells[{cell_property(*incomplete[0][0])}].tests",
+        f"{said}; run the lane without deselecting bound tests",
+    )
+
+
 def _check_cells(display: str, kind: str, doc: Any, facts: EvidenceFacts, inventory: Inventory) -> None:
     """A soak or probe for a project's own inventory must cover one of its cells on its platform: a
     mistyped ``soak monitor --cell`` would otherwise be filed and count for nothing."""
@@ -311,21 +331,11 @@ def _known_commit(repo: Path, display: str, commit: str) -> None:
 def _guard_manifest(
     repo: Path, display: str, kind: str, doc: Any, facts: EvidenceFacts, sources_of: SourcesOf
 ) -> None:
-    """Refuse an artifact manifest that omits a module its cell's own code loads at module level."""
-    if facts.inputs is None or facts.commit is None or resolve_commit(repo, facts.commit) is None:
-        return
-    algo = dig(doc, "settings.algo") if kind == "probe" else None
-    keys = [CellKey(a or str(algo), t, b, facts.platform, facts.ranks or 1) for a, t, b in facts.covers]
-    entries = guard_entries(kind, doc, keys, sources_of)
-    missing = missing_from_manifest(repo, facts.commit, facts.inputs.files, entries) if entries else []
-    if missing:
-        raise MatrixInputError(
-            display,
-            "inputs.files",
-            f"the input manifest omits {len(missing)} module(s) its cell's code loads: "
-            f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; the evidence would look "
-            "fresh after a change to them. Re-collect it with this project's soak/probe",
-        )
+    """Refuse a manifest that omits a module its cell's own code loads at module level, or records a file
+    at a blob its commit does not hold (``generate`` and ``check`` run the same guard on filed evidence)."""
+    if problems := manifest_problems(repo, kind, doc, facts, sources_of):
+        field, _, why = problems[0].partition(": ")
+        raise MatrixInputError(display, field, f"{why}. Re-collect it with this project's soak/probe")
 
 
 def _samples_to_file(repo: Path, source: Path, rel: str, doc: dict[str, Any]) -> dict[Path, bytes]:

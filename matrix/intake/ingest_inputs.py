@@ -1,20 +1,17 @@
 """Ingest's side of input manifests: the per-cell inputs of a JUnit summary, derived from the commit its
-tests ran at, and the guard that refuses an artifact manifest missing part of its cell's own code."""
+tests ran at (the guard on every filed manifest is grading's, ``matrix.grading.manifest_guard``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from foundation.inputs import canonical_name
-from matrix.declared import SourcesOf
-from matrix.freshness import commit_reader, import_closure, junit_manifest, tree_blobs
-from matrix.grading import names_cell
-from matrix.model import CellKey
-
-PROBE_WORKER = "harness/probe/worker.py"
+from soakbench.foundation.inputs import canonical_name
+from soakbench.matrix.declared import SourcesOf
+from soakbench.matrix.freshness import commit_reader, junit_manifest, tree_blobs
+from soakbench.matrix.model import CellKey
 
 
 def distribution_names() -> dict[str, str]:
@@ -53,30 +50,3 @@ def add_junit_inputs(repo: Path, summary: dict[str, Any], sources_of: SourcesOf)
             cell["inputs"] = junit_manifest(
                 files, tree, read, (sources.entries, sources.data), lock.decode() if lock else None, names
             )
-
-
-def missing_from_manifest(
-    repo: Path, commit: str, manifest_files: Iterable[str], entries: Iterable[str]
-) -> list[str]:
-    """Project files the ``entries`` load at module level, at ``commit``, that the manifest omits: a
-    manifest that omits one understates what the evidence depends on."""
-    closure = import_closure(list(entries), commit_reader(repo, commit), lazy=False)
-    return sorted(closure.files - set(manifest_files))
-
-
-def guard_entries(kind: str, doc: Mapping[str, Any], keys: list[CellKey], sources_of: SourcesOf) -> list[str]:
-    """The entry files an artifact's manifest must cover: a soak run's cell sources; a probe's worker
-    and the modules of its task and backends (a monitored command that names no cell names none)."""
-    out: set[str] = set()
-    for key in keys:
-        try:
-            sources = sources_of(key)
-        except KeyError:
-            continue
-        if kind == "soak" and names_cell(doc):
-            out.update(sources.entries)
-        elif kind == "probe":
-            out.update(sources.physics)  # a probe steps the physics alone: no trainer, no learner
-    if kind == "probe" and out:
-        out.add(PROBE_WORKER)
-    return sorted(out)

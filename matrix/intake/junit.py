@@ -12,8 +12,8 @@ import hashlib
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from foundation.cells import CELL_FORMAT, parse_cell
-from matrix.model import (
+from soakbench.foundation.cells import CELL_FORMAT, parse_cell
+from soakbench.matrix.model import (
     CELL_PROPERTY,
     LANES,
     PLATFORMS,

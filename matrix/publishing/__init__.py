@@ -6,8 +6,8 @@ May import: harness.ci, matrix.model, matrix.declared, matrix.freshness, matrix.
 matrix.publishing.
 """
 
-from matrix.publishing.ci import check_suite
-from matrix.publishing.render import PAGE_REL, render_all
+from soakbench.matrix.publishing.ci import check_suite
+from soakbench.matrix.publishing.render import PAGE_REL, render_all
 
 __all__ = [
     "PAGE_REL",

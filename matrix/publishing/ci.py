@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from harness.ci.cases import MESSAGE_CHARS, CiCase, CiSuite, clip
+from soakbench.harness.ci.cases import MESSAGE_CHARS, CiCase, CiSuite, clip
 
 _REGENERATE = "run `uv run matrix generate`, review, commit"
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from matrix.model import PLATFORMS, cell_label
+from soakbench.matrix.model import PLATFORMS, cell_label
 
 Doc = Mapping[str, Any]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from matrix.declared import CapabilityRow
-from matrix.freshness import FINGERPRINT_PATHS
-from matrix.grading import MatrixState, freshness
-from matrix.model import GRADE_MEANING, GRADES, CellResult, MatrixInputError, Project, SoakBudget
-from matrix.publishing.grid import build_grid, capability_view, details
+from soakbench.matrix.declared import CapabilityRow
+from soakbench.matrix.freshness import FINGERPRINT_PATHS
+from soakbench.matrix.grading import MatrixState, freshness
+from soakbench.matrix.model import GRADE_MEANING, GRADES, CellResult, MatrixInputError, Project, SoakBudget
+from soakbench.matrix.publishing.grid import build_grid, capability_view, details
 
 MATRIX_JSON_VERSION = 1
 PAGE_REL = "docs/support-matrix.md"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from foundation.inputs import note_data_file
-from runtime.assets.motion import MotionClip, MotionClipError, load_motion
-from runtime.assets.paths import ASSET_ROOT, AssetError, resolve
+from soakbench.foundation.inputs import note_data_file
+from soakbench.runtime.assets.motion import MotionClip, MotionClipError, load_motion
+from soakbench.runtime.assets.paths import ASSET_ROOT, AssetError, resolve
 
 if TYPE_CHECKING:
     import mujoco

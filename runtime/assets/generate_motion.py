@@ -23,7 +23,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 SCENE = "robots/g1/scene_flat.xml"
 MOTION = "motions/g1/dance_wave.npz"
@@ -83,7 +83,7 @@ def generate_arrays() -> dict[str, np.ndarray]:
     """Build every clip field (see :class:`runtime.assets.motion.MotionClip`); deterministic."""
     import mujoco
 
-    from runtime.assets import load_model
+    from soakbench.runtime.assets import load_model
 
     model = load_model(SCENE)
     data = mujoco.MjData(model)
@@ -214,8 +214,8 @@ def generate(
     check: Annotated[bool, typer.Option(help="compare the committed clip with a fresh generation")] = False,
 ) -> None:
     """Generate (or check) the G1 dance/wave reference clip."""
-    from runtime.assets import ASSET_ROOT
-    from runtime.assets.motion import MotionClipError, load_clip_file, validate_clip_arrays
+    from soakbench.runtime.assets import ASSET_ROOT
+    from soakbench.runtime.assets.motion import MotionClipError, load_clip_file, validate_clip_arrays
 
     target = out if out is not None else ASSET_ROOT / MOTION
     arrays = generate_arrays()

@@ -174,8 +174,8 @@ def load_clip_file(path: Path) -> MotionClip:
 
 def load_motion(motion_rel: str) -> MotionClip:
     """Load the clip ``motion_rel`` (e.g. ``"motions/g1/dance_wave.npz"``) from the asset root."""
-    from foundation.inputs import note_data_file
-    from runtime.assets.paths import resolve
+    from soakbench.foundation.inputs import note_data_file
+    from soakbench.runtime.assets.paths import resolve
 
     path = resolve(motion_rel)
     note_data_file(path)

@@ -6,11 +6,11 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runtime.backends.base import SimBackend
+    from soakbench.runtime.backends.base import SimBackend
 
 BACKENDS: dict[str, str] = {
-    "mujoco": "runtime.backends.mujoco:MujocoBackend",
-    "mjwarp": "runtime.backends.mjwarp:MjwarpBackend",
+    "mujoco": "soakbench.runtime.backends.mujoco:MujocoBackend",
+    "mjwarp": "soakbench.runtime.backends.mjwarp:MjwarpBackend",
 }
 
 
@@ -20,7 +20,7 @@ def backend_class(name: str) -> type[SimBackend]:
         target = BACKENDS[name]
     except KeyError:
         raise KeyError(f"unknown backend {name!r}; registered: {sorted(BACKENDS)}") from None
-    from runtime.backends.base import SimBackend
+    from soakbench.runtime.backends.base import SimBackend
 
     module_name, _, attr = target.partition(":")
     cls = getattr(importlib.import_module(module_name), attr)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from runtime.backends.base import PublicState
+from soakbench.runtime.backends.base import PublicState
 
 FIELDS: tuple[str, ...] = ("qpos", "qvel", "sensordata", "actuator_force")
 

@@ -15,8 +15,8 @@ from typing import Literal, Protocol
 import mujoco
 import numpy as np
 
-from runtime.backends._host_pool import WorkerPool, split_chunks
-from runtime.backends._layout import StateLayout
+from soakbench.runtime.backends._host_pool import WorkerPool, split_chunks
+from soakbench.runtime.backends._layout import StateLayout
 
 EngineName = Literal["threads", "batch"]
 ENGINES: tuple[str, ...] = ("threads", "batch")

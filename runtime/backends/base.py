@@ -15,7 +15,7 @@ from typing import ClassVar
 import mujoco
 import torch
 
-from runtime.backends.contract import (
+from soakbench.runtime.backends.contract import (
     BackendCapabilities,
     DataPlane,
     HostSteppingInfo,

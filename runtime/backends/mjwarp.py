@@ -29,10 +29,10 @@ from typing import Any
 import mujoco
 import torch
 
-from runtime.backends._layout import StateLayout
-from runtime.backends.base import PublicState, SimBackend
-from runtime.backends.contract import BackendCapabilities, OptimizationDiagnostic, PlatformView
-from runtime.backends.validation import check_ctrl, check_reset_args
+from soakbench.runtime.backends._layout import StateLayout
+from soakbench.runtime.backends.base import PublicState, SimBackend
+from soakbench.runtime.backends.contract import BackendCapabilities, OptimizationDiagnostic, PlatformView
+from soakbench.runtime.backends.validation import check_ctrl, check_reset_args
 
 INSTALL_HINT = "install the MJWarp extra with `uv sync --extra mjwarp`"
 

@@ -22,10 +22,10 @@ import mujoco
 import numpy as np
 import torch
 
-from runtime.backends._layout import StateLayout
-from runtime.backends._mujoco_engines import ENGINES, WARNING_NAMES, make_engine
-from runtime.backends.base import PublicState, SimBackend
-from runtime.backends.contract import (
+from soakbench.runtime.backends._layout import StateLayout
+from soakbench.runtime.backends._mujoco_engines import ENGINES, WARNING_NAMES, make_engine
+from soakbench.runtime.backends.base import PublicState, SimBackend
+from soakbench.runtime.backends.contract import (
     BackendCapabilities,
     HostSteppingInfo,
     OptimizationDiagnostic,
@@ -34,7 +34,7 @@ from runtime.backends.contract import (
     TransferCount,
     TransferDeclaration,
 )
-from runtime.backends.validation import check_ctrl, check_reset_args
+from soakbench.runtime.backends.validation import check_ctrl, check_reset_args
 
 DEFAULT_ENGINE = "batch"  # measured faster than "threads" on G1 (docs/backends.md)
 # Warnings on which mj_step resets the world to the model defaults by itself (auto-reset): the task

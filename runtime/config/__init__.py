@@ -10,8 +10,8 @@ file and imports no torch.
 May import: foundation, runtime.backends, runtime.tasks, runtime.config.
 """
 
-from foundation.vocab import ALGOS
-from runtime.config.composition import (
+from soakbench.foundation.vocab import ALGOS
+from soakbench.runtime.config.composition import (
     OWNER_KEYS,
     REMOVED_KEYS,
     compose,
@@ -19,8 +19,8 @@ from runtime.config.composition import (
     parse_override_value,
     split_override,
 )
-from runtime.config.fields import ConfigError
-from runtime.config.host import (
+from soakbench.runtime.config.fields import ConfigError
+from soakbench.runtime.config.host import (
     LEARNER_THREADS_CAP,
     PlatformFacts,
     platform_blockers,
@@ -29,7 +29,7 @@ from runtime.config.host import (
     resolve_learner_threads,
     validate_for_run,
 )
-from runtime.config.sections import (
+from soakbench.runtime.config.sections import (
     ComposedConfig,
     CudaProcessSharing,
     FlashSacConfig,

@@ -25,10 +25,10 @@ import yaml
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
-from foundation.inputs import note_data_file
-from foundation.vocab import ALGOS
-from runtime.backends import BACKENDS
-from runtime.config.fields import (
+from soakbench.foundation.inputs import note_data_file
+from soakbench.foundation.vocab import ALGOS
+from soakbench.runtime.backends import BACKENDS
+from soakbench.runtime.config.fields import (
     ConfigError,
     FieldType,
     Spec,
@@ -38,8 +38,8 @@ from runtime.config.fields import (
     spec_of,
     type_hints,
 )
-from runtime.config.host import resolve_learner_threads
-from runtime.config.sections import (
+from soakbench.runtime.config.host import resolve_learner_threads
+from soakbench.runtime.config.sections import (
     LEARNER_SECTIONS,
     TASK_SECTIONS,
     ComposedConfig,
@@ -51,7 +51,7 @@ from runtime.config.sections import (
     TrainingConfig,
     shallow_fields,
 )
-from runtime.tasks import TASKS
+from soakbench.runtime.tasks import TASKS
 
 CONF_ROOT = Path(__file__).resolve().parents[1] / "conf"
 

@@ -12,8 +12,8 @@ import platform as platform_module
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.config.fields import ConfigError
-from runtime.config.sections import (
+from soakbench.runtime.config.fields import ConfigError
+from soakbench.runtime.config.sections import (
     ComposedConfig,
     CudaProcessSharing,
     HostResolvedConfig,
@@ -71,8 +71,8 @@ class PlatformFacts:
 
 def _visible_gpu_uuid() -> str | None:
     """UUID of the single visible GPU through NVML (honouring CUDA_VISIBLE_DEVICES), else None."""
-    from foundation.mps import visible_gpus
-    from foundation.nvml import NvmlReader
+    from soakbench.foundation.mps import visible_gpus
+    from soakbench.foundation.nvml import NvmlReader
 
     with NvmlReader() as reader:
         snapshot = reader.snapshot()
@@ -166,7 +166,7 @@ def _process_sharing(cfg: ComposedConfig, facts: PlatformFacts) -> CudaProcessSh
     configured = cfg.training.cuda_process_sharing
     if configured != "mps":
         return CudaProcessSharing(configured=configured, effective=None, validation=None)
-    from foundation.mps import CumpsError, resolve_for_training
+    from soakbench.foundation.mps import CumpsError, resolve_for_training
 
     try:
         found = resolve_for_training(facts.gpu_uuid, os.environ)

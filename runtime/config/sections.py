@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, Self
 
-from runtime.config.fields import (
+from soakbench.runtime.config.fields import (
     above,
     at_least,
     check_section,

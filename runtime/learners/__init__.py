@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-    from runtime.config import LearnerConfig
-    from runtime.learners.base import Learner
-    from runtime.learners.networks import Actor
+    from soakbench.runtime.config import LearnerConfig
+    from soakbench.runtime.learners.base import Learner
+    from soakbench.runtime.learners.networks import Actor
 
 __all__ = [
     "actor_state_size",
@@ -37,8 +37,8 @@ __all__ = [
 # Config section type -> (module, learner class, actor builder), imported by name: a run loads only its own
 # learner's module, so evidence from a SAC run does not depend on FlashSAC's code (docs/support-matrix.md).
 LEARNERS: dict[str, tuple[str, str, str]] = {
-    "SacConfig": ("runtime.learners.sac", "SACLearner", "build_sac_actor"),
-    "FlashSacConfig": ("runtime.learners.flashsac", "FlashSACLearner", "build_flash_actor"),
+    "SacConfig": ("soakbench.runtime.learners.sac", "SACLearner", "build_sac_actor"),
+    "FlashSacConfig": ("soakbench.runtime.learners.flashsac", "FlashSACLearner", "build_flash_actor"),
 }
 
 
@@ -66,7 +66,7 @@ def build_learner(  # noqa: PLR0913 — the keyword-only switches mirror trainin
     """The learner of ``algo_cfg``'s section type on ``device``. ``torch_compile``/``cuda_graphs`` come from
     ``training.*``; they are forced off on CPU and the decision is in ``learner.runtime_diagnostics()``.
     The section's bounds were checked when it was composed; the learner does not check them again."""
-    from runtime.learners.base import runtime_options
+    from soakbench.runtime.learners.base import runtime_options
 
     module, learner, _ = _learner_module(algo_cfg)
     options = runtime_options(device, torch_compile, cuda_graphs)

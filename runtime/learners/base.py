@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from runtime.learners.collective import SOLO, Collective, mean_params
-from runtime.learners.networks import Actor
-from runtime.learners.replay import Batch, ReplayBuffer, check_transitions
+from soakbench.runtime.learners.collective import SOLO, Collective, mean_params
+from soakbench.runtime.learners.networks import Actor
+from soakbench.runtime.learners.replay import Batch, ReplayBuffer, check_transitions
 
 if TYPE_CHECKING:
-    from runtime.config import LearnerConfig
+    from soakbench.runtime.config import LearnerConfig
 
 
 def shared_hyperparameters(algo_cfg: LearnerConfig) -> dict[str, Any]:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from runtime.config import RunConfig
-    from runtime.learners.base import Learner
-    from runtime.tasks.base import TaskEnv
+    from soakbench.runtime.config import RunConfig
+    from soakbench.runtime.learners.base import Learner
+    from soakbench.runtime.tasks.base import TaskEnv
 
 Policy = Callable[["torch.Tensor"], "torch.Tensor"]  # obs [N, O] -> actions [N, A] in [-1, 1]
 
@@ -74,7 +74,7 @@ def restore_learner(payload: dict[str, Any], cfg: RunConfig, obs_dim: int, actio
     """The checkpoint's learner on CPU, its actor in eval mode."""
     import torch
 
-    from runtime.learners import build_learner
+    from soakbench.runtime.learners import build_learner
 
     learner = build_learner(cfg.algo, obs_dim, action_dim, torch.device("cpu"), seed=cfg.seed)
     learner.load_state_dict(payload["learner"])
@@ -86,7 +86,7 @@ def cpu_env(cfg: RunConfig, seed: int) -> TaskEnv:
     """A fresh env of ``cfg``'s task on CPU."""
     import torch
 
-    from runtime.env import make_env
+    from soakbench.runtime.env import make_env
 
     return make_env(cfg, device=torch.device("cpu"), seed=seed)
 
@@ -117,7 +117,7 @@ class RestoredRun:
         """The learner the run started from (built with the run's seed), its actor in eval mode."""
         import torch
 
-        from runtime.learners import build_learner
+        from soakbench.runtime.learners import build_learner
 
         cpu = torch.device("cpu")
         learner = build_learner(self.cfg.algo, self.obs_dim, self.action_dim, cpu, seed=self.cfg.seed)
@@ -132,7 +132,7 @@ def restore_run(
 
     Raises CheckpointError (missing or unreadable checkpoint) or TaskMismatchError.
     """
-    from runtime.config import load_run_config
+    from soakbench.runtime.config import load_run_config
 
     payload = read_checkpoint(run_dir, checkpoint)
     cfg = load_run_config(payload["config"]).with_num_envs(num_envs)

@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from runtime.learners.base import Learner, RuntimeOptions
-from runtime.learners.collective import ALPHA_GRAD, SOLO, Collective, mean_params
-from runtime.learners.functional import (
+from soakbench.runtime.learners.base import Learner, RuntimeOptions
+from soakbench.runtime.learners.collective import ALPHA_GRAD, SOLO, Collective, mean_params
+from soakbench.runtime.learners.functional import (
     AdamState,
     Params,
     ProjectionGroup,
@@ -31,7 +31,7 @@ from runtime.learners.functional import (
     polyak,
     project_params,
 )
-from runtime.learners.networks import (
+from soakbench.runtime.learners.networks import (
     BNStats,
     CategoricalSupport,
     FlashActor,
@@ -40,10 +40,10 @@ from runtime.learners.networks import (
     projection_groups,
     squashed_gaussian,
 )
-from runtime.learners.replay import Batch
+from soakbench.runtime.learners.replay import Batch
 
 if TYPE_CHECKING:
-    from runtime.config import FlashSacConfig
+    from soakbench.runtime.config import FlashSacConfig
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from runtime.learners.functional import ProjectionGroup
+from soakbench.runtime.learners.functional import ProjectionGroup
 
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.func import functional_call
 
-from runtime.learners.base import Learner, RuntimeOptions
-from runtime.learners.collective import ALPHA_GRAD, SOLO, Collective, mean_params
-from runtime.learners.functional import (
+from soakbench.runtime.learners.base import Learner, RuntimeOptions
+from soakbench.runtime.learners.collective import ALPHA_GRAD, SOLO, Collective, mean_params
+from soakbench.runtime.learners.functional import (
     AdamState,
     Params,
     adam_init,
@@ -26,11 +26,11 @@ from runtime.learners.functional import (
     clip_grad_norm,
     polyak,
 )
-from runtime.learners.networks import SACActor, SACCritic, normalizer_update, squashed_gaussian
-from runtime.learners.replay import Batch
+from soakbench.runtime.learners.networks import SACActor, SACCritic, normalizer_update, squashed_gaussian
+from soakbench.runtime.learners.replay import Batch
 
 if TYPE_CHECKING:
-    from runtime.config import SacConfig
+    from soakbench.runtime.config import SacConfig
 
 
 @dataclass(frozen=True)

@@ -31,20 +31,20 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundation.roles import mark_process
-from runtime.manager.control import ControlSegment, StepTiming
-from runtime.manager.diagnostics import backend_diagnostics_payload
-from runtime.manager.ingress import IngressBatch, ReplayIngress
-from runtime.manager.inputs_record import record_inputs
-from runtime.manager.ring import InferenceRing
-from runtime.manager.signals import WakeSignal
+from soakbench.foundation.roles import mark_process
+from soakbench.runtime.manager.control import ControlSegment, StepTiming
+from soakbench.runtime.manager.diagnostics import backend_diagnostics_payload
+from soakbench.runtime.manager.ingress import IngressBatch, ReplayIngress
+from soakbench.runtime.manager.inputs_record import record_inputs
+from soakbench.runtime.manager.ring import InferenceRing
+from soakbench.runtime.manager.signals import WakeSignal
 
 if TYPE_CHECKING:
     import torch
 
-    from runtime.config import RunConfig
-    from runtime.learners.networks import Actor
-    from runtime.manager.contracts import CollectorEnv, EnvStep, PolicyModule
+    from soakbench.runtime.config import RunConfig
+    from soakbench.runtime.learners.networks import Actor
+    from soakbench.runtime.manager.contracts import CollectorEnv, EnvStep, PolicyModule
 
 EXIT_REPORTED_ERROR = 3
 

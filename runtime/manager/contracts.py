@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from runtime.config import LearnerConfig
-    from runtime.learners.collective import Collective
-    from runtime.learners.networks import Actor
+    from soakbench.runtime.config import LearnerConfig
+    from soakbench.runtime.learners.collective import Collective
+    from soakbench.runtime.learners.networks import Actor
 
 
 class ManagedLearner(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from runtime.manager.shm import CountersSpec, SharedCounters
+from soakbench.runtime.manager.shm import CountersSpec, SharedCounters
 
 CONTROL_INT_FIELDS: tuple[str, ...] = ("finish", "iterations", "episodes", "actor_version")
 CONTROL_FLOAT_FIELDS: tuple[str, ...] = (

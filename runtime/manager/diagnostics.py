@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runtime.backends.contract import (
+from soakbench.runtime.backends.contract import (
     BackendDiagnostics,
     diagnostics_payload,
     optimization_entries,
@@ -56,7 +56,7 @@ def ambient_mps_facts() -> dict[str, Any]:
     """The MPS facts a CUDA run observes in its environment, or the error observing them: recorded in
     the manifest, never allowed to fail the run."""
     try:
-        from foundation.mps import ambient_facts
+        from soakbench.foundation.mps import ambient_facts
 
         return ambient_facts(os.environ)
     except Exception as exc:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from runtime.config import RunConfig
-    from runtime.manager.contracts import ManagedLearner
+    from soakbench.runtime.config import RunConfig
+    from soakbench.runtime.manager.contracts import ManagedLearner
 
 LearnerFactory = Callable[["RunConfig", int, int, "torch.device"], "ManagedLearner"]
 
@@ -24,8 +24,8 @@ class TrainerHooks:
     """
 
     learner_factory: LearnerFactory | None = None
-    env_factory: str = "runtime.env:make_env"
-    policy_module: str = "runtime.learners"
+    env_factory: str = "soakbench.runtime.env:make_env"
+    policy_module: str = "soakbench.runtime.learners"
     startup_timeout_s: float = 900.0
     stale_tick_timeout_s: float = 300.0
     shutdown_deadline_s: float = 8.0

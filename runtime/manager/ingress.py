@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from runtime.manager.shm import (
+from soakbench.runtime.manager.shm import (
     CountersSpec,
     SharedCounters,
     SharedTensor,
@@ -28,7 +28,7 @@ from runtime.manager.shm import (
     attach_header_and_data,
     create_header_and_data,
 )
-from runtime.manager.signals import WakeSignal
+from soakbench.runtime.manager.signals import WakeSignal
 
 if TYPE_CHECKING:
     import torch

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from foundation.inputs import INPUTS_DIR, InputsError, write_own_inputs
+from soakbench.foundation.inputs import INPUTS_DIR, InputsError, write_own_inputs
 
 
 def project_root() -> Path:

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from runtime.artifacts import ArtifactError, read_run_summary
-from runtime.distributed import RankIdentity
+from soakbench.runtime.artifacts import ArtifactError, read_run_summary
+from soakbench.runtime.distributed import RankIdentity
 
 # A rank that ended because of another rank (or was stopped from outside) is not the job's first failure.
 CONSEQUENTIAL = ("peer_failure", "external_cancellation")

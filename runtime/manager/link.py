@@ -11,8 +11,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from runtime.manager.collector import CollectorArgs, collector_main
-from runtime.manager.shutdown import Deadline, RunFailure, stop_process
+from soakbench.runtime.manager.collector import CollectorArgs, collector_main
+from soakbench.runtime.manager.shutdown import Deadline, RunFailure, stop_process
 
 
 def failure_from_report(msg: dict[str, Any]) -> RunFailure:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from runtime.config import RunConfig
-    from runtime.learners.collective import Collective
+    from soakbench.runtime.config import RunConfig
+    from soakbench.runtime.learners.collective import Collective
 
 
 class NullLearner:
@@ -26,7 +26,7 @@ class NullLearner:
     def __init__(self, cfg: RunConfig, obs_dim: int, action_dim: int, device: torch.device) -> None:
         import torch
 
-        from runtime.learners import build_actor
+        from soakbench.runtime.learners import build_actor
 
         self.actor = build_actor(cfg.algo, obs_dim, action_dim).to(device)
         self.device = torch.device(device)
@@ -74,7 +74,7 @@ class NullLearner:
         """Nothing to average: the null learner learns nothing from its data."""
 
     def checksum(self) -> str:
-        from runtime.learners.base import state_checksum
+        from soakbench.runtime.learners.base import state_checksum
 
         return state_checksum(dict(self.actor.state_dict()))
 

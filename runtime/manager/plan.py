@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runtime.config import RunConfig
+    from soakbench.runtime.config import RunConfig
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from runtime.manager.collector import resolve
-from runtime.manager.shutdown import RunFailure
+from soakbench.runtime.manager.collector import resolve
+from soakbench.runtime.manager.shutdown import RunFailure
 
 if TYPE_CHECKING:
     import torch
 
-    from runtime.config import RunConfig
-    from runtime.learners.networks import Actor
-    from runtime.manager.contracts import CollectorEnv
+    from soakbench.runtime.config import RunConfig
+    from soakbench.runtime.learners.networks import Actor
+    from soakbench.runtime.manager.contracts import CollectorEnv
 
 
 def run_playback(cfg: RunConfig, actor: Actor, env_factory: str, device: str) -> dict[str, Any]:

@@ -16,9 +16,9 @@ import torch.distributed as dist
 # dist.TCPStore and friends are these very classes; imported from their module, mypy sees their types
 from torch._C._distributed_c10d import PrefixStore, Store, TCPStore
 
-import runtime.artifacts as artifacts
-from runtime.distributed import RankIdentity
-from runtime.learners.collective import CollectiveError
+import soakbench.runtime.artifacts as artifacts
+from soakbench.runtime.distributed import RankIdentity
+from soakbench.runtime.learners.collective import CollectiveError
 
 Backend = Literal["gloo", "nccl"]
 
@@ -116,7 +116,7 @@ def leave_job(ranks: RankIdentity, job_dir: Path, summary: dict[str, Any], deadl
     """Leave the process group within the deadline; rank 0 then writes the job's summary (in ``job_dir``,
     the job's log_dir) from this attempt's rank summaries (``runtime.manager.job_summary``), waiting for
     them up to the same deadline. False when the job summary could not be written (said on stderr)."""
-    from runtime.manager.job_summary import job_summary, read_rank_summaries
+    from soakbench.runtime.manager.job_summary import job_summary, read_rank_summaries
 
     stuck = leave_group(deadline_s)
     if stuck is not None:

@@ -11,14 +11,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from foundation.vocab import RunPhase
-from runtime.artifacts import MANIFEST_SCHEMA_VERSION
-from runtime.manager.control import ControlStats
-from runtime.manager.hooks import TrainerHooks
-from runtime.manager.plan import RunPlan
-from runtime.manager.resources import ArenaStats, Hello
-from runtime.manager.shutdown import ShutdownRecord
-from runtime.manager.telemetry import CounterSnapshot, EpisodeTotals, TbWindow
+from soakbench.foundation.vocab import RunPhase
+from soakbench.runtime.artifacts import MANIFEST_SCHEMA_VERSION
+from soakbench.runtime.manager.control import ControlStats
+from soakbench.runtime.manager.hooks import TrainerHooks
+from soakbench.runtime.manager.plan import RunPlan
+from soakbench.runtime.manager.resources import ArenaStats, Hello
+from soakbench.runtime.manager.shutdown import ShutdownRecord
+from soakbench.runtime.manager.telemetry import CounterSnapshot, EpisodeTotals, TbWindow
 
 REPLAY_KEYS = (
     "published_sequence",

@@ -8,20 +8,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from runtime.artifacts import ProgressLog
-from runtime.manager.control import ControlSegment, ControlStats
-from runtime.manager.ingress import IngressLayout, ReplayIngress, ReplayStats, empty_replay_stats
-from runtime.manager.link import CollectorLink
-from runtime.manager.plan import RunPlan
-from runtime.manager.ring import InferenceRing, RingStats, empty_ring_stats
-from runtime.manager.shutdown import RunFailure
-from runtime.manager.signals import WakeSignal
+from soakbench.runtime.artifacts import ProgressLog
+from soakbench.runtime.manager.control import ControlSegment, ControlStats
+from soakbench.runtime.manager.ingress import IngressLayout, ReplayIngress, ReplayStats, empty_replay_stats
+from soakbench.runtime.manager.link import CollectorLink
+from soakbench.runtime.manager.plan import RunPlan
+from soakbench.runtime.manager.ring import InferenceRing, RingStats, empty_ring_stats
+from soakbench.runtime.manager.shutdown import RunFailure
+from soakbench.runtime.manager.signals import WakeSignal
 
 if TYPE_CHECKING:
-    from runtime.config import RunConfig
-    from runtime.manager.contracts import ManagedLearner
-    from runtime.manager.hooks import TrainerHooks
-    from runtime.metrics_schema import MetricsWriter
+    from soakbench.runtime.config import RunConfig
+    from soakbench.runtime.manager.contracts import ManagedLearner
+    from soakbench.runtime.manager.hooks import TrainerHooks
+    from soakbench.runtime.metrics_schema import MetricsWriter
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ def build_learner(cfg: RunConfig, hooks: TrainerHooks, plan: RunPlan, hello: Hel
     try:
         if hooks.learner_factory is not None:
             return hooks.learner_factory(cfg, hello.obs_dim, hello.action_dim, device)
-        from runtime.learners import build_learner as build_configured
+        from soakbench.runtime.learners import build_learner as build_configured
 
         return build_configured(
             cfg.algo,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from runtime.manager.shm import (
+from soakbench.runtime.manager.shm import (
     CountersSpec,
     SharedCounters,
     SharedTensor,
@@ -26,7 +26,7 @@ from runtime.manager.shm import (
     attach_header_and_data,
     create_header_and_data,
 )
-from runtime.manager.signals import WakeSignal
+from soakbench.runtime.manager.signals import WakeSignal
 
 if TYPE_CHECKING:
     import torch

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from foundation.vocab import RunPhase as Phase
-from foundation.vocab import ShutdownClassification as Classification
-from foundation.vocab import ShutdownOwner as Owner
+from soakbench.foundation.vocab import RunPhase as Phase
+from soakbench.foundation.vocab import ShutdownClassification as Classification
+from soakbench.foundation.vocab import ShutdownOwner as Owner
 
 OWNER_OF: dict[str, Owner] = {
     "normal_completion": "manager",

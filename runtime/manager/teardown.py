@@ -7,10 +7,10 @@ import functools
 import time
 from typing import Protocol
 
-from runtime.manager.heartbeat import Heartbeat
-from runtime.manager.hooks import TrainerHooks
-from runtime.manager.resources import Doorbells, StartupState
-from runtime.manager.shutdown import Cleanup, Deadline, ShutdownRecord
+from soakbench.runtime.manager.heartbeat import Heartbeat
+from soakbench.runtime.manager.hooks import TrainerHooks
+from soakbench.runtime.manager.resources import Doorbells, StartupState
+from soakbench.runtime.manager.shutdown import Cleanup, Deadline, ShutdownRecord
 
 
 class Closeable(Protocol):

@@ -23,22 +23,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, ParamSpec, TypeVar
 
-import runtime.artifacts as artifacts
-from foundation.vocab import RunPhase
-from runtime.config import RunConfig
-from runtime.distributed import RankIdentity
-from runtime.learners.collective import CollectiveError
-from runtime.manager import reporting
-from runtime.manager.collector import CollectorArgs
-from runtime.manager.diagnostics import ambient_mps_facts, learner_diagnostics_payload
-from runtime.manager.heartbeat import Heartbeat
-from runtime.manager.hooks import TrainerHooks
-from runtime.manager.inputs_record import record_inputs
-from runtime.manager.job_summary import rank_block
-from runtime.manager.link import CollectorLink, describe_exitcode, failure_from_report
-from runtime.manager.plan import RunPlan
-from runtime.manager.process_group import ProcessGroupCollective, backend_for, join_group, leave_job
-from runtime.manager.resources import (
+import soakbench.runtime.artifacts as artifacts
+from soakbench.foundation.vocab import RunPhase
+from soakbench.runtime.config import RunConfig
+from soakbench.runtime.distributed import RankIdentity
+from soakbench.runtime.learners.collective import CollectiveError
+from soakbench.runtime.manager import reporting
+from soakbench.runtime.manager.collector import CollectorArgs
+from soakbench.runtime.manager.diagnostics import ambient_mps_facts, learner_diagnostics_payload
+from soakbench.runtime.manager.heartbeat import Heartbeat
+from soakbench.runtime.manager.hooks import TrainerHooks
+from soakbench.runtime.manager.inputs_record import record_inputs
+from soakbench.runtime.manager.job_summary import rank_block
+from soakbench.runtime.manager.link import CollectorLink, describe_exitcode, failure_from_report
+from soakbench.runtime.manager.plan import RunPlan
+from soakbench.runtime.manager.process_group import ProcessGroupCollective, backend_for, join_group, leave_job
+from soakbench.runtime.manager.resources import (
     Arenas,
     ArenaStats,
     Doorbells,
@@ -47,10 +47,17 @@ from runtime.manager.resources import (
     StartupState,
     build_learner,
 )
-from runtime.manager.shutdown import EXIT_FAILED, EXIT_OK, EXIT_USAGE, RunFailure, ShutdownRecord, exit_code
-from runtime.manager.teardown import teardown
-from runtime.manager.telemetry import LearnerCounters, Telemetry
-from runtime.metrics_schema import MetricsWriter
+from soakbench.runtime.manager.shutdown import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    RunFailure,
+    ShutdownRecord,
+    exit_code,
+)
+from soakbench.runtime.manager.teardown import teardown
+from soakbench.runtime.manager.telemetry import LearnerCounters, Telemetry
+from soakbench.runtime.metrics_schema import MetricsWriter
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "TrainerHooks", "TrainingSession", "run_training"]
 
@@ -338,7 +345,7 @@ class TrainingSession:
             )
 
     def _playback(self) -> None:
-        from runtime.manager.playback import run_playback
+        from soakbench.runtime.manager.playback import run_playback
 
         self.phase = "playback"
         self.playback = run_playback(
@@ -357,7 +364,7 @@ class TrainingSession:
             raise RunFailure("learner_failure", f"{type(exc).__name__}: {exc}", cause=exc) from exc
 
     def _publish_weights(self) -> None:
-        from runtime.learners import actor_state_vector
+        from soakbench.runtime.learners import actor_state_vector
 
         res = self.res
         vec = self._learner_call(lambda: actor_state_vector(res.learner.actor).to(self.plan.physics_device))
@@ -429,16 +436,13 @@ class TrainingSession:
         """The final snapshot once taken, else the live counters, else the counters of no arenas."""
         if self.final_stats is not None:
             return self.final_stats
-        arenas = self.parts.arenas
-        live = arenas.stats() if arenas is not None else None
+        live = self.parts.arenas.stats() if self.parts.arenas is not None else None
         return live if live is not None else ArenaStats.empty(self.plan)
 
     def snapshot_shared(self) -> None:
         """Keep the arenas' counters for the summary (they are read before the segments go away)."""
-        arenas = self.parts.arenas
-        stats = arenas.stats() if arenas is not None else None
-        if stats is not None:
-            self.final_stats = stats
+        stats = self.parts.arenas.stats() if self.parts.arenas is not None else None
+        self.final_stats = stats if stats is not None else self.final_stats
 
     def write_final_progress(self) -> None:
         self._write_progress(final=True)
@@ -450,9 +454,8 @@ class TrainingSession:
         now = time.monotonic()
         snap = self.counters.snapshot(self.plan.num_envs)
         rate = self.telemetry.progress_rate(snap.total_env_steps, now)
-        record = reporting.progress_record(
-            snap, self.arena_stats(), self.phase, now - self.started_mono, rate, final
-        )
+        elapsed = now - self.started_mono
+        record = reporting.progress_record(snap, self.arena_stats(), self.phase, elapsed, rate, final)
         if self.hooks.extra_progress is not None:
             record.update(self.hooks.extra_progress())
         progress.write(record)
@@ -466,9 +469,8 @@ class TrainingSession:
         episodes = reporting.episode_totals(stats.control)
         window = self.telemetry.tb_window(snap, episodes, time.monotonic(), force=force)
         if window is not None:
-            writer.write(
-                snap.total_env_steps, reporting.tb_scalars(snap, window, self.counters.metrics, stats)
-            )
+            scalars = reporting.tb_scalars(snap, window, self.counters.metrics, stats)
+            writer.write(snap.total_env_steps, scalars)
 
     def _report(self, code: int, started_wall: float, duration_s: float) -> reporting.RunReport:
         link = self.parts.link

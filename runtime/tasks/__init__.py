@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 
 TASKS: dict[str, str] = {
-    "g1_walk_flat": "runtime.tasks.g1_walk_flat:G1WalkFlat",
-    "g1_motion_tracking": "runtime.tasks.g1_motion_tracking:G1MotionTracking",
+    "g1_walk_flat": "soakbench.runtime.tasks.g1_walk_flat:G1WalkFlat",
+    "g1_motion_tracking": "soakbench.runtime.tasks.g1_motion_tracking:G1MotionTracking",
 }
 
 

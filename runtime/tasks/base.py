@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from runtime.tasks._model import ModelInfo, model_info
+from soakbench.runtime.tasks._model import ModelInfo, model_info
 
 if TYPE_CHECKING:
     import mujoco
 
-    from runtime.backends.base import PublicState, SimBackend
-    from runtime.timing import PhaseTimer
+    from soakbench.runtime.backends.base import PublicState, SimBackend
+    from soakbench.runtime.timing import PhaseTimer
 
 
 class TaskConfigError(ValueError):

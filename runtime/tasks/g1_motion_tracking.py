@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
-from runtime.assets import load_motion
-from runtime.tasks._math import (
+from soakbench.runtime.assets import load_motion
+from soakbench.runtime.tasks._math import (
     projected_gravity,
     quat_angle_error,
     quat_conjugate,
@@ -35,13 +35,13 @@ from runtime.tasks._math import (
     quat_to_tan_norm,
     yaw_quat,
 )
-from runtime.tasks._model import TaskModelError
-from runtime.tasks.base import TaskConfigError, TaskEnv, action_terms, cfg_float
+from soakbench.runtime.tasks._model import TaskModelError
+from soakbench.runtime.tasks.base import TaskConfigError, TaskEnv, action_terms, cfg_float
 
 if TYPE_CHECKING:
     import mujoco
 
-    from runtime.backends.base import PublicState, SimBackend
+    from soakbench.runtime.backends.base import PublicState, SimBackend
 
 ANCHOR_BODY = "torso_link"
 ROOT_BODY = "pelvis"

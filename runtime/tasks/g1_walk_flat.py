@@ -17,13 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from runtime.tasks._math import projected_gravity, quat_from_yaw, quat_mul, quat_rotate_inverse, yaw_quat
-from runtime.tasks.base import TaskEnv, action_terms, cfg_float, cfg_range
+from soakbench.runtime.tasks._math import (
+    projected_gravity,
+    quat_from_yaw,
+    quat_mul,
+    quat_rotate_inverse,
+    yaw_quat,
+)
+from soakbench.runtime.tasks.base import TaskEnv, action_terms, cfg_float, cfg_range
 
 if TYPE_CHECKING:
     import mujoco
 
-    from runtime.backends.base import PublicState, SimBackend
+    from soakbench.runtime.backends.base import PublicState, SimBackend
 
 REWARD_WEIGHTS: dict[str, float] = {
     "track_lin_vel_xy": 1.0,  # exp(-|cmd_xy - v_xy|^2 / 0.25), heading frame

@@ -37,9 +37,9 @@ from mujoco import rollout
 from rich.console import Console
 from rich.table import Table
 
-from foundation.atomic import write_atomic
-from runtime.assets import load_model
-from runtime.backends.mujoco import MujocoBackend, available_cpus
+from soakbench.foundation.atomic import write_atomic
+from soakbench.runtime.assets import load_model
+from soakbench.runtime.backends.mujoco import MujocoBackend, available_cpus
 
 TASKS = ("g1_walk_flat", "g1_motion_tracking")
 ENGINES = ("batch", "threads")
@@ -125,8 +125,8 @@ def bench_task(
 ) -> dict[str, Any]:
     """Interleaved rounds of ``task`` at ``n`` envs; returns medians of throughputs and of per-round
     ratios against ``raw_physics`` driven with the task's decimation and action scale."""
-    from runtime.config import compose
-    from runtime.env import make_env
+    from soakbench.runtime.config import compose
+    from soakbench.runtime.env import make_env
 
     cfg = compose("sac", task, "mujoco", [f"algo.num_envs={n}", f"training.physics_threads={threads}"])
     dec, scale = int(cfg.task.decimation), float(cfg.task.action_scale)

@@ -18,8 +18,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from foundation.atomic import write_atomic
-from harness.probe.artifact import SCHEMA_VERSION
+from soakbench.foundation.atomic import write_atomic
+from soakbench.harness.probe.artifact import SCHEMA_VERSION
 
 INDEX = "matrix/evidence/index.json"
 

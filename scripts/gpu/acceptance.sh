@@ -16,9 +16,10 @@
 #
 # Interpreter: by default every step runs through `uv run --frozen --extra mjwarp python -m MODULE`.
 # With `--python PY` (or ACCEPTANCE_PYTHON=PY) uv is not used at all: every step runs from this checkout
-# as `PY -m MODULE` (runtime.cli, harness.probe, harness.soak.cli, pytest), with the checkout put first
-# on PYTHONPATH, so an existing interpreter with the packages installed (an air-gapped host: see
-# docs/gpu-acceptance.md and scripts/gpu/device_install.sh, and export the PYTHONPATH it prints) runs it.
+# as `PY -m MODULE` (soakbench.runtime.cli, soakbench.harness.probe, soakbench.harness.soak.cli,
+# pytest), with the checkout put first on PYTHONPATH, so an existing interpreter with the packages
+# installed (an air-gapped host: see docs/gpu-acceptance.md and scripts/gpu/device_install.sh, and export
+# the PYTHONPATH it prints) runs it.
 #
 # CPU dry run (checks the script itself on a host without a GPU): ACCEPTANCE_DRY_RUN=cpu swaps the GPU
 # variants for small CPU ones (mujoco, and mjwarp on Warp's CPU diagnostic device), adds a step proving
@@ -170,15 +171,15 @@ if [[ "$DRY" == "cpu" ]]; then
   echo "acceptance: CPU DRY RUN into $OUT via $RUNNER (not GPU evidence)"
   step preflight 60 0 -- "${PY[@]}" -c "$IMPORTS_CHECK" "${MODULES[@]}"
   step cuda-tests 180 0 -- "${PY[@]}" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
-  step probe-acceptance-refused 120 2 -- "${PY[@]}" -m harness.probe --backends mujoco --num-envs 8 --warmup 1 --iters 2 \
+  step probe-acceptance-refused 120 2 -- "${PY[@]}" -m soakbench.harness.probe --backends mujoco --num-envs 8 --warmup 1 --iters 2 \
     --acceptance --output "$OUT/probe-refused.json"
-  step probe-2048 300 0 -- "${PY[@]}" -m harness.probe --backends mjwarp,mujoco --mjwarp-device cpu --num-envs 16 \
+  step probe-2048 300 0 -- "${PY[@]}" -m soakbench.harness.probe --backends mjwarp,mujoco --mjwarp-device cpu --num-envs 16 \
     --warmup 2 --iters 5 --output "$OUT/probe-2048.json"
-  step probe-8192 120 0 -- "${PY[@]}" -m harness.probe --backends mujoco --num-envs 256 --warmup 5 --iters 20 \
+  step probe-8192 120 0 -- "${PY[@]}" -m soakbench.harness.probe --backends mujoco --num-envs 256 --warmup 5 --iters 20 \
     --output "$OUT/probe-8192.json"
-  step train 180 0 -- "${PY[@]}" -m runtime.cli --algo flashsac --task g1_motion_tracking --sim mujoco \
+  step train 180 0 -- "${PY[@]}" -m soakbench.runtime.cli --algo flashsac --task g1_motion_tracking --sim mujoco \
     algo.num_envs=16 algo.max_iterations=30 training.no_play=true log_dir="$OUT/train-run"
-  step soak 240 0 -- "${PY[@]}" -m harness.soak.cli run --sim mujoco --num-envs 16 --iterations 200 --min-duration-seconds 1 \
+  step soak 240 0 -- "${PY[@]}" -m soakbench.harness.soak.cli run --sim mujoco --num-envs 16 --iterations 200 --min-duration-seconds 1 \
     --sample-interval-seconds 0.5 --min-trend-samples 8 --startup-timeout-seconds 120 --stale-progress-seconds 60 \
     --post-shutdown-grace-seconds 2 --live plain --log-dir "$OUT/soak-run" --output "$OUT/soak.json"
   # the rank benchmark's collective half on gloo: the same script the GPU run gives NCCL
@@ -188,7 +189,7 @@ else
   step preflight 60 0 -- "${PY[@]}" - "${MODULES[@]}" <<'EOF'
 import os, sys
 import torch
-from harness.probe.stats import profiler_env_violations
+from soakbench.harness.probe.stats import profiler_env_violations
 problems = []
 if torch.version.hip is not None:
     problems.append(f"HIP build {torch.version.hip}: NVIDIA CUDA required")
@@ -220,14 +221,14 @@ EOF
   # the cuda lane first: it also compiles and caches the Warp CUDA kernels (~/.cache/warp) for the rest
   step cuda-tests 120 0 -- "${PY[@]}" -m pytest -m cuda -q -p no:cacheprovider --junitxml="$OUT/cuda-tests.xml" tests
   # one worker process per backend: these step timeouts were sized for one, inside the 8-minute budget
-  step probe-2048 120 0 -- "${PY[@]}" -m harness.probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 \
+  step probe-2048 120 0 -- "${PY[@]}" -m soakbench.harness.probe --backends mjwarp,mujoco --num-envs 2048 --warmup 20 --iters 100 \
     --processes 1 --acceptance --output "$OUT/probe-2048.json"
-  step probe-8192 45 0 -- "${PY[@]}" -m harness.probe --backends mjwarp --num-envs 8192 --warmup 20 --iters 100 \
+  step probe-8192 45 0 -- "${PY[@]}" -m soakbench.harness.probe --backends mjwarp --num-envs 8192 --warmup 20 --iters 100 \
     --processes 1 --acceptance --output "$OUT/probe-8192.json"
-  step train 70 0 -- "${PY[@]}" -m runtime.cli --algo flashsac --task g1_motion_tracking --sim mjwarp \
+  step train 70 0 -- "${PY[@]}" -m soakbench.runtime.cli --algo flashsac --task g1_motion_tracking --sim mjwarp \
     algo.num_envs=1024 algo.max_iterations="$TRAIN_ITERS" algo.save_interval=100 training.no_play=true \
     log_dir="$OUT/train-run"
-  step soak 130 0 -- "${PY[@]}" -m harness.soak.cli run --sim mjwarp --num-envs 1024 --iterations "$SOAK_ITERS" \
+  step soak 130 0 -- "${PY[@]}" -m soakbench.harness.soak.cli run --sim mjwarp --num-envs 1024 --iterations "$SOAK_ITERS" \
     --min-duration-seconds 10 --sample-interval-seconds 0.5 --min-trend-samples 8 --startup-timeout-seconds 90 \
     --stale-progress-seconds 45 --post-shutdown-grace-seconds 5 --live plain \
     --extra-override algo.save_interval=200 --log-dir "$OUT/soak-run" --output "$OUT/soak.json"

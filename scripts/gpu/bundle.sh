@@ -115,7 +115,7 @@ mkdir -p "$WORK/wheels"
 T0=$(date +%s)
 
 # ---- plan ---------------------------------------------------------------------------------------
-export PYTHONPATH="$HERE:$REPO${PYTHONPATH:+:$PYTHONPATH}"  # the bundle package and the checkout's foundation
+export PYTHONPATH="$HERE:$REPO${PYTHONPATH:+:$PYTHONPATH}"  # the bundle package and the checkout's soakbench package
 TARGET_ARGS=(--python-version "$PYVER" --machine "$MACHINE" --max-glibc "$GLIBC")
 PLAN_ARGS=("${TARGET_ARGS[@]}" --uv "$UV" --project "$REPO" --requirements "$WORK/requirements.txt")
 for x in "${EXTRAS[@]}"; do PLAN_ARGS+=(--extra "$x"); done

@@ -26,7 +26,7 @@ def main(
     """Evaluate the run's final (or every) checkpoint; exit 2 when there is none."""
     import torch
 
-    from runtime.learners.evaluation import evaluate_run
+    from soakbench.runtime.learners.evaluation import evaluate_run
 
     torch.set_num_threads(threads)
     ckpt_dir = run_dir / "checkpoints"

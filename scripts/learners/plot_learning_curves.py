@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.metrics import extract_metrics
+from soakbench.harness.metrics import extract_metrics
 
 
 def curve(run_dir: Path) -> list[tuple[int, float, float, float]]:

@@ -73,7 +73,7 @@ if wanted "$STALE_JUNIT" .; then
   fi
   $RUN python -m compileall -q foundation runtime harness matrix scripts benchmarks tests
   timed "the test lane${only_cells:+ (bound tests of the stale cells only)}" $RUN pytest -n "$(($(nproc) + 1))" \
-    --dist loadgroup --no-loadscope-reorder -p matrix.pytest_cell --matrix-platform linux-cpu \
+    --dist loadgroup --no-loadscope-reorder -p soakbench.matrix.pytest_cell --matrix-platform linux-cpu \
     --matrix-lane cpu "${only_cells[@]}" --junitxml="$OUT/junit-cpu.xml" -q
   file_evidence "$OUT/junit-cpu.xml" --platform linux-cpu --lane cpu
 fi

@@ -12,7 +12,7 @@ from pathlib import Path
 def train_tiny_run(log_dir: Path, algo: str, task: str) -> Path:
     """A finished 4-env, 3-iteration run (a few learner updates) with a final checkpoint."""
     cmd = [
-        sys.executable, "-m", "runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
+        sys.executable, "-m", "soakbench.runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
         "algo.num_envs=4", "algo.max_iterations=3", "algo.prefill_iterations=1", "algo.learning_starts=4",
         "algo.batch_size=4", "training.no_play=true", "training.physics_threads=1", f"log_dir={log_dir}",
     ]  # fmt: skip

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.learners.evaluation import evaluate_run
+from soakbench.runtime.learners.evaluation import evaluate_run
 
 # The two smokes share one xdist worker, one after the other: each was calibrated with the other core
 # mostly free, and two trainers of 2 and 4 processes on 2 cores would only slow both.
@@ -105,7 +105,7 @@ def test_two_ranks_with_half_the_worlds_each_learn_past_the_same_floor(tmp_path:
     job = tmp_path / "job"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(RANKS),
-        "-m", "runtime.cli", "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
+        "-m", "soakbench.runtime.cli", "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
         f"log_dir={job}", "seed=0", f"algo.num_envs={WORLDS_PER_RANK}", f"algo.max_iterations={ITERATIONS}",
         *RANK_RECIPE,
     ]  # fmt: skip

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from runtime.tasks.g1_motion_tracking import Bodies, tracking_terms
+from soakbench.runtime.tasks.g1_motion_tracking import Bodies, tracking_terms
 from tests.benchmarks._runs import run_script, train_tiny_run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "motion_tracking_error.py"

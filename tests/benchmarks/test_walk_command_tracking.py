@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 import torch
 
-from runtime.tasks.g1_walk_flat import tracking_terms
+from soakbench.runtime.tasks.g1_walk_flat import tracking_terms
 from tests.benchmarks._runs import run_script, train_tiny_run
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "walk_command_tracking.py"

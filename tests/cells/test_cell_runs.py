@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from harness.soak.verdicts.gpu import GPU_ROWS
-from runtime.artifacts import read_run_summary
-from runtime.manager.shm import list_segments
+from soakbench.harness.soak.verdicts.gpu import GPU_ROWS
+from soakbench.runtime.artifacts import read_run_summary
+from soakbench.runtime.manager.shm import list_segments
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cell-runs")]
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ SOAK = [
 def _train(algo: str, task: str, log_dir: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     """Run `train` to its end; its exit code and run summary. No shared-memory segment may outlive it."""
     cmd = [
-        sys.executable, "-m", "runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
+        sys.executable, "-m", "soakbench.runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
         f"algo.num_envs={NUM_ENVS}", "training.no_play=true", "training.physics_threads=1",
         f"log_dir={log_dir}", *_overrides(algo), *extra,
     ]  # fmt: skip
@@ -129,7 +129,7 @@ Soaked = Callable[[str, str], SoakRun]
 def _soak(algo: str, task: str, tmp: Path) -> SoakRun:
     output = tmp / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "run",
+        sys.executable, "-m", "soakbench.harness.soak.cli", "run",
         "--algo", algo, "--task", task, "--sim", "mujoco",
         "--num-envs", str(NUM_ENVS), "--iterations", str(SOAK_ITERATIONS[algo]),
         "--min-duration-seconds", "1", "--sample-interval-seconds", "0.25", "--min-trend-samples", "8",

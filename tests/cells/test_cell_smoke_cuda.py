@@ -27,9 +27,9 @@ CELLS = [
 def test_cuda_cell_collects_and_learns(algo: str, task: str) -> None:
     import torch
 
-    from runtime.config import compose
-    from runtime.env import make_env
-    from runtime.learners import build_learner
+    from soakbench.runtime.config import compose
+    from soakbench.runtime.env import make_env
+    from soakbench.runtime.learners import build_learner
 
     torch.manual_seed(0)
     num_envs, steps = 64, 4

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import compose
+from soakbench.runtime.config import compose
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -124,12 +124,12 @@ def _help(*argv: str) -> str:
 
 def _script(prog: str) -> list[str]:
     modules = {
-        "train": "runtime.cli",
-        "soak": "harness.soak.cli",
-        "probe": "harness.probe.cli",
-        "matrix": "matrix.cli",
-        "cumps": "harness.cumps.cli",
-        "extract-metrics": "harness.metrics",
+        "train": "soakbench.runtime.cli",
+        "soak": "soakbench.harness.soak.cli",
+        "probe": "soakbench.harness.probe.cli",
+        "matrix": "soakbench.matrix.cli",
+        "cumps": "soakbench.harness.cumps.cli",
+        "extract-metrics": "soakbench.harness.metrics",
     }
     return [
         sys.executable,
@@ -195,7 +195,7 @@ def check(command: DocCommand) -> None:
             return
         target = [sys.executable, *args[:2]] if args[0] == "-m" else [sys.executable, args[0]]
         rest = args[2:] if args[0] == "-m" else args[1:]
-        if target[-1] == "runtime.assets.generate_motion":
+        if target[-1] == "soakbench.runtime.assets.generate_motion":
             result = _run(*target, *rest)
             assert result.returncode == 0, f"{command}: {result.stderr[-2000:]}"
             return

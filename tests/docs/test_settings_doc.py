@@ -6,10 +6,10 @@ import dataclasses
 import typing
 from pathlib import Path
 
-from runtime.backends import BACKENDS
-from runtime.config import ALGOS, OwnerConfig, RunConfig, compose
-from runtime.config.settings_doc import by_dimension, render, route_names
-from runtime.tasks import TASKS
+from soakbench.runtime.backends import BACKENDS
+from soakbench.runtime.config import ALGOS, OwnerConfig, RunConfig, compose
+from soakbench.runtime.config.settings_doc import by_dimension, render, route_names
+from soakbench.runtime.tasks import TASKS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 

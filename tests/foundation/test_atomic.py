@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 
 def test_writes_text_and_bytes_with_mode(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from foundation.schema import schema_validator, validation_errors
+from soakbench.foundation.schema import schema_validator, validation_errors
 
 SCHEMA = "bencher-metric-format.schema.json"
 # The reference page's example: three benchmarks, one with two measures and bounds, two with a value only.

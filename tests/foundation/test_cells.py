@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundation.cells import parse_cell
+from soakbench.foundation.cells import parse_cell
 
 
 def test_a_cell_reads_as_its_names_and_one_rank_unless_it_says_more() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundation.gpu_health import GpuHealthReader, decode_reasons, health_at_start
+from soakbench.foundation.gpu_health import GpuHealthReader, decode_reasons, health_at_start
 from tests.harness import fake_nvml as fake
 
 NOT_SUPPORTED = {"not_observable": "Not Supported"}

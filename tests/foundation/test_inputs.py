@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from foundation import inputs
-from foundation.inputs import (
+from soakbench.foundation import inputs
+from soakbench.foundation.inputs import (
     INPUTS_DIR,
     InputsError,
     ProcessInputs,

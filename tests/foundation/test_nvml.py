@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from foundation.nvml import NvmlReader, compute_pids, device_summary, gpu_snapshot, memory_by_pid, unavailable
+from soakbench.foundation.nvml import (
+    NvmlReader,
+    compute_pids,
+    device_summary,
+    gpu_snapshot,
+    memory_by_pid,
+    unavailable,
+)
 from tests.harness import fake_nvml as fake
 
 GIB = 1 << 30

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundation import schema
+from soakbench.foundation import schema
 
 EXPECTED = {
     "bencher-metric-format.schema.json",

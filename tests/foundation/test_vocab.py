@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundation import vocab
-from foundation.schema import load_schema
+from soakbench.foundation import vocab
+from soakbench.foundation.schema import load_schema
 
 
 def _enum(schema: dict[str, Any], *path: str) -> set[Any]:
@@ -42,7 +42,7 @@ def test_soak_artifact_embedded_shutdown_classification() -> None:
 
 
 def test_algorithm_names_have_one_source() -> None:
-    from runtime.choices import Algo
+    from soakbench.runtime.choices import Algo
 
     assert Algo is vocab.Algo
     assert vocab.ALGOS == ("sac", "flashsac")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.context import collect_context, source_context, worktree_digest
+from soakbench.harness.context import collect_context, source_context, worktree_digest
 from tests.harness import fake_nvml as fake
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import context
+from soakbench.harness import context
 from tests.harness.soak._soakrun import REPO, monitor_args
 
 TRAINING_STACK = ("torch", "mujoco", "omegaconf", "tensorboard", "warp", "mujoco_warp", "pandas")
@@ -55,7 +55,7 @@ def test_the_base_dependencies_are_the_harness_alone() -> None:
 @pytest.mark.slow
 def test_soak_monitor_runs_without_the_training_stack(tmp_path: Path) -> None:
     argv, output = monitor_args(tmp_path, "healthy_plateau.py", "2", startup=30.0, stale=10.0)
-    done = _blocked("harness.soak.cli", ["soak", *argv[3:]], REPO)
+    done = _blocked("soakbench.harness.soak.cli", ["soak", *argv[3:]], REPO)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert "LOADED []" in done.stderr
     artifact = json.loads(output.read_text())
@@ -64,7 +64,7 @@ def test_soak_monitor_runs_without_the_training_stack(tmp_path: Path) -> None:
 
 
 def test_matrix_runs_without_the_training_stack(tmp_path: Path) -> None:
-    done = _blocked("matrix.cli", ["matrix", "--help"], REPO)
+    done = _blocked("soakbench.matrix.cli", ["matrix", "--help"], REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "affected" in done.stdout and "LOADED []" in done.stderr
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.metrics import UNITS, MetricsError, Record, app, windows_from_records
-from runtime.metrics_schema import SCHEMA_TAG, TAGS, MetricsWriter
+from soakbench.harness.metrics import UNITS, MetricsError, Record, app, windows_from_records
+from soakbench.runtime.metrics_schema import SCHEMA_TAG, TAGS, MetricsWriter
 
 runner = CliRunner()
 
@@ -167,7 +167,7 @@ def _strict_json(text: str) -> object:
 def _real_command(*args: str) -> subprocess.CompletedProcess[str]:
     """``extract-metrics`` as a user runs it, with every Python warning shown (they belong on stderr)."""
     env = {**os.environ, "PYTHONWARNINGS": "always", "COLUMNS": "80"}
-    command = [sys.executable, "-m", "harness.metrics", *args]
+    command = [sys.executable, "-m", "soakbench.harness.metrics", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
 
 

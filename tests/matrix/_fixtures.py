@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
-from matrix.declared.runtime_facts import Registry
-from matrix.model import CellKey
-from matrix.publishing.render import BEGIN_MARKER, END_MARKER
+from soakbench.matrix.declared.runtime_facts import Registry
+from soakbench.matrix.model import CellKey
+from soakbench.matrix.publishing.render import BEGIN_MARKER, END_MARKER
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = Registry(
@@ -81,6 +81,8 @@ cells:
 # `matrix check` needs them).
 BOUND_TESTS = """\
 import pytest
+
+import runtime.core  # the bound tests exercise the runtime: a change to it stales their evidence
 
 
 @pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="train")
@@ -181,10 +183,10 @@ def soak_artifact(
     0: no section)."""
     import hashlib
 
-    from harness.soak.evidence.artifact import MonitorRecord, build_artifact
-    from harness.soak.verdicts.judgement import judgement_of
-    from harness.soak.verdicts.observation import observe_classes
-    from harness.soak.verdicts.trends import leak_verdicts
+    from soakbench.harness.soak.evidence.artifact import MonitorRecord, build_artifact
+    from soakbench.harness.soak.verdicts.judgement import judgement_of
+    from soakbench.harness.soak.verdicts.observation import observe_classes
+    from soakbench.harness.soak.verdicts.trends import leak_verdicts
     from tests.harness.soak._observations import split
 
     text = SOAK_SAMPLES.read_text()
@@ -323,8 +325,11 @@ def junit_xml(
     lane: str | None = "cpu",
     gpu: bool = False,
     system: str = "Linux",
+    classname: str = "tests.test_bound",
 ) -> str:
-    """JUnit XML as pytest + matrix.pytest_cell write it. ``cases``: (name, cell or None, outcome)."""
+    """JUnit XML as pytest + matrix.pytest_cell write it. ``cases``: (name, cell or None, outcome), in the
+    test module ``classname`` (by default the fixture repo's ``tests/test_bound.py``, whose
+    ``BOUND_TESTS`` a complete lane holds), or in the one a ``module::name`` name gives."""
     props = {"commit": commit, "dirty": str(dirty).lower(), "worktree_digest": "", "system": system,
              "gpu_available": str(gpu).lower(), "platform": platform or "", "lane": lane or ""}  # fmt: skip
     suite_props = "".join(
@@ -335,8 +340,10 @@ def junit_xml(
         inner = f'<properties><property name="cell" value={quoteattr(cell)}/></properties>' if cell else ""
         inner += {"passed": "", "failed": "<failure message=\"x\">x</failure>", "error": "<error message=\"e\"/>",
                   "skipped": "<skipped message=\"s\"/>"}[outcome]  # fmt: skip
+        module, _, test = name.rpartition("::")
         body.append(
-            f'<testcase classname="tests.test_x" name={quoteattr(name)} time="0.01">{inner}</testcase>'
+            f"<testcase classname={quoteattr(module or classname)} name={quoteattr(test)} "
+            f'time="0.01">{inner}</testcase>'
         )
     counts = {o: sum(1 for _, _, outcome in cases if outcome == o) for o in ("failed", "error", "skipped")}
     return (

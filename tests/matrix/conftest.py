@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-import matrix.cli
+from soakbench.matrix import cli as matrix_cli
 from tests.matrix._fixtures import REGISTRY, configured_ok, make_repo
 
 Invoke = Callable[..., Result]
@@ -24,11 +24,11 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def run_matrix(monkeypatch: pytest.MonkeyPatch, repo: Path) -> Invoke:
     """``run_matrix("generate")`` -> typer Result, run against ``repo`` with the fake runtime facts."""
-    monkeypatch.setattr(matrix.cli, "runtime_inputs", lambda: (REGISTRY, configured_ok))
+    monkeypatch.setattr(matrix_cli, "runtime_inputs", lambda: (REGISTRY, configured_ok))
     runner = CliRunner()
 
     def invoke(*args: str) -> Result:
-        return runner.invoke(matrix.cli.app, [*args, "--repo", str(repo)])
+        return runner.invoke(matrix_cli.app, [*args, "--repo", str(repo)])
 
     return invoke
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from matrix.declared.inventory import parse_inventory
-from matrix.grading.audit import CellMarker, audit, collect_markers, markers_in_source
-from matrix.model import CellKey, CellPolicy, Inventory, MatrixInputError, SoakBudget
+from soakbench.matrix.declared.inventory import parse_inventory
+from soakbench.matrix.grading.audit import CellMarker, audit, collect_markers, markers_in_source
+from soakbench.matrix.model import CellKey, CellPolicy, Inventory, MatrixInputError, SoakBudget
 from tests.matrix._fixtures import REGISTRY, REPO, commit_all
 from tests.matrix.conftest import Invoke
 
@@ -156,11 +156,14 @@ def test_check_fails_naming_the_marker_and_the_cell(repo: Path, run_matrix: Invo
 
 def test_explain_shows_the_rules_and_the_bound_tests(repo: Path, run_matrix: Invoke) -> None:
     out = run_matrix("explain", "sac", "g1_walk_flat", "mujoco", "linux-cpu").output
-    assert "Tested needs: lane 'cpu' JUnit evidence in which every test bound to the cell passed" in out
+    assert (
+        "Tested needs: lane 'cpu' JUnit evidence that holds every test bound to the cell at its commit, all passed"
+        in out
+    )
     assert "none failed, skipped or xfailed" in out
     assert "Benchmarked needs: a passing probe and a passing soak of at least 60.0 s, 8 envs" in out
     assert "bound tests in tests/ (read by matrix check): 1" in out
-    assert "train at tests/test_bound.py:4 (test_sac_walk_mujoco)" in out
+    assert "train at tests/test_bound.py:6 (test_sac_walk_mujoco)" in out
 
 
 def test_explain_says_which_bound_kind_is_missing(repo: Path, run_matrix: Invoke) -> None:

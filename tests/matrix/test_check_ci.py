@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.publishing.ci import bindings_case, check_suite, output_case
+from soakbench.matrix.publishing.ci import bindings_case, check_suite, output_case
 from tests.matrix.conftest import Invoke
 
 

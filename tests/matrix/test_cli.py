@@ -46,7 +46,9 @@ def full_evidence(repo: Path, run_matrix: Invoke, tmp: Path, **soak_kw: Any) -> 
     """Ingest a passing JUnit, probe and soak for sac/g1_walk_flat/mujoco@linux-cpu; return HEAD."""
     head = git(repo, "rev-parse", "HEAD")
     xml = tmp / "junit.xml"
-    xml.write_text(junit_xml(head, [("test_a", SAC_WALK, "passed"), ("test_b", None, "passed")]))
+    xml.write_text(
+        junit_xml(head, [("test_sac_walk_mujoco", SAC_WALK, "passed"), ("test_b", None, "passed")])
+    )
     ingest_ok(run_matrix, xml)
     ingest_ok(run_matrix, write_json(tmp / "probe.json", probe_artifact(head)), "--platform", "linux-cpu")
     ingest_ok(
@@ -78,7 +80,7 @@ def test_grades_climb_with_evidence_and_check_passes(repo: Path, run_matrix: Inv
 def test_recommended_needs_canonical_soak(repo: Path, run_matrix: Invoke, tmp_path: Path) -> None:
     head = git(repo, "rev-parse", "HEAD")
     xml = tmp_path / "junit.xml"
-    xml.write_text(junit_xml(head, [("t", "flashsac/g1_walk_flat/mujoco", "passed")]))
+    xml.write_text(junit_xml(head, [("test_flashsac_walk_mujoco", "flashsac/g1_walk_flat/mujoco", "passed")]))
     ingest_ok(run_matrix, xml)
     short = soak_artifact(head, algo="flashsac", duration_s=120.0)
     ingest_ok(run_matrix, write_json(tmp_path / "s1.json", short), "--platform", "linux-cpu")
@@ -244,14 +246,14 @@ def test_bad_inventory_exits_2_naming_file_and_field(
 ) -> None:
     from typer.testing import CliRunner
 
-    import matrix.cli
+    from soakbench.matrix import cli as matrix_cli
     from tests.matrix._fixtures import REGISTRY, configured_ok
 
-    monkeypatch.setattr(matrix.cli, "runtime_inputs", lambda: (REGISTRY, configured_ok))
+    monkeypatch.setattr(matrix_cli, "runtime_inputs", lambda: (REGISTRY, configured_ok))
     repo = make_repo(tmp_path, inventory)
     before = snapshot(repo)
     for command in ("generate", "check"):
-        result = CliRunner().invoke(matrix.cli.app, [command, "--repo", str(repo)])
+        result = CliRunner().invoke(matrix_cli.app, [command, "--repo", str(repo)])
         assert result.exit_code == 2, result.output
         assert "matrix/inventory.yaml" in result.output and message in result.output, result.output
     assert snapshot(repo) == before
@@ -291,9 +293,9 @@ def test_output_is_deterministic_across_clones(repo: Path, run_matrix: Invoke, t
     (clone / OUTPUTS[0]).write_text(PAGE)  # generated block emptied
     from typer.testing import CliRunner
 
-    import matrix.cli
+    from soakbench.matrix import cli as matrix_cli
 
-    assert CliRunner().invoke(matrix.cli.app, ["generate", "--repo", str(clone)]).exit_code == 0
+    assert CliRunner().invoke(matrix_cli.app, ["generate", "--repo", str(clone)]).exit_code == 0
     assert {rel: (clone / rel).read_bytes() for rel in OUTPUTS} == first
     assert b"2025-06-15T10:00:00" in first[OUTPUTS[2]]  # the only time is the one the evidence carries
 

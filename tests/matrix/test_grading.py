@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from matrix.grading.policy import grade_cell
-from matrix.model import (
+from soakbench.matrix.grading.policy import grade_cell
+from soakbench.matrix.model import (
     BoundTally,
     CellKey,
     CellPolicy,
@@ -31,6 +31,7 @@ POLICY = CellPolicy(
 JUNIT = EvidenceFacts(
     id="junit-a", kind="junit", file="f", platform="linux-cpu", lane="cpu", commit="c" * 40, dirty=False,
     passed=True, status_detail="ok", fresh=True, tests={("sac", "g1_walk_flat", "mujoco", 1): BoundTally(passed=2)},
+    bound_kinds={("sac", "g1_walk_flat", "mujoco", 1): frozenset({"train", "fault", "soak"})},
 )  # fmt: skip
 PROBE = EvidenceFacts(
     id="probe-a", kind="probe", file="f", platform="linux-cpu", lane=None, commit="c" * 40, dirty=False,
@@ -137,8 +138,8 @@ def _junit(**tally: int) -> EvidenceFacts:
 
 
 NO_TESTED = (
-    "no fresh, clean linux-cpu JUnit evidence (lane 'cpu') in which every test marked cell(sac, g1_walk_flat, "
-    "mujoco) passed, at least 3, none failed, skipped or xfailed"
+    "no fresh, clean linux-cpu JUnit evidence (lane 'cpu') that holds every test marked cell(sac, g1_walk_flat, "
+    "mujoco) at its commit, all passed, at least 3, none failed, skipped or xfailed"
 )
 
 
@@ -163,9 +164,30 @@ def test_tested_with_all_bound_tests_passed() -> None:
     result = grade(CPU_POLICY, (_junit(passed=3), PROBE, CPU_SOAK))
     assert result.grade == "Benchmarked"  # CPU_SOAK is under the canonical budget
     (junit,) = [v for v in result.evidence if v.kind == "junit"]
-    assert (
-        junit.counts and junit.verdict == "counts: all 3 bound tests passed (none failed, skipped or xfailed)"
+    assert junit.counts and junit.verdict == (
+        f"counts: all 3 bound tests passed, every test bound at {'c' * 12} among them "
+        "(none failed, skipped or xfailed)"
     )
+
+
+def test_a_summary_without_a_test_bound_at_its_commit_does_not_count() -> None:
+    binding = KEY.binding()
+    lacking = replace(_junit(passed=3), missing_tests={binding: ("tests.t::test_fault",)})
+    result = grade(CPU_POLICY, (lacking, PROBE, CPU_SOAK))
+    assert result.grade == "Configured"
+    (junit,) = [v for v in result.evidence if v.kind == "junit"]
+    assert (
+        junit.verdict
+        == f"incomplete: 1 test(s) bound at {'c' * 12} missing from the lane: tests.t::test_fault"
+    )
+    assert dict(result.blockers)["Tested"] == (f"{NO_TESTED}; incomplete: junit-a ({junit.verdict})",)
+
+
+def test_every_kind_the_cell_requires_must_be_among_the_bound_tests() -> None:
+    two_kinds = replace(_junit(passed=3), bound_kinds={KEY.binding(): frozenset({"train", "soak"})})
+    result = grade(CPU_POLICY, (two_kinds, PROBE, CPU_SOAK))
+    (junit,) = [v for v in result.evidence if v.kind == "junit"]
+    assert junit.verdict == f"incomplete: no test of kind fault is bound to this cell at {'c' * 12}"
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from matrix.grading.evidence import normalize_artifact
-from matrix.grading.hooks import PROBE_FLAGS, PROBE_SETTINGS, RUN_SETTINGS, hooks_in
+from soakbench.matrix.grading.evidence import normalize_artifact
+from soakbench.matrix.grading.hooks import PROBE_FLAGS, PROBE_SETTINGS, RUN_SETTINGS, hooks_in
 from tests.matrix._fixtures import git, probe_artifact, soak_artifact, write_json
 from tests.matrix.conftest import Invoke
 from tests.matrix.test_cli import snapshot
@@ -120,9 +120,9 @@ def test_the_hook_lists_match_the_runtime_and_the_probe() -> None:
 
     import typer.main
 
-    from foundation.schema import load_schema
-    from harness.probe.cli import app as probe_app
-    from runtime.config import sections
+    from soakbench.foundation.schema import load_schema
+    from soakbench.harness.probe.cli import app as probe_app
+    from soakbench.runtime.config import sections
 
     declaring = {
         name: {f"training.{f.name}" for f in dataclasses.fields(cls) if f.name.startswith("test_")}

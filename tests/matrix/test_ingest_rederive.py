@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.soak.evidence.report import locate_samples
+from soakbench.harness.soak.evidence.report import locate_samples
 from tests.matrix._fixtures import SOAK_SAMPLES_NAME, git, junit_xml, soak_artifact, write_json
 from tests.matrix.conftest import Invoke
 from tests.matrix.test_cli import SAC_WALK, snapshot
@@ -156,7 +156,10 @@ def test_a_junit_whose_declared_counts_disagree_with_its_testcases_is_refused(
 def test_an_honest_junit_with_declared_counts_is_accepted(
     repo: Path, run_matrix: Invoke, tmp_path: Path
 ) -> None:
-    xml = junit_xml(git(repo, "rev-parse", "HEAD"), [("t1", SAC_WALK, "passed"), ("t2", SAC_WALK, "passed")])
+    xml = junit_xml(
+        git(repo, "rev-parse", "HEAD"),
+        [("test_sac_walk_mujoco", SAC_WALK, "passed"), ("t2", SAC_WALK, "passed")],
+    )
     (tmp_path / "j.xml").write_text(_with_suite_attribute(xml, "tests", "2"))
     result = run_matrix("ingest", str(tmp_path / "j.xml"))
     assert result.exit_code == 0, result.output
@@ -173,8 +176,8 @@ def _with_suite_attribute(xml: str, attribute: str, value: str) -> str:
 
 
 def test_a_filed_junit_summary_has_its_counts_recomputed() -> None:
-    from matrix.grading.evidence import junit_count_problems
-    from matrix.intake.junit import summarize_junit
+    from soakbench.matrix.grading.evidence import junit_count_problems
+    from soakbench.matrix.intake.junit import summarize_junit
 
     xml = junit_xml("a" * 40, [("t1", SAC_WALK, "passed"), ("t2", SAC_WALK, "failed")])
     summary = summarize_junit(xml.encode(), "j.xml")

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import matrix.cli
-from harness.soak.verdicts import judgement
-from matrix.declared.runtime_facts import CellSources
-from matrix.model import CellKey
+from soakbench.harness.soak.verdicts import judgement
+from soakbench.matrix import cli as matrix_cli
+from soakbench.matrix.declared.runtime_facts import CellSources
+from soakbench.matrix.model import CellKey
 from tests.matrix._fixtures import (
     commit_all,
     git,
@@ -51,7 +51,7 @@ def fixture_sources(key: CellKey) -> CellSources:
 
 @pytest.fixture
 def project(repo: Path, run_matrix: Invoke, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(matrix.cli, "source_inputs", lambda: fixture_sources)
+    monkeypatch.setattr(matrix_cli, "source_inputs", lambda: fixture_sources)
     for rel, text in SOURCES.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
@@ -86,10 +86,12 @@ def file_everything(repo: Path, run_matrix: Invoke, tmp: Path) -> str:
     head = git(repo, "rev-parse", "HEAD")
     xml = tmp / "junit.xml"
     cases = [("test_sac", SAC, "passed"), ("test_flash", FLASH, "passed")]
+    # and the tests the fixture repo's tests/test_bound.py binds: a lane holds every bound test
+    cases += [("test_sac_walk_mujoco", SAC, "passed"), ("test_flashsac_walk_mujoco", FLASH, "passed")]
     text = junit_xml(head, cases)
     for name, module in (("test_sac", "test_sac_cell"), ("test_flash", "test_flash_cell")):
         text = text.replace(
-            f'classname="tests.test_x" name="{name}"', f'classname="tests.{module}" name="{name}"'
+            f'classname="tests.test_bound" name="{name}"', f'classname="tests.{module}" name="{name}"'
         )
     xml.write_text(text)
     probe = json.loads(REAL_PROBE.read_text())  # a real 0.4.0 probe, as if made at HEAD

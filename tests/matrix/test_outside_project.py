@@ -1,5 +1,6 @@
 """An outside project graded end to end: its own inventory, a real `soak monitor --cell` over its own
-trainer (a main process and 2 workers), JUnit from its own tests with the cell plugin, then `matrix ingest`,
+trainer (a main process and 2 workers), JUnit from its own tests with the cell plugin (`python -m pytest -p
+soakbench.matrix.pytest_cell` from a root with `matrix` and `runtime` packages of its own), then `matrix ingest`,
 `generate` and `check` in its repository. Its cell reaches Benchmarked without importing the runtime; a
 commit to an unrelated file leaves it fresh, one to its trainer makes exactly its cells historical. The
 bad-input messages of a project's inventory and of `--cell` are checked alongside (pure, fast)."""
@@ -16,13 +17,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import matrix.cli
-from harness.soak.loop.settings import SettingsError
-from harness.soak.route import monitor_cell
-from matrix.declared.inventory import parse_inventory
-from matrix.freshness import tree_fingerprint
-from matrix.model import MatrixInputError
-from matrix.publishing.render import BEGIN_MARKER, END_MARKER
+from soakbench.harness.soak.loop.settings import SettingsError
+from soakbench.harness.soak.route import monitor_cell
+from soakbench.matrix import cli as matrix_cli
+from soakbench.matrix.declared.inventory import parse_inventory
+from soakbench.matrix.freshness import tree_fingerprint
+from soakbench.matrix.model import MatrixInputError
+from soakbench.matrix.publishing.render import BEGIN_MARKER, END_MARKER
 from tests.matrix._fixtures import INVENTORY, REGISTRY, commit_all, git
 
 INVENTORY_YAML = """\
@@ -113,6 +114,13 @@ FILES = {
         "import pytest\nimport other\n\n\n@pytest.mark.cell('other', 'count', 'py', kind='smoke')\n"
         "def test_counts():\n    assert other.count(3) == 3\n"
     ),
+    # Packages named as soakbench's rooms are: the project's own, found first, beside the plugin
+    "matrix/__init__.py": "OWNER = 'toyproject'\n",
+    "runtime/__init__.py": "OWNER = 'toyproject'\n",
+    "tests/test_own_packages.py": (
+        "import matrix\nimport runtime\n\n\ndef test_the_project_keeps_its_own_names():\n"
+        "    assert matrix.OWNER == runtime.OWNER == 'toyproject'\n"
+    ),
     "matrix/inventory.yaml": INVENTORY_YAML,
     "docs/support-matrix.md": f"# toyproject support\n\n{BEGIN_MARKER}\n{END_MARKER}\n",
 }
@@ -131,7 +139,7 @@ def _project(root: Path) -> Path:
 
 
 def _junit(repo: Path, out: Path) -> None:
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "matrix.pytest_cell", "-p", "no:cacheprovider",
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "soakbench.matrix.pytest_cell", "-p", "no:cacheprovider",
             "--strict-markers", "--matrix-platform", "linux-arm64", "--matrix-lane", "arm64", f"--junitxml={out}",
             "tests"]  # fmt: skip
     done = subprocess.run(argv, cwd=repo, env=QUIET, capture_output=True, text=True, timeout=120, check=False)
@@ -141,7 +149,7 @@ def _junit(repo: Path, out: Path) -> None:
 def _soak(repo: Path, runs: Path) -> Path:
     output = runs / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "monitor", "--cell", "toy/count/py",
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--cell", "toy/count/py",
         "--log-dir", str(runs / "run"), "--output", str(output), "--sample-interval-seconds", "0.2",
         "--min-trend-samples", "8", "--startup-timeout-seconds", "20", "--stale-progress-seconds", "5",
         "--post-shutdown-grace-seconds", "0.5", "--min-duration-seconds", "1", "--live", "off",
@@ -162,7 +170,7 @@ def _soak(repo: Path, runs: Path) -> Path:
 
 
 def _matrix(repo: Path, *args: str) -> str:
-    result = CliRunner().invoke(matrix.cli.app, [*args, "--repo", str(repo)])
+    result = CliRunner().invoke(matrix_cli.app, [*args, "--repo", str(repo)])
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -176,10 +184,10 @@ def _check_without_runtime(repo: Path) -> None:
     """`matrix check` in a fresh interpreter: it passes, imports no torch, MuJoCo or Warp, and asks
     nothing of the runtime's registries or configuration."""
     code = (
-        "import sys\nfrom matrix.cli import app\ntry:\n    app(['check', '--repo', sys.argv[1]])\n"
+        "import sys\nfrom soakbench.matrix.cli import app\ntry:\n    app(['check', '--repo', sys.argv[1]])\n"
         "except SystemExit as exc:\n    code = exc.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'mujoco', 'warp') "
-        "or m in ('runtime.config', 'runtime.tasks', 'runtime.learners'))\n"
+        "or m in ('soakbench.runtime.config', 'soakbench.runtime.tasks', 'soakbench.runtime.learners'))\n"
         "print('exit', code, 'heavy', heavy)\n"
     )
     done = subprocess.run(
@@ -195,7 +203,7 @@ def no_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse() -> None:
         raise AssertionError("the runtime's facts were asked for a project's own inventory")
 
-    monkeypatch.setattr(matrix.cli, "runtime_inputs", refuse)
+    monkeypatch.setattr(matrix_cli, "runtime_inputs", refuse)
 
 
 @pytest.mark.slow
@@ -212,7 +220,7 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
     typo = json.loads(soak.read_text())
     typo["run_settings"]["cell"]["task"] = "cuont"  # as `soak monitor --cell toy/cuont/py` records it
     (runs / "typo.json").write_text(json.dumps(typo))
-    refused = CliRunner().invoke(matrix.cli.app, ["ingest", str(runs / "typo.json"), "--platform", "linux-arm64",
+    refused = CliRunner().invoke(matrix_cli.app, ["ingest", str(runs / "typo.json"), "--platform", "linux-arm64",
                                                   "--repo", str(repo)])  # fmt: skip
     assert refused.exit_code == 2, refused.output
     assert (
@@ -254,7 +262,7 @@ def test_outside_trainer_reaches_benchmarked_and_its_own_changes_stale_it(tmp_pa
 
 
 def _refused(repo: Path, *args: str) -> str:
-    result = CliRunner().invoke(matrix.cli.app, [*args, "--repo", str(repo)])
+    result = CliRunner().invoke(matrix_cli.app, [*args, "--repo", str(repo)])
     assert result.exit_code == 2, result.output
     return " ".join(result.output.split())
 
@@ -300,7 +308,16 @@ def test_a_fingerprint_over_no_paths_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_plugin_registers_the_cell_marker(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "pytest", "-p", "matrix.pytest_cell", "-p", "no:cacheprovider", "--markers"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "soakbench.matrix.pytest_cell",
+        "-p",
+        "no:cacheprovider",
+        "--markers",
+    ]
     done = subprocess.run(
         argv, cwd=tmp_path, env=QUIET, capture_output=True, text=True, timeout=120, check=False
     )

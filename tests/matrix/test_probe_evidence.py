@@ -9,8 +9,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness.probe.samples import backend_entry, round_rates
-from matrix.grading.evidence import normalize_artifact
+from soakbench.harness.probe.samples import backend_entry, round_rates
+from soakbench.matrix.grading.evidence import normalize_artifact
 
 # A real, stable probe as `probe` wrote it (g1_walk_flat, 256 envs, 3 processes), kept apart from the
 # filed evidence so that pruning never takes it away.

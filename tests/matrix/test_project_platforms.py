@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 import yaml
 
-from matrix.declared.inventory import parse_inventory
-from matrix.declared.project import derived_manifest
-from matrix.freshness.affected import TreeState, affected_cells
-from matrix.freshness.manifest import InputChange, changed_inputs
-from matrix.grading.build import HeadInputs, judge_inputs
-from matrix.grading.evidence import index_entry_problems, platform_problems
-from matrix.grading.policy import grade_cell
-from matrix.grading.soak_sampler import sampler_problem
-from matrix.intake.ingest import _check_cells
-from matrix.intake.junit import summarize_junit
-from matrix.model import EvidenceFacts, MatrixInputError
+from soakbench.matrix.declared.inventory import parse_inventory
+from soakbench.matrix.declared.project import derived_manifest
+from soakbench.matrix.freshness.affected import TreeState, affected_cells
+from soakbench.matrix.freshness.manifest import InputChange, changed_inputs
+from soakbench.matrix.grading.build import HeadInputs, judge_inputs
+from soakbench.matrix.grading.evidence import index_entry_problems, platform_problems
+from soakbench.matrix.grading.policy import grade_cell
+from soakbench.matrix.grading.soak_sampler import sampler_problem
+from soakbench.matrix.intake.ingest import _check_cells
+from soakbench.matrix.intake.junit import summarize_junit
+from soakbench.matrix.model import EvidenceFacts, MatrixInputError
 from tests.matrix._fixtures import junit_xml
 
 INVENTORY = """\

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import matrix.prune
-from matrix.model import CellKey, EvidenceFacts
-from matrix.prune import plan_prune
+from soakbench.matrix import prune
+from soakbench.matrix.model import CellKey, EvidenceFacts
+from soakbench.matrix.prune import plan_prune
 from tests.matrix._fixtures import SOAK_SAMPLES_NAME, commit_all
 from tests.matrix.conftest import Invoke, cell
 from tests.matrix.test_cli import full_evidence, snapshot
@@ -74,7 +74,7 @@ def test_check_warns_on_a_large_store_and_prune_clears_the_warning(
     repo: Path, run_matrix: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     three_generations(repo, run_matrix, tmp_path)
-    monkeypatch.setattr(matrix.prune, "HISTORICAL_WARN_LIMIT", 4)
+    monkeypatch.setattr(prune, "HISTORICAL_WARN_LIMIT", 4)
     check = run_matrix("check")
     assert check.exit_code == 0  # a warning, not a failure
     assert "warning: matrix/evidence/ holds 6 historical evidence files (more than 4)" in check.output
@@ -124,12 +124,12 @@ def test_a_pruned_soak_takes_its_samples_unless_kept_evidence_shares_them(tmp_pa
     (soak / "only-mine.samples.jsonl").write_text("{}\n")
     rel = "matrix/evidence/soak/ev.json"
     mine = "matrix/evidence/soak/only-mine.samples.jsonl"
-    assert matrix.prune._filed_with(tmp_path, "soak", rel, set()) == [
+    assert prune._filed_with(tmp_path, "soak", rel, set()) == [
         rel,
         "matrix/evidence/soak/ev.html",
         mine,
     ]
-    assert matrix.prune._filed_with(tmp_path, "soak", rel, {mine}) == [rel, "matrix/evidence/soak/ev.html"]
-    assert matrix.prune._filed_with(tmp_path, "probe", "matrix/evidence/probe/p.json", set()) == [
+    assert prune._filed_with(tmp_path, "soak", rel, {mine}) == [rel, "matrix/evidence/soak/ev.html"]
+    assert prune._filed_with(tmp_path, "probe", "matrix/evidence/probe/p.json", set()) == [
         "matrix/evidence/probe/p.json"
     ]

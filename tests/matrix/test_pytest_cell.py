@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from matrix.intake.junit import summarize_junit
-from matrix.model import cell_property
+from soakbench.matrix.intake.junit import summarize_junit
+from soakbench.matrix.model import cell_property
 from tests.matrix._fixtures import commit_all
 from tests.matrix.conftest import Invoke, cell
 
@@ -32,20 +32,24 @@ def test_unbound():
 """
 
 
-def run_lane(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_lane(
+    repo: Path, *extra: str, path: str = "lane_tests/test_lane.py"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "matrix.pytest_cell", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-p", "soakbench.matrix.pytest_cell", "-p", "no:cacheprovider",
          "-o", "markers=cell(algo, task, backend): cell", "--strict-markers", "--rootdir", str(repo),
-         "--junitxml", str(repo / "runs" / "junit.xml"), *extra, "lane_tests/test_lane.py"],
+         "--junitxml", str(repo / "runs" / "junit.xml"), *extra, path],
         cwd=repo, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
 
 
 def test_plugin_records_cells_and_facts_and_the_xml_ingests(repo: Path, run_matrix: Invoke) -> None:
-    (repo / "lane_tests").mkdir()
-    (repo / "lane_tests" / "test_lane.py").write_text(TESTS)
+    # the repository's bound tests are these: a lane that ingests holds every test bound at its commit
+    (repo / "tests" / "test_bound.py").write_text(TESTS)
     head = commit_all(repo, "lane tests")
-    done = run_lane(repo, "--matrix-platform", "linux-cpu", "--matrix-lane", "cpu")
+    done = run_lane(
+        repo, "--matrix-platform", "linux-cpu", "--matrix-lane", "cpu", path="tests/test_bound.py"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     xml = repo / "runs" / "junit.xml"
     summary = summarize_junit(xml.read_bytes(), str(xml))

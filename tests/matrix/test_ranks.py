@@ -10,12 +10,12 @@ from typing import Any, cast
 
 import pytest
 
-from matrix.declared.inventory import parse_inventory
-from matrix.grading.audit import CellMarker, audit, markers_in_source
-from matrix.grading.evidence import JUNIT_SCHEMA, normalize_artifact, normalize_junit
-from matrix.grading.policy import grade_cell
-from matrix.intake.junit import summarize_junit
-from matrix.model import (
+from soakbench.matrix.declared.inventory import parse_inventory
+from soakbench.matrix.grading.audit import CellMarker, audit, markers_in_source
+from soakbench.matrix.grading.evidence import JUNIT_SCHEMA, normalize_artifact, normalize_junit
+from soakbench.matrix.grading.policy import grade_cell
+from soakbench.matrix.intake.junit import summarize_junit
+from soakbench.matrix.model import (
     BoundTally,
     CellKey,
     CellPolicy,
@@ -24,9 +24,9 @@ from matrix.model import (
     SoakBudget,
     cell_property,
 )
-from matrix.prune import groups, plan_prune
-from matrix.pytest_cell import cell_values
-from matrix.schema_check import schema_errors
+from soakbench.matrix.prune import groups, plan_prune
+from soakbench.matrix.pytest_cell import cell_values
+from soakbench.matrix.schema_check import schema_errors
 from tests.matrix._fixtures import REGISTRY, junit_xml, soak_artifact
 from tests.matrix.test_grading import CANON, JUNIT, POLICY, PROBE, SOAK
 
@@ -137,7 +137,7 @@ def test_the_junit_summary_keeps_each_rank_count_apart_and_stays_schema_valid() 
     summary = summarize_junit(junit_xml("a" * 40, cases).encode(), "j.xml")
     assert schema_errors(summary, JUNIT_SCHEMA) == []
     one, two = summary["cells"]
-    assert "ranks" not in one and (one["passed"], one["tests"]) == (1, ["tests.test_x::test_one"])
+    assert "ranks" not in one and (one["passed"], one["tests"]) == (1, ["tests.test_bound::test_one"])
     assert (two["ranks"], two["passed"], two["failed"]) == (2, 1, 1)
     facts = normalize_junit({"id": "j", "file": "f", "platform": "linux-cpu", "lane": "cpu"}, summary)
     assert facts.tests == {
@@ -152,7 +152,7 @@ def test_the_junit_summary_keeps_each_rank_count_apart_and_stays_schema_valid() 
 def test_a_malformed_cell_property_is_an_input_error(value: str) -> None:
     with pytest.raises(MatrixInputError) as info:
         summarize_junit(junit_xml("a" * 40, [("test_a", value, "passed")]).encode(), "j.xml")
-    assert info.value.field == "testcase tests.test_x::test_a property cell"
+    assert info.value.field == "testcase tests.test_bound::test_a property cell"
     assert "ALGO/TASK/BACKEND/ranks=N (N >= 2" in str(info.value)
 
 
@@ -240,8 +240,9 @@ def test_the_two_rank_cell_reaches_benchmarked_only_from_two_rank_evidence() -> 
     assert single_rank.grade == "Configured" and [v.id for v in single_rank.evidence] == ["probe-a"]
     assert single_rank.blockers[0] == (
         "Tested",
-        ("no fresh, clean linux-cpu JUnit evidence (lane 'cpu') in which every test marked "
-         "cell(sac, g1_walk_flat, mujoco, ranks=2) passed, at least 3, none failed, skipped or xfailed",),
+        ("no fresh, clean linux-cpu JUnit evidence (lane 'cpu') that holds every test marked "
+         "cell(sac, g1_walk_flat, mujoco, ranks=2) at its commit, all passed, at least 3, none failed, skipped "
+         "or xfailed",),
     )  # fmt: skip
     tested = grade_cell(two, None, None, (JUNIT_TWO, PROBE_ANY, SOAK), CANON)
     assert tested.grade == "Tested" and tested.blockers[0][1] == (

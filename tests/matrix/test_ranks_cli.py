@@ -67,7 +67,11 @@ def test_the_two_rank_cell_is_benchmarked_from_two_rank_evidence_only(
     head = git(repo, "rev-parse", "HEAD")
     xml = tmp_path / "junit.xml"
     two = f"{SAC_WALK}/ranks=2"
-    xml.write_text(junit_xml(head, [("test_2t", two, "passed"), ("test_2s", two, "passed")]))
+    xml.write_text(
+        junit_xml(
+            head, [("test_sac_walk_two_ranks", two, "passed"), ("test_sac_walk_two_rank_soak", two, "passed")]
+        )
+    )
     assert f"covers: {two}" in ingest_ok(run_matrix, xml)
     ingest_ok(
         run_matrix, write_json(tmp_path / "probe.json", probe_artifact(head)), "--platform", "linux-cpu"

@@ -12,12 +12,12 @@ import pytest
 from markupsafe import escape
 from typer.testing import CliRunner, Result
 
-import matrix.cli
-from matrix.declared.runtime_facts import runtime_capabilities
-from matrix.model import CellKey
-from matrix.publishing.grid import next_line
-from runtime.backends import backend_class
-from runtime.backends.contract import BackendCapabilities
+from soakbench.matrix import cli as matrix_cli
+from soakbench.matrix.declared.runtime_facts import runtime_capabilities
+from soakbench.matrix.model import CellKey
+from soakbench.matrix.publishing.grid import next_line
+from soakbench.runtime.backends import backend_class
+from soakbench.runtime.backends.contract import BackendCapabilities
 from tests.matrix._fixtures import (
     REGISTRY,
     REPO,
@@ -37,14 +37,33 @@ CUDA_CELL = "cell-sac-g1_walk_flat-mujoco-linux-cuda"
 
 
 def invoke(repo: Path, *args: str) -> Result:
-    return CliRunner().invoke(matrix.cli.app, [*args, "--repo", str(repo)])
+    return CliRunner().invoke(matrix_cli.app, [*args, "--repo", str(repo)])
+
+
+# The shipped policy's kinds beside the fixture's train test; a complete lane holds them all.
+SHIPPED_KINDS = """\
+import pytest
+
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="fault")
+def test_fault():
+    pass
+
+
+@pytest.mark.cell("sac", "g1_walk_flat", "mujoco", kind="soak")
+def test_soak():
+    pass
+"""
+KIND_CASES = ("tests.test_kinds::test_fault", "tests.test_kinds::test_soak")
 
 
 def _file_cpu_evidence(repo: Path, tmp: Path, tag: str) -> None:
     head = git(repo, "rev-parse", "HEAD")
     xml = tmp / f"junit-{tag}.xml"
     # the shipped linux-cpu policy: 3 bound tests, a soak of 600 s with 64 envs and 5000 iterations
-    xml.write_text(junit_xml(head, [(f"test_{n}", SAC_WALK, "passed") for n in "abc"]))
+    xml.write_text(
+        junit_xml(head, [(name, SAC_WALK, "passed") for name in ("test_sac_walk_mujoco", *KIND_CASES)])
+    )
     soak = soak_artifact(head, num_envs=64, iterations=5000, duration_s=650.0)
     for path, flags in (
         (xml, ()),
@@ -57,9 +76,11 @@ def _file_cpu_evidence(repo: Path, tmp: Path, tag: str) -> None:
 def real_shape_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A repo with the shipped inventory: linux-cpu evidence at an older runtime (historical) and at
     HEAD (fresh), and a linux-cuda soak under that cell's budget; the matrix generated."""
-    monkeypatch.setattr(matrix.cli, "runtime_inputs", lambda: (REGISTRY, configured_ok))
+    monkeypatch.setattr(matrix_cli, "runtime_inputs", lambda: (REGISTRY, configured_ok))
     inventory = (REPO / "matrix" / "inventory.yaml").read_text()
     repo = make_repo(tmp_path, inventory)
+    (repo / "tests" / "test_kinds.py").write_text(SHIPPED_KINDS)
+    commit_all(repo, "a test of each kind the shipped linux-cpu policy requires")
     _file_cpu_evidence(repo, tmp_path, "old")
     (repo / "runtime" / "core.py").write_text("VALUE = 2\n")
     commit_all(repo, "runtime change")

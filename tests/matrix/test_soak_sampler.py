@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.host.portable import PortableSampler
-from harness.soak.host.sampling import LINUX_CAPABILITIES
-from matrix.grading.policy import grade_cell
-from matrix.grading.soak_sampler import platform_note, sampler_of, sampler_problem, unchecked_of
-from matrix.model import CellKey, SoakBudget
+from soakbench.harness.soak.host.portable import PortableSampler
+from soakbench.harness.soak.host.sampling import LINUX_CAPABILITIES
+from soakbench.matrix.grading.policy import grade_cell
+from soakbench.matrix.grading.soak_sampler import platform_note, sampler_of, sampler_problem, unchecked_of
+from soakbench.matrix.model import CellKey, SoakBudget
 from tests.matrix.test_grading import ALL, CANON, POLICY, SOAK
 from tests.matrix.test_render_grid import real_shape_repo
 

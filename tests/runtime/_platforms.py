@@ -1,6 +1,6 @@
 """The host platforms the config tests compose for: a Linux CUDA box, a CPU-only Linux box, a Mac."""
 
-from runtime.config import PlatformFacts
+from soakbench.runtime.config import PlatformFacts
 
 LINUX_CUDA = PlatformFacts(
     system="Linux", cuda_available=True, cuda_device_count=1, hip_build=False, mps_available=False

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime.artifacts import (
+from soakbench.runtime.artifacts import (
     RUN_SUMMARY_SCHEMA,
     RUNTIME_MANIFEST_SCHEMA,
     ArtifactError,
@@ -23,7 +23,7 @@ from runtime.artifacts import (
     write_run_config,
     write_run_summary,
 )
-from runtime.config import compose
+from soakbench.runtime.config import compose
 
 
 def _manifest(**shutdown: Any) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from runtime.backends import BACKENDS
-from runtime.choices import Algo, Sim, Task
-from runtime.config import ALGOS
-from runtime.tasks import TASKS
+from soakbench.runtime.backends import BACKENDS
+from soakbench.runtime.choices import Algo, Sim, Task
+from soakbench.runtime.config import ALGOS
+from soakbench.runtime.tasks import TASKS
 
 
 def test_cli_choices_equal_the_registries() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-TRAIN = [sys.executable, "-m", "runtime.cli"]
+TRAIN = [sys.executable, "-m", "soakbench.runtime.cli"]
 CANONICAL = ["--algo", "flashsac", "--task", "g1_motion_tracking", "--sim", "mjwarp"]
 
 
@@ -24,7 +24,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_print_config_shows_effective_settings_and_imports_no_physics() -> None:
     probe = (
-        "import sys; from runtime.cli import main; sys.argv=['train', *sys.argv[1:]];\n"
+        "import sys; from soakbench.runtime.cli import main; sys.argv=['train', *sys.argv[1:]];\n"
         "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
         "assert 'mujoco' not in sys.modules and 'warp' not in sys.modules, 'physics imported'\n"
         "sys.exit(code)"

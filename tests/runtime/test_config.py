@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import (
+from soakbench.runtime.config import (
     ConfigError,
     FlashSacConfig,
     PlatformFacts,
@@ -134,7 +134,7 @@ def test_unknown_entrypoint_task_or_backend(algo: str, task: str, sim: str, mess
 def test_owner_yaml_cannot_invent_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    import runtime.config.composition as composition
+    import soakbench.runtime.config.composition as composition
 
     root = tmp_path / "conf"
     shutil.copytree(composition.CONF_ROOT, root)
@@ -149,7 +149,7 @@ def test_owner_yaml_cannot_invent_keys(tmp_path: Path, monkeypatch: pytest.Monke
 def test_inheritance_cycle_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    import runtime.config.composition as composition
+    import soakbench.runtime.config.composition as composition
 
     root = tmp_path / "conf"
     shutil.copytree(composition.CONF_ROOT, root)
@@ -239,7 +239,7 @@ def test_mps_record_is_exported_for_the_run(tmp_path: Path, monkeypatch: pytest.
     import os
     import socket
 
-    from foundation import mps
+    from soakbench.foundation import mps
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY", raising=False)
@@ -379,7 +379,7 @@ def test_values_at_the_config_bounds_build_a_learner(algo: str, overrides: list[
     """The composer is never looser than the learner: what composes also constructs."""
     import torch
 
-    from runtime.learners import build_learner
+    from soakbench.runtime.learners import build_learner
 
     cfg = compose(algo, "g1_walk_flat", "mujoco", overrides)
     learner = build_learner(cfg.algo, obs_dim=5, action_dim=3, device=torch.device("cpu"))

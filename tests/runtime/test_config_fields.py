@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 import pytest
 
-from runtime.backends import BACKENDS
-from runtime.config import (
+from soakbench.runtime.backends import BACKENDS
+from soakbench.runtime.config import (
     ALGOS,
     ConfigError,
     compose,
@@ -21,7 +21,7 @@ from runtime.config import (
     load_run_config,
     validate_for_run,
 )
-from runtime.config.fields import (
+from soakbench.runtime.config.fields import (
     FrozenSettingError,
     Interval,
     above,
@@ -36,7 +36,7 @@ from runtime.config.fields import (
     setting,
     spec_of,
 )
-from runtime.config.sections import (
+from soakbench.runtime.config.sections import (
     LEARNER_SECTIONS,
     TASK_SECTIONS,
     CudaProcessSharing,
@@ -51,7 +51,7 @@ from runtime.config.sections import (
     Settings,
     TrainingConfig,
 )
-from runtime.tasks import TASKS
+from soakbench.runtime.tasks import TASKS
 from tests.runtime._platforms import LINUX_CPU
 
 
@@ -289,7 +289,7 @@ def test_with_num_envs_resizes_and_stays_in_bounds() -> None:
 
 
 def test_run_training_refuses_a_config_that_skipped_the_host_checks(tmp_path: Path) -> None:
-    from runtime.manager.trainer import run_training
+    from soakbench.runtime.manager.trainer import run_training
 
     log_dir = tmp_path / "run"
     composed = compose("sac", "g1_walk_flat", "mujoco", [f"log_dir={log_dir}"])

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from foundation.mps import MULTI_GPU_GATE
-from runtime.cli import check_run
-from runtime.config import ComposedConfig, ConfigError, PlatformFacts, compose
-from runtime.distributed import (
+from soakbench.foundation.mps import MULTI_GPU_GATE
+from soakbench.runtime.cli import check_run
+from soakbench.runtime.config import ComposedConfig, ConfigError, PlatformFacts, compose
+from soakbench.runtime.distributed import (
     RankIdentity,
     check_job_dir,
     check_placement,
@@ -225,12 +225,12 @@ def test_a_rank_whose_physics_is_on_cuda_gets_its_own_device_with_a_cpu_learner(
 def test_the_multi_gpu_gate_of_mps_refuses_before_any_daemon_is_looked_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import foundation.mps
+    from soakbench.foundation import mps
 
     def no_lookup(*args: object, **kwargs: object) -> None:
         raise AssertionError("the MPS daemon was looked up before the multi-GPU gate refused")
 
-    monkeypatch.setattr(foundation.mps, "resolve_for_training", no_lookup)
+    monkeypatch.setattr(mps, "resolve_for_training", no_lookup)
     cfg = _cuda_job(tmp_path, "training.cuda_process_sharing=mps")
     with pytest.raises(ConfigError, match=r"single_task_multi_gpu topology, which is parsed but not") as err:
         check_run(cfg, _facts(2), TWO_RANKS)

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from runtime.assets import MotionClipError
-from runtime.backends.mujoco import MujocoBackend
-from runtime.config import ComposedConfig, compose
-from runtime.env import make_env
-from runtime.tasks.g1_motion_tracking import G1MotionTracking
-from runtime.tasks.g1_walk_flat import G1WalkFlat
+from soakbench.runtime.assets import MotionClipError
+from soakbench.runtime.backends.mujoco import MujocoBackend
+from soakbench.runtime.config import ComposedConfig, compose
+from soakbench.runtime.env import make_env
+from soakbench.runtime.tasks.g1_motion_tracking import G1MotionTracking
+from soakbench.runtime.tasks.g1_walk_flat import G1WalkFlat
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.metrics import extract_metrics
-from runtime.metrics_schema import METRIC_SCHEMA_VERSION, SCHEMA_TAG, TAGS, MetricsWriter, check_tags
+from soakbench.harness.metrics import extract_metrics
+from soakbench.runtime.metrics_schema import (
+    METRIC_SCHEMA_VERSION,
+    SCHEMA_TAG,
+    TAGS,
+    MetricsWriter,
+    check_tags,
+)
 
 
 def test_writer_records_schema_version_and_windows(tmp_path: Path) -> None:

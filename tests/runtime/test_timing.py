@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from runtime.timing import PhaseTimer, device_sync
+from soakbench.runtime.timing import PhaseTimer, device_sync
 
 
 def test_take_returns_the_sections_since_the_last_take() -> None:

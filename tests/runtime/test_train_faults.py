@@ -17,8 +17,8 @@ from typing import Any
 import psutil
 import pytest
 
-from runtime.artifacts import RUN_CONFIG_SCHEMA, read_run_summary, validate
-from runtime.manager.shm import list_segments
+from soakbench.runtime.artifacts import RUN_CONFIG_SCHEMA, read_run_summary, validate
+from soakbench.runtime.manager.shm import list_segments
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ LIFECYCLE_LEARNING = ("algo.updates_per_iteration=1",)
 
 def _start(log_dir: Path, *extra: str, new_session: bool = False) -> subprocess.Popen[bytes]:
     cmd = [
-        sys.executable, "-m", "runtime.cli", "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
+        sys.executable, "-m", "soakbench.runtime.cli", "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
         "algo.num_envs=16", "algo.max_iterations=100000", "algo.save_interval=100000", "training.no_play=true",
         "training.physics_threads=1", f"log_dir={log_dir}", *LIFECYCLE_LEARNING, *extra,
     ]  # fmt: skip
@@ -211,8 +211,8 @@ def test_normal_run_counts_and_leaves_nothing(tmp_path: Path) -> None:
 # does to a rank whose peer has just exited. The trainer, not the default action, must handle it.
 LATE_SIGTERM = """
 import os, signal, sys
-from runtime import artifacts
-from runtime.cli import main
+from soakbench.runtime import artifacts
+from soakbench.runtime.cli import main
 
 write = artifacts.write_run_summary
 def signalled_then_written(log_dir, summary):

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation import schema
-from foundation.atomic import write_atomic
-from harness.soak.verdicts.judgement import Judgement
-from harness.soak.verdicts.summary_rows import lookup_or_none
-from harness.soak.verdicts.summary_sections import int_or_none, summary_sections
+from soakbench.foundation import schema
+from soakbench.foundation.atomic import write_atomic
+from soakbench.harness.soak.verdicts.judgement import Judgement
+from soakbench.harness.soak.verdicts.summary_rows import lookup_or_none
+from soakbench.harness.soak.verdicts.summary_sections import int_or_none, summary_sections
 
 ARTIFACT_SCHEMA_VERSION = "0.3.0"
 SCHEMA_NAME = f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"

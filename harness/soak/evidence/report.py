@@ -17,20 +17,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from foundation.atomic import write_atomic
-from harness.soak.evidence.artifact import ArtifactError, load_artifact
-from harness.soak.evidence.report_gpu import gpu_view
-from harness.soak.evidence.report_plots import (
+from soakbench.foundation.atomic import write_atomic
+from soakbench.harness.soak.evidence.artifact import ArtifactError, load_artifact
+from soakbench.harness.soak.evidence.report_gpu import gpu_view
+from soakbench.harness.soak.evidence.report_plots import (
     MIB,
     fd_breakdown_plot,
     pressure_plot,
     progress_plot,
     resource_plot,
 )
-from harness.soak.evidence.report_ranks import ranks_view
-from harness.soak.verdicts.oom import describe
-from harness.soak.verdicts.stacks import capture_views
-from harness.soak.verdicts.trends import RESOURCE_CLASSES
+from soakbench.harness.soak.evidence.report_ranks import ranks_view
+from soakbench.harness.soak.verdicts.oom import describe
+from soakbench.harness.soak.verdicts.stacks import capture_views
+from soakbench.harness.soak.verdicts.trends import RESOURCE_CLASSES
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "report.html.j2"

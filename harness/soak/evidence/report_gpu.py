@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.soak.evidence.report_plots import png_data_uri
-from harness.soak.verdicts.gpu import xid_text
+from soakbench.harness.soak.evidence.report_plots import png_data_uri
+from soakbench.harness.soak.verdicts.gpu import xid_text
 
 _SERIES = (  # sample field, label, axis (0: clocks, 1: temperature, 2: power), colour
     ("sm_clock_mhz", "SM clock (MHz)", 0, "#2563eb"),

@@ -7,7 +7,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.soak.verdicts.trends import RESOURCE_CLASSES
+from soakbench.harness.soak.verdicts.trends import RESOURCE_CLASSES
 
 MIB = float(1 << 20)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.soak.evidence.report_plots import new_figure, png_data_uri
+from soakbench.harness.soak.evidence.report_plots import new_figure, png_data_uri
 
 COLOURS = ("#2563eb", "#d97706", "#059669", "#dc2626", "#7c3aed", "#0891b2", "#65a30d", "#db2777")
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.soak.host.procs import parse_stat
-from harness.soak.verdicts.stacks import error_line, failure_kind, parse_dump
+from soakbench.harness.soak.host.procs import parse_stat
+from soakbench.harness.soak.verdicts.stacks import error_line, failure_kind, parse_dump
 
 # Measured on the 2-core dev VM under load: a Python-only dump takes 15-90 ms; with --native, 50 ms for a
 # small script, 1.0-2.9 s for the trainer's torch learner (docs/soak-design.md, "Overhead (measured, not

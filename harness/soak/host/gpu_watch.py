@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from foundation.gpu_health import GpuHealthReader
+from soakbench.foundation.gpu_health import GpuHealthReader
 
 
 @dataclass

@@ -28,10 +28,10 @@ from typing import Any
 
 import psutil
 
-from harness.soak.host.interface import SHM_ROOT, Capabilities, ProcessStat, SamplerName
-from harness.soak.host.procs import FD_CLASSES, Identity, TreeTracker, shm_name
-from harness.soak.host.shm import ShmSnapshot, snapshot_shm
-from harness.soak.host.token import RUN_TOKEN_ENV
+from soakbench.harness.soak.host.interface import SHM_ROOT, Capabilities, ProcessStat, SamplerName
+from soakbench.harness.soak.host.procs import FD_CLASSES, Identity, TreeTracker, shm_name
+from soakbench.harness.soak.host.shm import ShmSnapshot, snapshot_shm
+from soakbench.harness.soak.host.token import RUN_TOKEN_ENV
 
 _UNREADABLE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 _STAT_ATTRS = ["pid", "ppid", "name", "status", "create_time", "memory_info", "num_threads", "cpu_times"]

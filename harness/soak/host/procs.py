@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.soak.host.interface import ProcessStat
+    from soakbench.harness.soak.host.interface import ProcessStat
 
-from foundation.roles import Role, role_from_title
-from harness.soak.host.rollup import RollupSchedule
+from soakbench.foundation.roles import Role, role_from_title
+from soakbench.harness.soak.host.rollup import RollupSchedule
 
 FD_CLASSES: tuple[str, ...] = (
     "pipe",

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from foundation.nvml import NvmlReader, memory_by_pid
-from harness.soak.host.gpu_watch import GpuWatch
-from harness.soak.host.pressure import HostReader
-from harness.soak.host.procs import TreeTracker, assign_roles
-from harness.soak.host.ranks import RankLabels
-from harness.soak.host.sampling import ProcessSampler
+from soakbench.foundation.nvml import NvmlReader, memory_by_pid
+from soakbench.harness.soak.host.gpu_watch import GpuWatch
+from soakbench.harness.soak.host.pressure import HostReader
+from soakbench.harness.soak.host.procs import TreeTracker, assign_roles
+from soakbench.harness.soak.host.ranks import RankLabels
+from soakbench.harness.soak.host.sampling import ProcessSampler
 
 
 @dataclass

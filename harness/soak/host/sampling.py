@@ -16,10 +16,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from harness.soak.host.interface import PROC_ROOT, SHM_ROOT, Capabilities, ProcessStat, SamplerName
-from harness.soak.host.procs import ProcReader, StatFields, TreeTracker, set_child_subreaper, totals_of
-from harness.soak.host.shm import ShmSnapshot, held_by_processes, snapshot_shm
-from harness.soak.host.token import proc_environ_token
+from soakbench.harness.soak.host.interface import PROC_ROOT, SHM_ROOT, Capabilities, ProcessStat, SamplerName
+from soakbench.harness.soak.host.procs import (
+    ProcReader,
+    StatFields,
+    TreeTracker,
+    set_child_subreaper,
+    totals_of,
+)
+from soakbench.harness.soak.host.shm import ShmSnapshot, held_by_processes, snapshot_shm
+from soakbench.harness.soak.host.token import proc_environ_token
 
 SamplerChoice = Literal["auto", "linux", "portable"]
 SAMPLER_CHOICES: tuple[str, ...] = ("auto", "linux", "portable")
@@ -108,6 +114,6 @@ def make_sampler(choice: str) -> ProcessSampler:
     """The sampler for a validated ``--sampler`` value (psutil is imported only for the portable one)."""
     if resolve_choice(choice) == "linux":
         return LinuxSampler()
-    from harness.soak.host.portable import PortableSampler
+    from soakbench.harness.soak.host.portable import PortableSampler
 
     return PortableSampler()

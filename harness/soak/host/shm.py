@@ -120,7 +120,7 @@ def held_by_processes(
 
     Processes whose fds/maps cannot be read (another user, vanished) are skipped.
     """
-    from harness.soak.host.procs import shm_name, shm_names_from_maps
+    from soakbench.harness.soak.host.procs import shm_name, shm_names_from_maps
 
     wanted = set(names)
     excluded = set(exclude_pids)

@@ -34,20 +34,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from foundation.vocab import MonitorFailure
-from harness.soak.evidence.live import LiveView, summarize
-from harness.soak.host.forensics import Forensics
-from harness.soak.host.forks import ForkWatch
-from harness.soak.host.gpu_watch import GpuWatch
-from harness.soak.host.pressure import HostReader
-from harness.soak.host.sampler import JobProgress, LivenessState, Sampler
-from harness.soak.host.sampling import ProcessSampler, make_sampler
-from harness.soak.host.shm import ShmSnapshot, TreeEvidence, attribute_orphans
-from harness.soak.host.token import RUN_TOKEN_ENV
-from harness.soak.loop.leftovers import OwnershipGuard, leftover_problem
-from harness.soak.loop.settings import Mode, MonitorSettings, SettingsError
-from harness.soak.loop.supervisor import Supervisor
-from harness.soak.verdicts.hang import Limits
+from soakbench.foundation.vocab import MonitorFailure
+from soakbench.harness.soak.evidence.live import LiveView, summarize
+from soakbench.harness.soak.host.forensics import Forensics
+from soakbench.harness.soak.host.forks import ForkWatch
+from soakbench.harness.soak.host.gpu_watch import GpuWatch
+from soakbench.harness.soak.host.pressure import HostReader
+from soakbench.harness.soak.host.sampler import JobProgress, LivenessState, Sampler
+from soakbench.harness.soak.host.sampling import ProcessSampler, make_sampler
+from soakbench.harness.soak.host.shm import ShmSnapshot, TreeEvidence, attribute_orphans
+from soakbench.harness.soak.host.token import RUN_TOKEN_ENV
+from soakbench.harness.soak.loop.leftovers import OwnershipGuard, leftover_problem
+from soakbench.harness.soak.loop.settings import Mode, MonitorSettings, SettingsError
+from soakbench.harness.soak.loop.supervisor import Supervisor
+from soakbench.harness.soak.verdicts.hang import Limits
 
 
 @dataclass(frozen=True)

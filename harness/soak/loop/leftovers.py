@@ -30,14 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from foundation.atomic import write_atomic
-from harness.soak.host.procs import Identity
-from harness.soak.host.shm import ShmSnapshot
-from harness.soak.loop.exec_wrapper import WRAPPER_NAME
+from soakbench.foundation.atomic import write_atomic
+from soakbench.harness.soak.host.procs import Identity
+from soakbench.harness.soak.host.shm import ShmSnapshot
+from soakbench.harness.soak.loop.exec_wrapper import WRAPPER_NAME
 
 if TYPE_CHECKING:
-    from harness.soak.host.interface import ProcessStat
-    from harness.soak.host.sampling import ProcessSampler
+    from soakbench.harness.soak.host.interface import ProcessStat
+    from soakbench.harness.soak.host.sampling import ProcessSampler
 
 RECORD_SCHEMA = 1
 SHM_ROOT = Path("/dev/shm")
@@ -129,7 +129,7 @@ def describe(leftovers: Iterable[Leftover]) -> str:
 
 
 def _default_reader() -> ProcessSampler:
-    from harness.soak.host.sampling import make_sampler
+    from soakbench.harness.soak.host.sampling import make_sampler
 
     return make_sampler("auto")  # identities are (pid, start ticks) whichever sampler reads them
 
@@ -245,7 +245,7 @@ class OwnershipGuard:
         self.path = directory / f"{me.pid}-{me.start_ticks}.json"
         self._write()
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-P", "-m", "harness.soak.loop.watchdog", str(self.path)],
+            [sys.executable, "-P", "-m", "soakbench.harness.soak.loop.watchdog", str(self.path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             start_new_session=True,  # a terminal's SIGINT to the monitor's group must not reach it

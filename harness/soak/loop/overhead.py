@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.soak.loop.driver import MonitorResult
+    from soakbench.harness.soak.loop.driver import MonitorResult
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.soak.evidence.live import LiveMode
-from harness.soak.host.forensics import ForensicsSettings
-from harness.soak.host.sampling import SamplerChoice, sampler_problem
-from harness.soak.host.shm import Attribution
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
+from soakbench.harness.soak.evidence.live import LiveMode
+from soakbench.harness.soak.host.forensics import ForensicsSettings
+from soakbench.harness.soak.host.sampling import SamplerChoice, sampler_problem
+from soakbench.harness.soak.host.shm import Attribution
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
 
 Mode = Literal["run", "monitor"]
 

@@ -11,12 +11,12 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from harness.soak.host.forensics import Forensics
-from harness.soak.host.procs import TreeTracker
-from harness.soak.loop.leftovers import OwnershipGuard
+from soakbench.harness.soak.host.forensics import Forensics
+from soakbench.harness.soak.host.procs import TreeTracker
+from soakbench.harness.soak.loop.leftovers import OwnershipGuard
 
 if TYPE_CHECKING:
-    from harness.soak.host.sampling import ProcessSampler
+    from soakbench.harness.soak.host.sampling import ProcessSampler
 
 
 def _signal(pid: int, sig: int, group: bool = False) -> None:

@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from harness.soak.loop.leftovers import clean, load_record
+from soakbench.harness.soak.loop.leftovers import clean, load_record
 
 
 def main(argv: list[str] | None = None) -> int:

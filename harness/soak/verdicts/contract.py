@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from foundation.schema import json_path, sorted_errors
-from foundation.vocab import SHUTDOWN_CLASSIFICATIONS
+from soakbench.foundation.schema import json_path, sorted_errors
+from soakbench.foundation.vocab import SHUTDOWN_CLASSIFICATIONS
 
 RUN_SUMMARY_SCHEMA = "run-summary-1.schema.json"
 INGRESS = "runtime_manifest.replay_ingress"

@@ -30,7 +30,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.soak.verdicts.trends import METHOD, analysis_span, block_medians, mann_kendall, theil_sen_slope
+from soakbench.harness.soak.verdicts.trends import (
+    METHOD,
+    analysis_span,
+    block_medians,
+    mann_kendall,
+    theil_sen_slope,
+)
 
 DriftVerdict = Literal["stable", "declining", "insufficient_data"]
 DRIFT_VERDICTS: tuple[str, ...] = ("stable", "declining", "insufficient_data")

@@ -91,22 +91,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
-from harness.soak.verdicts.criterion import Criterion
-from harness.soak.verdicts.first_death import FirstDeath, death_sentence
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, died_after_xid, gpu_rows
-from harness.soak.verdicts.per_process import PerProcessVerdicts, leak_row
-from harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
-from harness.soak.verdicts.summary_rows import (
+from soakbench.foundation.vocab import MONITOR_FAILURES, SHUTDOWN_FAILURES
+from soakbench.harness.soak.verdicts.criterion import Criterion
+from soakbench.harness.soak.verdicts.first_death import FirstDeath, death_sentence
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, died_after_xid, gpu_rows
+from soakbench.harness.soak.verdicts.per_process import PerProcessVerdicts, leak_row
+from soakbench.harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
+from soakbench.harness.soak.verdicts.summary_rows import (
     contract_rows,
     lookup,
     lookup_or_none,
     row,
     summary_rows,
 )
-from harness.soak.verdicts.tree_deaths import ROW, deaths_row
-from harness.soak.verdicts.trends import LeakTrends
+from soakbench.harness.soak.verdicts.tree_deaths import ROW, deaths_row
+from soakbench.harness.soak.verdicts.trends import LeakTrends
 
 CRITERIA: tuple[str, ...] = (
     "monitor_status",

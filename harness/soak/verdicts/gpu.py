@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from foundation.vocab import GPU_THROTTLE_REASONS as THROTTLE_REASONS
-from harness.soak.verdicts.criterion import Criterion
+from soakbench.foundation.vocab import GPU_THROTTLE_REASONS as THROTTLE_REASONS
+from soakbench.harness.soak.verdicts.criterion import Criterion
 
 GPU_ROWS: tuple[str, ...] = ("gpu_xid_errors", "gpu_ecc_uncorrected", "gpu_throttle")
 MAX_EPISODES = 200

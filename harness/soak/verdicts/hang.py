@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from foundation.vocab import MonitorFailure
+from soakbench.foundation.vocab import MonitorFailure
 
 #: CPU time below this (seconds) counts as "not advanced": /proc reports whole clock ticks (10 ms).
 CPU_EPSILON_S = 0.005

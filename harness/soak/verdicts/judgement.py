@@ -27,19 +27,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.soak.verdicts.criterion import Criterion
-from harness.soak.verdicts.drift import throughput_drift
-from harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, evaluate
-from harness.soak.verdicts.first_death import Exits, Identity, Restarts, death_to_name
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, annotate_drift, assess_gpu
-from harness.soak.verdicts.observation import declared_limits, observe_classes
-from harness.soak.verdicts.oom import describe
-from harness.soak.verdicts.per_process import per_process_verdicts
-from harness.soak.verdicts.ranks import restarts_seen
-from harness.soak.verdicts.summary_sections import summary_sections
-from harness.soak.verdicts.trends import LeakTrends, leak_verdicts
-from harness.two_runs.fields import dig
+from soakbench.harness.soak.verdicts.criterion import Criterion
+from soakbench.harness.soak.verdicts.drift import throughput_drift
+from soakbench.harness.soak.verdicts.evaluation import Evaluation, MonitorObservation, evaluate
+from soakbench.harness.soak.verdicts.first_death import Exits, Identity, Restarts, death_to_name
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, annotate_drift, assess_gpu
+from soakbench.harness.soak.verdicts.observation import declared_limits, observe_classes
+from soakbench.harness.soak.verdicts.oom import describe
+from soakbench.harness.soak.verdicts.per_process import per_process_verdicts
+from soakbench.harness.soak.verdicts.ranks import restarts_seen
+from soakbench.harness.soak.verdicts.summary_sections import summary_sections
+from soakbench.harness.soak.verdicts.trends import LeakTrends, leak_verdicts
+from soakbench.harness.two_runs.fields import dig
 
 #: Sections an artifact older than the section does not record (name -> where the artifact holds it);
 #: ``judge`` leaves them out for it, so an old artifact is judged on the rows it has evidence for.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.two_runs.fields import dig
+from soakbench.harness.two_runs.fields import dig
 
 MERGE_SCHEMA_VERSION = 1
 CONSEQUENTIAL = ("peer_failure", "external_cancellation")

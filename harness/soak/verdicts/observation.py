@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # the monitor loads this module while it samples: no numpy then
-    from harness.soak.verdicts.trends import LeakTrends
+    from soakbench.harness.soak.verdicts.trends import LeakTrends
 
 DEFAULT_MIN_TREND_SAMPLES = 30
 ObservationStatus = Literal["observed", "insufficient_data", "not_observable"]

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.soak.verdicts.trends import (
+from soakbench.harness.soak.verdicts.trends import (
     DEFAULT_CONFIG,
     MIB,
     REPORTED_ONLY,

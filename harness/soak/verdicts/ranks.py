@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.soak.verdicts.stacks import first_project_frame
+from soakbench.harness.soak.verdicts.stacks import first_project_frame
 
 if TYPE_CHECKING:
-    from harness.soak.verdicts.evaluation import MonitorObservation
-    from harness.soak.verdicts.gates import Gates
-    from harness.soak.verdicts.per_process import PerProcessVerdicts
+    from soakbench.harness.soak.verdicts.evaluation import MonitorObservation
+    from soakbench.harness.soak.verdicts.gates import Gates
+    from soakbench.harness.soak.verdicts.per_process import PerProcessVerdicts
 
 PROGRESS_KEYS = ("iteration", "total_env_steps", "env_steps_per_s", "phase", "final")
 SEVERITY = {"bounded": 0, "insufficient_data": 1, "growing": 2}

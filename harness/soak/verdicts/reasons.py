@@ -6,9 +6,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.soak.verdicts.criterion import Criterion
-from harness.soak.verdicts.gpu import ecc_text, throttle_text, xid_text
-from harness.soak.verdicts.per_process import leak_text
+from soakbench.harness.soak.verdicts.criterion import Criterion
+from soakbench.harness.soak.verdicts.gpu import ecc_text, throttle_text, xid_text
+from soakbench.harness.soak.verdicts.per_process import leak_text
 
 
 def _render(value: Any, limit: int = 200) -> str:

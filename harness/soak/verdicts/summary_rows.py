@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.soak.verdicts.contract import (
+from soakbench.harness.soak.verdicts.contract import (
     Violation,
     inference_violations,
     replay_violations,
     schema_violations,
     shutdown_violations,
 )
-from harness.soak.verdicts.criterion import Criterion
+from soakbench.harness.soak.verdicts.criterion import Criterion
 
 _MISSING = object()
 

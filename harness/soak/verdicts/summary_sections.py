@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from foundation.vocab import RUN_STATUSES, SHUTDOWN_CLASSIFICATIONS
-from harness.soak.verdicts.summary_rows import lookup_or_none
+from soakbench.foundation.vocab import RUN_STATUSES, SHUTDOWN_CLASSIFICATIONS
+from soakbench.harness.soak.verdicts.summary_rows import lookup_or_none
 
 _INFERENCE_FIELDS = (
     "final_queue_depth",

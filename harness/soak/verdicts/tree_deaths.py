@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.soak.verdicts.criterion import Criterion
-from harness.soak.verdicts.first_death import Exits, Identity, process_exits
+from soakbench.harness.soak.verdicts.criterion import Criterion
+from soakbench.harness.soak.verdicts.first_death import Exits, Identity, process_exits
 
 ROW = "tree_deaths"
 EXPECTED = "no tree process killed by a signal (except by the monitor, or of a role declared allowed)"

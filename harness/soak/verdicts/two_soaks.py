@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.soak.verdicts.drift import throughput_series
-from harness.soak.verdicts.trends import (
+from soakbench.harness.soak.verdicts.drift import throughput_series
+from soakbench.harness.soak.verdicts.trends import (
     DEFAULT_CONFIG,
     RESOURCE_CLASSES,
     analysis_span,
@@ -40,8 +40,8 @@ from harness.soak.verdicts.trends import (
     mann_kendall,
     theil_sen_slope,
 )
-from harness.two_runs.fields import dig
-from harness.two_runs.stats import Verdict, noise_floor, ratio_interval, verdict
+from soakbench.harness.two_runs.fields import dig
+from soakbench.harness.two_runs.stats import Verdict, noise_floor, ratio_interval, verdict
 
 REPORT_SCHEMA_VERSION = 1
 REPORT_SCHEMA = f"soak-compare-{REPORT_SCHEMA_VERSION}.schema.json"

@@ -5,7 +5,7 @@ Same behaviour and exit codes as the ``extract-metrics`` console script (harness
 
 from __future__ import annotations
 
-from harness.metrics import main
+from soakbench.harness.metrics import main
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@ Same flags, behaviour and exit codes as the ``probe`` console script (harness/pr
 
 from __future__ import annotations
 
-from harness.probe.cli import main
+from soakbench.harness.probe.cli import main
 
 if __name__ == "__main__":
     main()

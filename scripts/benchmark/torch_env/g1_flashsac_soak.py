@@ -17,6 +17,6 @@ from pathlib import Path
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # run from any cwd without installing
-    from harness.soak.cli import main
+    from soakbench.harness.soak.cli import main
 
     main(["run", *sys.argv[1:]])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bundle.files import BundleError, copy_verified, sha256_bytes, sha256_file
 from bundle.manifest import MANIFEST, PART_RE, Manifest, Part, Wheel, check_lock, load_manifests
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 
 @dataclass

@@ -39,7 +39,7 @@ from bundle.export import (
 )
 from bundle.files import BundleError, normalize, parse_wheel_name, sha256_file
 from bundle.target import Target, parse_glibc, parse_python_version, wheel_fits
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 
 def run_export(argv: list[str]) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from bundle.files import BundleError, sha256_bytes, sha256_file, wheel_glibc
 from bundle.manifest import FORMAT, MANIFEST
-from foundation.atomic import write_atomic
+from soakbench.foundation.atomic import write_atomic
 
 
 def top_level_modules(path: Path) -> list[str]:

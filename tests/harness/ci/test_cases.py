@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from harness.ci.cases import CiCase, CiSuite, clip, counts
-from harness.ci.soak import skip_reason, soak_suite
+from soakbench.harness.ci.cases import CiCase, CiSuite, clip, counts
+from soakbench.harness.ci.soak import skip_reason, soak_suite
 
 FIXTURES = Path(__file__).resolve().parents[1] / "soak" / "fixtures"
 

@@ -6,9 +6,9 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.ci.cases import CiCase, CiSuite
-from harness.ci.junit import write_junit
-from harness.ci.soak import soak_suite
+from soakbench.harness.ci.cases import CiCase, CiSuite
+from soakbench.harness.ci.junit import write_junit
+from soakbench.harness.ci.soak import soak_suite
 
 FIXTURES = Path(__file__).resolve().parents[1] / "soak" / "fixtures"
 

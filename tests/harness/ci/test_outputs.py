@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.ci.cases import CiCase, CiSuite
-from harness.ci.outputs import CiOutputError, CiOutputs, run_link
+from soakbench.harness.ci.cases import CiCase, CiSuite
+from soakbench.harness.ci.outputs import CiOutputError, CiOutputs, run_link
 
 SUITE = CiSuite("s", "a check", (CiCase("a", "passed"),))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.ci.cases import CiCase, CiSuite
-from harness.ci.soak import soak_suite
-from harness.ci.summary import SUMMARY_BUDGET, render_summary
+from soakbench.harness.ci.cases import CiCase, CiSuite
+from soakbench.harness.ci.soak import soak_suite
+from soakbench.harness.ci.summary import SUMMARY_BUDGET, render_summary
 
 FIXTURES = Path(__file__).resolve().parents[1] / "soak" / "fixtures"
 

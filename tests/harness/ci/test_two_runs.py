@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.ci.two_runs import compare_suite, measure_case
+from soakbench.harness.ci.two_runs import compare_suite, measure_case
 
 
 def _row(measure: str, verdict: str, **extra: Any) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from foundation import mps
-from harness.cumps import cli as cumps
+from soakbench.foundation import mps
+from soakbench.harness.cumps import cli as cumps
 from tests.harness.fake_nvml import FakeDevice, FakeNvml
 
 FAKE_BIN = Path(__file__).parent / "fakes" / "bin"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from foundation import mps
-from foundation.mps_cleanup import clear_dead_control
+from soakbench.foundation import mps
+from soakbench.foundation.mps_cleanup import clear_dead_control
 from tests.harness.cumps._host import (
     UUID_A,
     UUID_B,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from foundation import mps
+from soakbench.foundation import mps
 from tests.harness.cumps._host import FAKE_BIN, UUID_A, UUID_B, gpu, invoke, set_gpus, stale_record, wait_gone
 from tests.harness.fake_nvml import FakeNvml
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from foundation import mps
-from harness.cumps import cli as cumps
-from harness.cumps import doctor as cumps_doctor
+from soakbench.foundation import mps
+from soakbench.harness.cumps import cli as cumps
+from soakbench.harness.cumps import doctor as cumps_doctor
 
 pytestmark = pytest.mark.cuda
 runner = CliRunner()

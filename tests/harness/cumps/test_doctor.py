@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from foundation import mps
-from harness.cumps import doctor as cumps_doctor
+from soakbench.foundation import mps
+from soakbench.harness.cumps import doctor as cumps_doctor
 from tests.harness.cumps._host import UUID_A, UUID_B, gpu, invoke, set_gpus, stale_record
 
 # CUDA MPS control and its liveness checks are Linux-only (/proc).

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from foundation import mps
-from harness.cumps import cli as cumps
+from soakbench.foundation import mps
+from soakbench.harness.cumps import cli as cumps
 from tests.harness.cumps._host import FAKE_BIN, UUID_A, invoke, invoke_json, runner, stale_record
 from tests.harness.fake_nvml import FakeNvml
 
@@ -95,7 +95,7 @@ def _real_cumps(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
         "COLUMNS": "60",
     }
     env.pop("CUDA_MPS_PIPE_DIRECTORY", None)
-    command = [sys.executable, "-m", "harness.cumps.cli", *args]
+    command = [sys.executable, "-m", "soakbench.harness.cumps.cli", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
 
 

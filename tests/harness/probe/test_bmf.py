@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from foundation.schema import validation_errors
-from harness.probe.bmf import (
+from soakbench.foundation.schema import validation_errors
+from soakbench.harness.probe.bmf import (
     BMF_SCHEMA,
     BmfPathError,
     benchmark_name,
@@ -19,9 +19,9 @@ from harness.probe.bmf import (
     probe_bmf,
     write_bmf,
 )
-from harness.probe.samples import backend_summary, measure_groups
-from harness.probe.two_probes import compare_artifacts
-from harness.two_runs.stats import median_interval
+from soakbench.harness.probe.samples import backend_summary, measure_groups
+from soakbench.harness.probe.two_probes import compare_artifacts
+from soakbench.harness.two_runs.stats import median_interval
 from tests.harness.probe.test_gate import _artifact, _process
 
 

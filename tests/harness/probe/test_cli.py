@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from foundation.nvml import gpu_snapshot
-from foundation.schema import validation_errors
-from harness.probe.artifact import validate_artifact
-from harness.probe.bmf import BMF_SCHEMA
-from harness.probe.cli import ProbeInputError, check_preconditions, validate_settings
-from harness.probe.stats import PROBE_PHASES
-from runtime.config import PlatformFacts
+from soakbench.foundation.nvml import gpu_snapshot
+from soakbench.foundation.schema import validation_errors
+from soakbench.harness.probe.artifact import validate_artifact
+from soakbench.harness.probe.bmf import BMF_SCHEMA
+from soakbench.harness.probe.cli import ProbeInputError, check_preconditions, validate_settings
+from soakbench.harness.probe.stats import PROBE_PHASES
+from soakbench.runtime.config import PlatformFacts
 from tests.harness import fake_nvml as fake
 
 # one worker runs the module, so its module-scoped real probe is made once, not once per worker
@@ -32,7 +32,7 @@ def _probe(
     *args: str, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.probe", *args],
+        [sys.executable, "-m", "soakbench.harness.probe", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -276,7 +276,7 @@ def test_cli_mjwarp_without_flag_on_cpu_host_exits_2(tmp_path: Path) -> None:
 def test_acceptance_stops_on_a_busy_gpu_and_records_evidence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.probe.run as probe_module
+    import soakbench.harness.probe.run as probe_module
 
     nvml = fake.FakeNvml(
         [fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37, compute=[(4242, 1 << 30)])]
@@ -300,7 +300,7 @@ def test_acceptance_stops_on_a_busy_gpu_and_records_evidence(
 def test_acceptance_checks_after_each_backend(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mujoco_artifact: dict[str, Any]
 ) -> None:
-    import harness.probe.run as probe_module
+    import soakbench.harness.probe.run as probe_module
 
     device = fake.FakeDevice("GPU-x", "H200", used=100 << 20, total=1 << 37)
     nvml = fake.FakeNvml([device])
@@ -324,7 +324,7 @@ def test_cli_schema_violation_exits_1_and_writes_nothing(
 ) -> None:
     from typer.testing import CliRunner
 
-    import harness.probe.cli as probe_module
+    import soakbench.harness.probe.cli as probe_module
 
     broken = json.loads(json.dumps(mujoco_artifact))
     del broken["backends"]["mujoco"]["processes"][0]["phases"]  # what a worker bug would produce
@@ -338,7 +338,7 @@ def test_cli_schema_violation_exits_1_and_writes_nothing(
 
 
 def test_processes_raw_samples_cpu_and_contention(mujoco_artifact: dict[str, Any]) -> None:
-    from harness.probe.samples import backend_summary, raw_disagreements, stability
+    from soakbench.harness.probe.samples import backend_summary, raw_disagreements, stability
 
     entry = mujoco_artifact["backends"]["mujoco"]
     processes = entry["processes"]
@@ -361,7 +361,7 @@ def test_processes_raw_samples_cpu_and_contention(mujoco_artifact: dict[str, Any
 def test_the_gpu_health_at_start_is_read_before_anything_is_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import harness.probe.run as probe_module
+    import soakbench.harness.probe.run as probe_module
 
     device = fake.FakeDevice("GPU-x", "H200", used=0, total=1 << 37, temperature=45)
 

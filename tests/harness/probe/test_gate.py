@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.probe.samples import PHASE_SAMPLE_KEYS
-from harness.probe.two_probes import GATE_MEASURES, compare_artifacts, gating_regressions
+from soakbench.harness.probe.samples import PHASE_SAMPLE_KEYS
+from soakbench.harness.probe.two_probes import GATE_MEASURES, compare_artifacts, gating_regressions
 
 PROCESSES, ROUNDS, ITERS, NUM_ENVS, DECIMATION = 3, 5, 20, 32, 4
 

@@ -13,8 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.probe.history import HistoryInputError, Point, detect_steps, parse_probe, platform_of, series
-from harness.probe.history_io import history_command
+from soakbench.harness.probe.history import (
+    HistoryInputError,
+    Point,
+    detect_steps,
+    parse_probe,
+    platform_of,
+    series,
+)
+from soakbench.harness.probe.history_io import history_command
 from tests.conftest import Chromium
 from tests.matrix._fixtures import commit_all, make_repo, probe_artifact
 
@@ -74,7 +81,7 @@ def test_platform_comes_from_the_evidence_name_and_bad_artifacts_are_named() -> 
 
 def _probe(out: Path, *extra: str) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-m", "harness.probe", *TINY, *extra, "--output", str(out)],
+        [sys.executable, "-m", "soakbench.harness.probe", *TINY, *extra, "--output", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -128,7 +135,7 @@ def test_history_reads_pruned_evidence_from_git_and_marks_a_real_step(
         assert history_command([], filters, threshold, out, repo) == 2
     assert not (tmp_path / "page.txt").exists()
     done = subprocess.run(
-        [sys.executable, "-m", "harness.probe", "history", "--output", str(page)],
+        [sys.executable, "-m", "soakbench.harness.probe", "history", "--output", str(page)],
         cwd=repo, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO)},
     )  # fmt: skip
@@ -139,7 +146,7 @@ def test_history_reads_pruned_evidence_from_git_and_marks_a_real_step(
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     refused = subprocess.run(
-        [sys.executable, "-m", "harness.probe", "history", "--output", str(tmp_path / "never.html"), str(bad)],
+        [sys.executable, "-m", "soakbench.harness.probe", "history", "--output", str(tmp_path / "never.html"), str(bad)],
         cwd=repo, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert refused.returncode == 2 and "kind" in refused.stderr and not (tmp_path / "never.html").exists()

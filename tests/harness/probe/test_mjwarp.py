@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.probe.artifact import validate_artifact
+from soakbench.harness.probe.artifact import validate_artifact
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -21,7 +21,7 @@ def test_mjwarp_cpu_lane_and_mujoco_in_separate_processes(tmp_path: Path) -> Non
     out = tmp_path / "both.json"
     done = subprocess.run(
         [
-            sys.executable, "-m", "harness.probe", "--backends", "mjwarp,mujoco", "--mjwarp-device", "cpu",
+            sys.executable, "-m", "soakbench.harness.probe", "--backends", "mjwarp,mujoco", "--mjwarp-device", "cpu",
             "--num-envs", "8", "--warmup", "1", "--iters", "3", "--processes", "1", "--output", str(out),
         ],
         cwd=REPO, capture_output=True, text=True, timeout=900,

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from foundation.schema import load_schema
-from harness.probe.artifact import SCHEMA_NAME
-from harness.probe.limit import LimitDescription
-from harness.probe.report import (
+from soakbench.foundation.schema import load_schema
+from soakbench.harness.probe.artifact import SCHEMA_NAME
+from soakbench.harness.probe.limit import LimitDescription
+from soakbench.harness.probe.report import (
     BackendFacts,
     CpuSpan,
     CpuTimes,
@@ -20,9 +20,9 @@ from harness.probe.report import (
     ThroughputRound,
     backend_report,
 )
-from harness.probe.spec import WorkerSpec
-from harness.probe.stats import PROBE_PHASES
-from runtime.backends.contract import TransferCount, TransferDeclaration
+from soakbench.harness.probe.spec import WorkerSpec
+from soakbench.harness.probe.stats import PROBE_PHASES
+from soakbench.runtime.backends.contract import TransferCount, TransferDeclaration
 
 NUM_ENVS, DECIMATION = 8, 4
 SPEC = WorkerSpec("mujoco", "flashsac", "g1_motion_tracking", ("algo.num_envs=8",), 1, 2, 0, 1, 2)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from harness.probe.spec import FIELDS, SpecError, WorkerSpec, parse_spec
-from harness.probe.worker import main
-from runtime.config import ConfigError
+from soakbench.harness.probe.spec import FIELDS, SpecError, WorkerSpec, parse_spec
+from soakbench.harness.probe.worker import main
+from soakbench.runtime.config import ConfigError
 
 SPEC = WorkerSpec(
     backend="mujoco",

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.probe.stats import (
+from soakbench.harness.probe.stats import (
     PROBE_PHASES,
     counter_delta,
     efficiency,
@@ -20,7 +20,7 @@ from harness.probe.stats import (
     throughput,
     transfer_report,
 )
-from runtime.backends.contract import TransferCount
+from soakbench.runtime.backends.contract import TransferCount
 
 
 def test_summarize_known_values() -> None:
@@ -189,7 +189,7 @@ def test_idle_verdicts() -> None:
 
 
 def test_host_contention_from_proc_stat_and_rusage() -> None:
-    from harness.probe.host import HostSample, busy_seconds, contention_block
+    from soakbench.harness.probe.host import HostSample, busy_seconds, contention_block
 
     stat = "cpu  100 20 30 400 50 5 5 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
     assert busy_seconds(stat, 100) == pytest.approx((100 + 20 + 30 + 5 + 5) / 100)

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from foundation.schema import sorted_errors
-from matrix.intake.ingest import ingest
-from matrix.model import MatrixInputError
+from soakbench.foundation.schema import sorted_errors
+from soakbench.matrix.intake.ingest import ingest
+from soakbench.matrix.model import MatrixInputError
 from tests.harness.probe.test_cli import _probe as run_probe
 from tests.matrix._fixtures import git, make_repo
 

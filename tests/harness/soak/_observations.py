@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.soak.verdicts.evaluation import MonitorObservation
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.judgement import Judgement, judgement_of
-from harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
+from soakbench.harness.soak.verdicts.evaluation import MonitorObservation
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.judgement import Judgement, judgement_of
+from soakbench.harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
 
 GATE_FIELDS = frozenset(f.name for f in dataclasses.fields(Gates))
 

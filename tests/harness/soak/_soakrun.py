@@ -56,7 +56,7 @@ def monitor_args(
     programs run seconds, not minutes: ``trend_samples`` (``--min-trend-samples``) is sized for them."""
     log_dir, output = tmp / "run", tmp / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "monitor",
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor",
         "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", str(interval), "--startup-timeout-seconds", str(startup),
         "--stale-progress-seconds", str(stale), "--post-shutdown-grace-seconds", str(grace),

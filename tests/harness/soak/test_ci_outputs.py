@@ -98,7 +98,7 @@ def test_quiet_progress_thins_the_plain_lines(tmp_path: Path) -> None:
 
 def test_soak_run_refuses_a_bad_summary_path_before_spawning(tmp_path: Path) -> None:
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "run", "--algo", "sac", "--task", "g1_walk_flat",
+        sys.executable, "-m", "soakbench.harness.soak.cli", "run", "--algo", "sac", "--task", "g1_walk_flat",
         "--sim", "mujoco", "--log-dir", str(tmp_path / "run"), "--output", str(tmp_path / "soak.json"),
         "--summary-md", str(tmp_path / "missing" / "summary.md"),
     ]  # fmt: skip

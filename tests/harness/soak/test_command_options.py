@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness.soak.cli import build_app
-from harness.soak.command_options import MonitorOptions, RunOptions, WatchOptions, typer_command
-from harness.soak.options import Live
+from soakbench.harness.soak.cli import build_app
+from soakbench.harness.soak.command_options import MonitorOptions, RunOptions, WatchOptions, typer_command
+from soakbench.harness.soak.options import Live
 
 REPO = Path(__file__).resolve().parents[3]
 PACKAGES = ("foundation", "runtime", "harness", "matrix", "scripts", "benchmarks")

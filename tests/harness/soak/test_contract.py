@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.soak.verdicts.gpu import GPU_ROWS
+from soakbench.harness.soak.verdicts.gpu import GPU_ROWS
 from tests.harness.soak._soakrun import soak_monitor
 
 pytestmark = [pytest.mark.soak, pytest.mark.linux_only]

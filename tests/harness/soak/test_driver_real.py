@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
 def _soak_run_argv(tmp: Path, iterations: int, min_duration: float) -> tuple[list[str], Path]:
     output = tmp / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "run",
+        sys.executable, "-m", "soakbench.harness.soak.cli", "run",
         "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
         "--num-envs", "16", "--iterations", str(iterations),
         "--min-duration-seconds", str(min_duration), "--sample-interval-seconds", "0.25",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix.grading.rederive import disagreements
+from soakbench.matrix.grading.rederive import disagreements
 from tests.harness.soak._soakrun import FAULTS, REPO, SoakOutcome, assert_nothing_left, monitor_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
@@ -49,7 +49,7 @@ def test_a_killed_worker_is_named_as_the_first_death(tmp_path: Path) -> None:
 def test_a_killed_rank_of_a_torchrun_job_is_a_rank_failure_naming_it(tmp_path: Path) -> None:
     log_dir, output = tmp_path / "run", tmp_path / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "60",
         "--min-duration-seconds", "0", "--live", "plain", "--shm-attribution", "evidence", "--",
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

@@ -12,7 +12,7 @@ from tests.harness.soak._soakrun import REPO
 
 
 def _merge(*args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "harness.soak.cli", "merge", *args]
+    argv = [sys.executable, "-m", "soakbench.harness.soak.cli", "merge", *args]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
 
 

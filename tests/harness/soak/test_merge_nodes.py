@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from torch.distributed.elastic.utils.distributed import get_free_port
 
-from foundation.schema import sorted_errors
+from soakbench.foundation.schema import sorted_errors
 from tests.harness.soak._soakrun import FAULTS, REPO, SoakOutcome, assert_nothing_left
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
 def _node(tmp: Path, name: str, port: int, run_id: str) -> tuple[subprocess.Popen[str], Path]:
     log_dir, output = tmp / f"run-{name}", tmp / f"{name}.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "60",
         "--min-duration-seconds", "0", "--live", "off", "--shm-attribution", "evidence", "--",
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
@@ -65,7 +65,7 @@ def test_merge_names_the_node_and_rank_that_failed_first(tmp_path: Path) -> None
     argv = [
         sys.executable,
         "-m",
-        "harness.soak.cli",
+        "soakbench.harness.soak.cli",
         "merge",
         str(nodes[0][1]),
         str(nodes[1][1]),
@@ -89,7 +89,7 @@ def test_merge_refuses_artifacts_of_different_runs(tmp_path: Path) -> None:
     for run in ("run-one", "run-two"):  # two separate jobs (standalone: each its own random run id)
         log_dir, output = tmp_path / f"log-{run}", tmp_path / f"{run}.json"
         argv = [
-            sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+            sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
             "--sample-interval-seconds", "0.25", "--min-duration-seconds", "0", "--live", "off",
             "--shm-attribution", "evidence", "--",
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
@@ -97,7 +97,7 @@ def test_merge_refuses_artifacts_of_different_runs(tmp_path: Path) -> None:
         ]  # fmt: skip
         subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
         artifacts.append(str(output))
-    done = subprocess.run([sys.executable, "-m", "harness.soak.cli", "merge", *artifacts], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "soakbench.harness.soak.cli", "merge", *artifacts], cwd=REPO,
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 2
     assert "the artifacts are of different runs (TORCHELASTIC_RUN_ID)" in " ".join(done.stderr.split())

@@ -17,8 +17,13 @@ from typing import Any
 import psutil
 import pytest
 
-from harness.soak.host.procs import ProcReader, StatFields
-from harness.soak.loop.leftovers import RECORD_SCHEMA, proven_processes, proven_segments, records_dir
+from soakbench.harness.soak.host.procs import ProcReader, StatFields
+from soakbench.harness.soak.loop.leftovers import (
+    RECORD_SCHEMA,
+    proven_processes,
+    proven_segments,
+    records_dir,
+)
 from tests.harness.soak._soakrun import FAULTS, REPO, alive, monitor_args
 from tests.harness.soak.test_driver_real import _soak_run_argv
 
@@ -126,7 +131,7 @@ def test_sigkill_of_the_monitor_of_a_torchrun_job_leaves_no_rank_and_no_rendezvo
     # the agent (the monitored root), its two gloo ranks and the rendezvous store the agent listens on
     log_dir, output = tmp_path / "run", tmp_path / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "60",
         "--live", "off", "--shm-attribution", "evidence", "--",
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
@@ -179,7 +184,7 @@ def _dead_monitor_record(cache: Path, proc: subprocess.Popen[bytes], ticks_offse
 
 
 def _soak(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "harness.soak.cli", *args]
+    argv = [sys.executable, "-m", "soakbench.harness.soak.cli", *args]
     return subprocess.run(
         argv, cwd=REPO, env=_env(cache), capture_output=True, text=True, timeout=60, check=False
     )

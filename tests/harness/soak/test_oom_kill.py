@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.host.pressure import CGROUP_ROOT, counter_file, memory_cgroup
+from soakbench.harness.soak.host.pressure import CGROUP_ROOT, counter_file, memory_cgroup
 from tests.conftest import Chromium
 from tests.harness.soak._soakrun import REPO, SoakOutcome, assert_nothing_left, soak_monitor
 
@@ -181,7 +181,7 @@ def test_a_collector_oom_under_soak_run_is_oom_killed_with_the_collector_failure
     with _cgroup(1 << 20) as cgroup:
         output = tmp_path / "soak.json"
         argv = [
-            sys.executable, "-m", "harness.soak.cli", "run",
+            sys.executable, "-m", "soakbench.harness.soak.cli", "run",
             "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco",
             "--num-envs", "16", "--iterations", "100000", "--min-duration-seconds", "0",
             "--sample-interval-seconds", "0.25", "--min-trend-samples", "8",

@@ -20,7 +20,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 def _monitor(tmp: Path, mode: str, *extra: str) -> SoakOutcome:
     log_dir, output = tmp / "run", tmp / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "4",
         "--post-shutdown-grace-seconds", "1", "--shutdown-timeout-seconds", "3", "--termination-grace-seconds", "3",
         "--min-duration-seconds", "0", "--live", "plain", "--shm-attribution", "evidence", *extra,
@@ -56,7 +56,7 @@ def _restarting(tmp: Path, allow: int) -> SoakOutcome:
     tmp.mkdir()
     log_dir, output = tmp / "run", tmp / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
+        sys.executable, "-m", "soakbench.harness.soak.cli", "monitor", "--log-dir", str(log_dir), "--output", str(output),
         "--sample-interval-seconds", "0.25", "--startup-timeout-seconds", "120", "--stale-progress-seconds", "30",
         "--min-duration-seconds", "0", "--min-trend-samples", "4", "--live", "off", "--shm-attribution", "evidence",
         "--allow-restarts", str(allow), "--", *TORCHRUN, "--max-restarts", "1",

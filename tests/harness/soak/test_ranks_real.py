@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.evidence.artifact import validation_errors
+from soakbench.harness.soak.evidence.artifact import validation_errors
 from tests.harness.soak._soakrun import REPO, SoakOutcome, assert_nothing_left
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.linux_only]
 def _soak(tmp: Path, *extra: str) -> SoakOutcome:
     output = tmp / "soak.json"
     argv = [
-        sys.executable, "-m", "harness.soak.cli", "run", "--nproc-per-node", "2",
+        sys.executable, "-m", "soakbench.harness.soak.cli", "run", "--nproc-per-node", "2",
         "--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco", "--num-envs", "8", "--iterations", "300",
         "--min-duration-seconds", "1", "--sample-interval-seconds", "0.25", "--min-trend-samples", "8",
         "--startup-timeout-seconds", "240", "--stale-progress-seconds", "120",

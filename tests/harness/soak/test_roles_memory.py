@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from foundation.roles import ROLES, role_from_title, role_title
-from harness.soak.host.procs import ProcReader, assign_roles, parse_smaps_rollup, role_of, totals_of
-from harness.soak.host.rollup import RollupSchedule
+from soakbench.foundation.roles import ROLES, role_from_title, role_title
+from soakbench.harness.soak.host.procs import ProcReader, assign_roles, parse_smaps_rollup, role_of, totals_of
+from soakbench.harness.soak.host.rollup import RollupSchedule
 
 MIB = 1 << 20
 
@@ -76,7 +76,7 @@ def test_role_title_round_trip_and_bad_role() -> None:
 def test_real_marked_child_is_read_with_role_and_memory() -> None:
     code = (
         "import sys, time\n"
-        "from foundation.roles import mark_process\n"
+        "from soakbench.foundation.roles import mark_process\n"
         "mark_process('collector'); blob = bytearray(32 << 20)\n"
         "print('ready', flush=True); time.sleep(30)\n"
     )
@@ -147,8 +147,8 @@ def test_a_sample_stops_reading_at_its_budget_but_nobody_goes_staler_than_max_pe
 
 
 def test_artifact_schema_enums_match_the_code() -> None:
-    from foundation.schema import load_schema
-    from harness.soak.verdicts.per_process import PROCESS_CLASSES
+    from soakbench.foundation.schema import load_schema
+    from soakbench.harness.soak.verdicts.per_process import PROCESS_CLASSES
 
     schema = load_schema("soak-artifact-0.3.0.schema.json")
     per_process = schema["properties"]["resource_summary"]["properties"]["per_process"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from matrix.grading.rederive import disagreements
+from soakbench.matrix.grading.rederive import disagreements
 from tests.harness.soak._soakrun import SoakOutcome, assert_nothing_left, remove_fault_segments, soak_monitor
 
 # The Linux sampler is half of every comparison; the fault programs use os.eventfd and /dev/shm.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.two_runs.fields import dig, setting_differences
+from soakbench.harness.two_runs.fields import dig, setting_differences
 
 DOC = {
     "settings": {"num_envs": 256, "nested": {"x": 1}},

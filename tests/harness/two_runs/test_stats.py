@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.probe.samples import backend_summary, raw_disagreements, round_rates, stability
-from harness.two_runs.stats import (
+from soakbench.harness.probe.samples import backend_summary, raw_disagreements, round_rates, stability
+from soakbench.harness.two_runs.stats import (
     NOISE_SPREAD,
     RatioInterval,
     noise_floor,
@@ -171,7 +171,12 @@ def test_a_stated_figure_that_the_raw_samples_do_not_give_is_named() -> None:
 
 
 def test_a_phase_timing_needs_enough_samples_and_gets_a_family_wide_interval() -> None:
-    from harness.probe.two_probes import MIN_PHASE_ITERS, MIN_PROCESSES, PHASE_CONFIDENCE, measure_row
+    from soakbench.harness.probe.two_probes import (
+        MIN_PHASE_ITERS,
+        MIN_PROCESSES,
+        PHASE_CONFIDENCE,
+        measure_row,
+    )
 
     base, slow = _groups(1.0, 0.01, 1, size=10), _groups(1.5, 0.01, 2, size=10)
     few = measure_row("mujoco", "physics_exchange_ms", (base, slow), 0.05, False)
@@ -189,7 +194,7 @@ def test_a_phase_timing_needs_enough_samples_and_gets_a_family_wide_interval() -
 
 
 def test_a_call_under_a_different_host_load_is_not_made() -> None:
-    from harness.probe.two_probes import CONTENTION_BOUND, load_note, measure_row
+    from soakbench.harness.probe.two_probes import CONTENTION_BOUND, load_note, measure_row
 
     assert load_note(0.10, 0.10 + CONTENTION_BOUND) is None and load_note(None, 0.9) is None
     note = load_note(0.10, 0.60)
@@ -206,7 +211,7 @@ def test_a_call_under_a_different_host_load_is_not_made() -> None:
 
 def test_no_measure_is_called_from_fewer_than_three_processes_a_side() -> None:
     """Two processes' medians estimate no noise floor: even a 50 % change is held back, and said why."""
-    from harness.probe.two_probes import measure_row
+    from soakbench.harness.probe.two_probes import measure_row
 
     for groups in (1, 2):
         base, slow = _groups(100.0, 0.01, 1, groups=groups), _groups(50.0, 0.01, 2, groups=groups)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from matrix.freshness.closure import import_closure, module_path
+from soakbench.matrix.freshness.closure import import_closure, module_path
 
 FILES = {
     "app/__init__.py": b"",
@@ -50,3 +50,27 @@ def test_entries_that_do_not_parse_or_exist_add_nothing() -> None:
     assert module_path("app.deep.leaf", read) == "app/deep/leaf.py"
     assert module_path("app", read) == "app/__init__.py"
     assert module_path("nowhere", read) is None
+
+
+def test_the_soakbench_namespace_maps_to_the_rooms_at_the_root() -> None:
+    files = {
+        "soakbench/__init__.py": b"",
+        "harness/__init__.py": b"",
+        "harness/cli.py": b"from soakbench.harness.verdicts import judge\nimport soakbench.foundation.atomic\n",
+        "harness/verdicts.py": b"from .shared import x\n",
+        "harness/shared.py": b"",
+        "foundation/__init__.py": b"",
+        "foundation/atomic.py": b"",
+    }
+    closure = import_closure(["harness/cli.py"], files.get, lazy=False)
+    assert closure.files == set(files)  # the namespace's own __init__ loads with every import through it
+    assert closure.external == frozenset()
+    assert module_path("soakbench", files.get) == "soakbench/__init__.py"
+
+
+def test_a_project_without_the_namespace_keeps_soakbench_imports_external() -> None:
+    # an outside project that uses soakbench and has a harness/ of its own: soakbench.harness is not it
+    files = {"harness/__init__.py": b"", "harness/x.py": b"", "t.py": b"from soakbench.harness import x\n"}
+    closure = import_closure(["t.py"], files.get, lazy=False)
+    assert closure.files == {"t.py"}
+    assert closure.external == {"soakbench"}

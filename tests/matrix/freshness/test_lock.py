@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from matrix.freshness.lock import LockError, dependency_closure, locked_versions
+from soakbench.matrix.freshness.lock import LockError, dependency_closure, locked_versions
 
 LOCK = """
 version = 1

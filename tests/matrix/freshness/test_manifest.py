@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from matrix.freshness.manifest import InputChange, changed_inputs, describe_changes, parse_manifest
-from matrix.model import InputManifest
+from soakbench.matrix.freshness.manifest import InputChange, changed_inputs, describe_changes, parse_manifest
+from soakbench.matrix.model import InputManifest
 
 DOC = {
     "manifest_version": 1,

@@ -6,8 +6,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from runtime.assets import ASSET_ROOT, AssetError, load_model, resolve
-from runtime.assets.generate_motion import TRACKED_BODIES
+from soakbench.runtime.assets import ASSET_ROOT, AssetError, load_model, resolve
+from soakbench.runtime.assets.generate_motion import TRACKED_BODIES
 
 SCENE = "robots/g1/scene_flat.xml"
 

@@ -8,8 +8,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from runtime.assets import ASSET_ROOT, MotionClip, MotionClipError, load_model, load_motion
-from runtime.assets.generate_motion import (
+from soakbench.runtime.assets import ASSET_ROOT, MotionClip, MotionClipError, load_model, load_motion
+from soakbench.runtime.assets.generate_motion import (
     MOTION,
     SCENE,
     compare_arrays,
@@ -17,7 +17,7 @@ from runtime.assets.generate_motion import (
     npz_bytes,
     write_npz_atomic,
 )
-from runtime.assets.motion import REGENERATE_COMMAND, load_clip_file
+from soakbench.runtime.assets.motion import REGENERATE_COMMAND, load_clip_file
 
 
 @pytest.fixture(scope="module")

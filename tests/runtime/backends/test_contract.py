@@ -16,11 +16,11 @@ import pytest
 import torch
 from jsonschema import Draft202012Validator
 
-from foundation.schema import load_schema
-from runtime.assets import load_model
-from runtime.backends import BACKENDS, backend_class
-from runtime.backends.base import SimBackend
-from runtime.backends.contract import (
+from soakbench.foundation.schema import load_schema
+from soakbench.runtime.assets import load_model
+from soakbench.runtime.backends import BACKENDS, backend_class
+from soakbench.runtime.backends.base import SimBackend
+from soakbench.runtime.backends.contract import (
     DataPlane,
     HostSteppingInfo,
     OptimizationDiagnostic,
@@ -30,7 +30,7 @@ from runtime.backends.contract import (
     WarningCount,
     diagnostics_payload,
 )
-from runtime.manager.collector import backend_diagnostics_payload
+from soakbench.runtime.manager.collector import backend_diagnostics_payload
 
 CPU = torch.device("cpu")
 N, DECIMATION = 2, 4

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from runtime.backends._host_pool import WorkerPool, WorkerPoolError, split_chunks
+from soakbench.runtime.backends._host_pool import WorkerPool, WorkerPoolError, split_chunks
 
 
 def test_split_chunks_covers_range_without_empty_chunks() -> None:

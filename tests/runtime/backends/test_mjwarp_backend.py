@@ -14,10 +14,10 @@ import mujoco
 import pytest
 import torch
 
-from runtime.assets import load_model
-from runtime.backends import backend_class
-from runtime.backends.mjwarp import MjwarpBackend, MjwarpUnavailableError, import_warp
-from runtime.backends.mujoco import MujocoBackend
+from soakbench.runtime.assets import load_model
+from soakbench.runtime.backends import backend_class
+from soakbench.runtime.backends.mjwarp import MjwarpBackend, MjwarpUnavailableError, import_warp
+from soakbench.runtime.backends.mujoco import MujocoBackend
 
 # one worker runs the module, so its module-scoped real MJWarp compile is made once, not once per worker
 pytestmark = pytest.mark.xdist_group("mjwarp-backend")

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from runtime.assets import load_model
-from runtime.backends.mjwarp import MjwarpBackend
+from soakbench.runtime.assets import load_model
+from soakbench.runtime.backends.mjwarp import MjwarpBackend
 
 pytestmark = pytest.mark.cuda
 N = 64

@@ -6,8 +6,8 @@ import mujoco
 import pytest
 import torch
 
-from runtime.backends import backend_class
-from runtime.backends.mujoco import MujocoBackend
+from soakbench.runtime.backends import backend_class
+from soakbench.runtime.backends.mujoco import MujocoBackend
 
 CPU = torch.device("cpu")
 N = 6

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from runtime.config import LearnerConfig, compose
-from runtime.learners.replay import Batch
+from soakbench.runtime.config import LearnerConfig, compose
+from soakbench.runtime.learners.replay import Batch
 
 OBS, ACT = 6, 3
 

@@ -11,13 +11,13 @@ import sys
 import torch
 from conftest import ACT, OBS, algo_cfg, toy_batch
 
-from runtime.distributed import RankIdentity
-from runtime.learners import build_learner
-from runtime.learners.base import state_to_dict
-from runtime.learners.flashsac import flashsac_step
-from runtime.learners.replay import Batch
-from runtime.learners.sac import sac_step
-from runtime.manager.process_group import join_group, leave_group
+from soakbench.runtime.distributed import RankIdentity
+from soakbench.runtime.learners import build_learner
+from soakbench.runtime.learners.base import state_to_dict
+from soakbench.runtime.learners.flashsac import flashsac_step
+from soakbench.runtime.learners.replay import Batch
+from soakbench.runtime.learners.sac import sac_step
+from soakbench.runtime.manager.process_group import join_group, leave_group
 
 ROWS = 64  # per rank
 

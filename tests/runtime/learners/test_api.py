@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runtime.learners import (
+from soakbench.runtime.learners import (
     actor_state_size,
     actor_state_vector,
     build_actor,

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import torch
 
-from runtime.config import ConfigError, compose
-from runtime.config.fields import Spec, field_type, spec_of
-from runtime.config.sections import LEARNER_SECTIONS
-from runtime.learners import build_learner
-from runtime.learners.flashsac import FlashSACLearner, flashsac_step
-from runtime.learners.sac import SACLearner, sac_step
+from soakbench.runtime.config import ConfigError, compose
+from soakbench.runtime.config.fields import Spec, field_type, spec_of
+from soakbench.runtime.config.sections import LEARNER_SECTIONS
+from soakbench.runtime.learners import build_learner
+from soakbench.runtime.learners.flashsac import FlashSACLearner, flashsac_step
+from soakbench.runtime.learners.sac import SACLearner, sac_step
 
 from .conftest import ACT, OBS, toy_batch
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 from torch.distributed.elastic.utils.distributed import get_free_port
 
-from runtime.learners import build_learner
-from runtime.learners.base import state_checksum
-from runtime.learners.sac import SACLearner, sac_step
+from soakbench.runtime.learners import build_learner
+from soakbench.runtime.learners.base import state_checksum
+from soakbench.runtime.learners.sac import SACLearner, sac_step
 
 from .conftest import ACT, OBS, algo_cfg, toy_batch
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-from runtime.config import compose, validate_for_run
-from runtime.learners import build_learner
-from runtime.learners.evaluation import (
+from soakbench.runtime.config import compose, validate_for_run
+from soakbench.runtime.learners import build_learner
+from soakbench.runtime.learners.evaluation import (
     POLICIES,
     CheckpointError,
     TaskMismatchError,
@@ -23,8 +23,8 @@ from runtime.learners.evaluation import (
     restore_run,
     survival_lengths,
 )
-from runtime.tasks.g1_motion_tracking import G1MotionTracking
-from runtime.tasks.g1_walk_flat import G1WalkFlat
+from soakbench.runtime.tasks.g1_motion_tracking import G1MotionTracking
+from soakbench.runtime.tasks.g1_walk_flat import G1WalkFlat
 from tests.runtime._platforms import LINUX_CPU
 
 

@@ -8,10 +8,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.learners import build_learner
-from runtime.learners.flashsac import FlashSACLearner, FlashState, categorical_projection, flashsac_step
-from runtime.learners.networks import BNStats, EnsembleLinear, FlashBatchNorm, FlashRMSNorm
-from runtime.learners.replay import Batch
+from soakbench.runtime.learners import build_learner
+from soakbench.runtime.learners.flashsac import (
+    FlashSACLearner,
+    FlashState,
+    categorical_projection,
+    flashsac_step,
+)
+from soakbench.runtime.learners.networks import BNStats, EnsembleLinear, FlashBatchNorm, FlashRMSNorm
+from soakbench.runtime.learners.replay import Batch
 
 from .conftest import ACT, OBS, algo_cfg
 
@@ -115,7 +120,7 @@ def test_reward_scale_maps_rms_return_to_half_support() -> None:
     learner.add_transitions(
         torch.zeros(100, OBS), torch.zeros(100, ACT), r, torch.zeros(100, OBS), torch.zeros(100)
     )
-    from runtime.learners.flashsac import reward_scale
+    from soakbench.runtime.learners.flashsac import reward_scale
 
     d = float(reward_scale(learner.hp, learner.state.reward_stats))
     # constant reward 3 -> return 30 -> normalised return v_max / 2 = 2

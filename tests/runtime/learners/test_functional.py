@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from runtime.learners.functional import (
+from soakbench.runtime.learners.functional import (
     ProjectionGroup,
     adam_init,
     adam_update,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runtime.config import (
+from soakbench.runtime.config import (
     LEARNER_THREADS_CAP,
     ConfigError,
     PlatformFacts,
@@ -68,9 +68,9 @@ def test_trainer_sets_threads_before_building_the_learner(tmp_path: Path) -> Non
     """The learner factory sees the resolved thread count; run_config.json records it."""
     import torch
 
-    from runtime.manager.hooks import TrainerHooks
-    from runtime.manager.null_learner import null_learner_factory
-    from runtime.manager.trainer import run_training
+    from soakbench.runtime.manager.hooks import TrainerHooks
+    from soakbench.runtime.manager.null_learner import null_learner_factory
+    from soakbench.runtime.manager.trainer import run_training
 
     seen: list[int] = []
 

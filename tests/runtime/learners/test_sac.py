@@ -4,11 +4,11 @@ import dataclasses
 
 import torch
 
-from runtime.learners import build_learner
-from runtime.learners.base import runtime_options
-from runtime.learners.networks import squashed_gaussian
-from runtime.learners.replay import Batch
-from runtime.learners.sac import SACLearner, sac_critic_loss, sac_step
+from soakbench.runtime.learners import build_learner
+from soakbench.runtime.learners.base import runtime_options
+from soakbench.runtime.learners.networks import squashed_gaussian
+from soakbench.runtime.learners.replay import Batch
+from soakbench.runtime.learners.sac import SACLearner, sac_critic_loss, sac_step
 
 from .conftest import ACT, OBS, algo_cfg
 

@@ -97,7 +97,7 @@ class SlowLearner:
     """A learner double whose update() blocks for ``update_s`` seconds (heartbeat-thread tests)."""
 
     def __init__(self, cfg: Any, obs_dim: int, action_dim: int, device: Any, update_s: float = 1.2) -> None:
-        from runtime.learners import build_actor
+        from soakbench.runtime.learners import build_actor
 
         self.actor = build_actor(cfg.algo, obs_dim, action_dim)
         self.updates_per_iteration = 1

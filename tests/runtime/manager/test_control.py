@@ -6,12 +6,12 @@ import os
 
 import pytest
 
-from runtime.manager.control import ControlSegment, ControlStats, StepTiming
-from runtime.manager.ingress import ReplayStats, empty_replay_stats
-from runtime.manager.plan import RunPlan
-from runtime.manager.resources import Arenas, ArenaStats, Doorbells, Hello
-from runtime.manager.ring import RingStats, empty_ring_stats
-from runtime.manager.shm import list_segments
+from soakbench.runtime.manager.control import ControlSegment, ControlStats, StepTiming
+from soakbench.runtime.manager.ingress import ReplayStats, empty_replay_stats
+from soakbench.runtime.manager.plan import RunPlan
+from soakbench.runtime.manager.resources import Arenas, ArenaStats, Doorbells, Hello
+from soakbench.runtime.manager.ring import RingStats, empty_ring_stats
+from soakbench.runtime.manager.shm import list_segments
 
 OURS = f"soakbench_{os.getpid()}_"  # other test processes run in parallel
 

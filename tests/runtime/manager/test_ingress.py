@@ -11,9 +11,15 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from runtime.manager.ingress import IngressBatch, IngressLayout, IngressSpec, ReplayIngress, ReplayStats
-from runtime.manager.shm import list_segments
-from runtime.manager.signals import WakeSignal
+from soakbench.runtime.manager.ingress import (
+    IngressBatch,
+    IngressLayout,
+    IngressSpec,
+    ReplayIngress,
+    ReplayStats,
+)
+from soakbench.runtime.manager.shm import list_segments
+from soakbench.runtime.manager.signals import WakeSignal
 
 OD, AD, R = 3, 2, 4
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from foundation.inputs import INPUTS_DIR, git_blob_id, merge_manifest, read_records
-from runtime.manager.inputs_record import project_root
+from soakbench.foundation.inputs import INPUTS_DIR, git_blob_id, merge_manifest, read_records
+from soakbench.runtime.manager.inputs_record import project_root
 
 REPO = project_root()
 # Logs every path under the project root that the process opens (Python opens a module's source, or
@@ -68,7 +68,7 @@ def test_a_tiny_run_loads_nothing_outside_its_recorded_inputs(algo: str, task: s
         "TRACE_OUT": str(trace_dir),
     }
     cmd = [
-        sys.executable, "-m", "runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
+        sys.executable, "-m", "soakbench.runtime.cli", "--algo", algo, "--task", task, "--sim", "mujoco",
         "algo.num_envs=4", "algo.max_iterations=3", "training.no_play=true", f"log_dir={log_dir}",
     ]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from runtime.distributed import RankIdentity
-from runtime.manager.job_summary import job_summary, rank_block, read_rank_summaries
+from soakbench.runtime.distributed import RankIdentity
+from soakbench.runtime.manager.job_summary import job_summary, rank_block, read_rank_summaries
 
 CHECKSUM = "sha256:" + "ab" * 32
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.manager import process_group
+from soakbench.runtime.manager import process_group
 
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.linux_only
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.linux_only
 RANK = """
 import json, sys, time
 import torch
-from runtime.distributed import RankIdentity
-from runtime.learners.collective import CollectiveError
-from runtime.manager.process_group import join_group
+from soakbench.runtime.distributed import RankIdentity
+from soakbench.runtime.learners.collective import CollectiveError
+from soakbench.runtime.manager.process_group import join_group
 rank = int(sys.argv[1])
 identity = RankIdentity(rank=rank, local_rank=rank, world_size=2, local_world_size=2, run_id=None, restart_count=0)
 group = join_group(identity, "cpu", timeout_s=2.0)

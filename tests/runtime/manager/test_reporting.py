@@ -8,19 +8,19 @@ from typing import Any
 
 import pytest
 
-from runtime.artifacts import RUN_SUMMARY_SCHEMA, RUNTIME_MANIFEST_SCHEMA, validate
-from runtime.manager import reporting
-from runtime.manager.control import ControlStats
-from runtime.manager.diagnostics import learner_diagnostics_payload
-from runtime.manager.hooks import TrainerHooks
-from runtime.manager.ingress import empty_replay_stats
-from runtime.manager.link import describe_exitcode, failure_from_report
-from runtime.manager.plan import RunPlan
-from runtime.manager.resources import ArenaStats, Hello
-from runtime.manager.ring import empty_ring_stats
-from runtime.manager.shutdown import RunFailure, ShutdownRecord
-from runtime.manager.telemetry import CounterSnapshot, EpisodeTotals, TbWindow
-from runtime.metrics_schema import check_tags
+from soakbench.runtime.artifacts import RUN_SUMMARY_SCHEMA, RUNTIME_MANIFEST_SCHEMA, validate
+from soakbench.runtime.manager import reporting
+from soakbench.runtime.manager.control import ControlStats
+from soakbench.runtime.manager.diagnostics import learner_diagnostics_payload
+from soakbench.runtime.manager.hooks import TrainerHooks
+from soakbench.runtime.manager.ingress import empty_replay_stats
+from soakbench.runtime.manager.link import describe_exitcode, failure_from_report
+from soakbench.runtime.manager.plan import RunPlan
+from soakbench.runtime.manager.resources import ArenaStats, Hello
+from soakbench.runtime.manager.ring import empty_ring_stats
+from soakbench.runtime.manager.shutdown import RunFailure, ShutdownRecord
+from soakbench.runtime.manager.telemetry import CounterSnapshot, EpisodeTotals, TbWindow
+from soakbench.runtime.metrics_schema import check_tags
 
 PLAN = RunPlan(
     num_envs=8,

@@ -8,9 +8,9 @@ import os
 import pytest
 import torch
 
-from runtime.manager.ring import InferenceRing, RingSpec, RingStats
-from runtime.manager.shm import list_segments
-from runtime.manager.signals import WakeSignal
+from soakbench.runtime.manager.ring import InferenceRing, RingSpec, RingStats
+from soakbench.runtime.manager.shm import list_segments
+from soakbench.runtime.manager.signals import WakeSignal
 
 
 @pytest.mark.parametrize("capacity", [1, 3])

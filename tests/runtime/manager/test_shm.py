@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from runtime.manager.shm import (
+from soakbench.runtime.manager.shm import (
     SharedCounters,
     TensorSpec,
     attach_header_and_data,

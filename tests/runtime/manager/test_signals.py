@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from runtime.manager.signals import WakeSignal, default_kind
+from soakbench.runtime.manager.signals import WakeSignal, default_kind
 
 KINDS = ["pipe"] + (["eventfd"] if default_kind() == "eventfd" else [])
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from runtime.manager.heartbeat import Heartbeat
-from runtime.manager.telemetry import CounterSnapshot, EpisodeTotals, LearnerCounters, Telemetry
+from soakbench.runtime.manager.heartbeat import Heartbeat
+from soakbench.runtime.manager.telemetry import CounterSnapshot, EpisodeTotals, LearnerCounters, Telemetry
 
 
 def test_progress_rate_is_per_window() -> None:

@@ -11,11 +11,11 @@ from typing import Any
 import psutil
 import pytest
 
-from runtime.artifacts import RUN_CONFIG_SCHEMA, read_run_summary, validate
-from runtime.config import PlatformFacts, RunConfig, compose, validate_for_run
-from runtime.manager.null_learner import null_learner_factory
-from runtime.manager.shm import list_segments
-from runtime.manager.trainer import TrainerHooks, run_training
+from soakbench.runtime.artifacts import RUN_CONFIG_SCHEMA, read_run_summary, validate
+from soakbench.runtime.config import PlatformFacts, RunConfig, compose, validate_for_run
+from soakbench.runtime.manager.null_learner import null_learner_factory
+from soakbench.runtime.manager.shm import list_segments
+from soakbench.runtime.manager.trainer import TrainerHooks, run_training
 
 # whole training runs (trainer, collector process, shared memory): not the inner-loop lane
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ import psutil
 import pytest
 from torch.distributed.elastic.utils.distributed import get_free_port
 
-from runtime.artifacts import read_run_summary
+from soakbench.runtime.artifacts import read_run_summary
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[3]
@@ -42,7 +42,7 @@ RANK_1_FAULT = (
 def _torchrun_train(job: Path, *settings: str, restarts: int = 0) -> list[str]:
     """The 2-rank trainer under torchrun, at the lifecycle scale, writing the job ``job``."""
     launcher = [*TORCHRUN, "--max-restarts", str(restarts)]
-    return [*launcher, "-m", "runtime.cli", *ROUTE, f"log_dir={job}", *settings, *SMALL]
+    return [*launcher, "-m", "soakbench.runtime.cli", *ROUTE, f"log_dir={job}", *settings, *SMALL]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -91,7 +91,7 @@ def test_world_size_without_the_other_launch_variables_exits_2_before_anything_i
     tmp_path: Path,
 ) -> None:
     job = tmp_path / "job"
-    cmd = [sys.executable, "-m", "runtime.cli", *ROUTE, f"log_dir={job}"]
+    cmd = [sys.executable, "-m", "soakbench.runtime.cli", *ROUTE, f"log_dir={job}"]
     result = subprocess.run(
         cmd, cwd=REPO, env=_env(WORLD_SIZE="2"), capture_output=True, text=True, timeout=120
     )
@@ -114,7 +114,7 @@ def test_a_rank_killed_mid_training_ends_its_peer_as_peer_failure_without_a_hang
     cmd = [
         sys.executable,
         "-m",
-        "runtime.cli",
+        "soakbench.runtime.cli",
         *ROUTE,
         f"log_dir={job}",
         "algo.max_iterations=100000",

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
-from runtime.config import compose
-from runtime.env import make_env
-from runtime.tasks.base import TaskEnv
+from soakbench.runtime.config import compose
+from soakbench.runtime.env import make_env
+from soakbench.runtime.tasks.base import TaskEnv
 
 EnvFactory = Callable[..., TaskEnv]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runtime.tasks.base import action_terms
+from soakbench.runtime.tasks.base import action_terms
 
 from .conftest import EnvFactory
 

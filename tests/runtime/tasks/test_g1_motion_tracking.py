@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runtime.assets import MotionClipError
-from runtime.tasks._math import quat_angle_error
-from runtime.tasks.g1_motion_tracking import G1MotionTracking, relative_reference
+from soakbench.runtime.assets import MotionClipError
+from soakbench.runtime.tasks._math import quat_angle_error
+from soakbench.runtime.tasks.g1_motion_tracking import G1MotionTracking, relative_reference
 
 from .conftest import EnvFactory
 

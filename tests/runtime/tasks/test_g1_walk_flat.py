@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runtime.assets import load_model
-from runtime.tasks._math import quat_from_yaw
-from runtime.tasks.base import TaskConfigError
-from runtime.tasks.g1_walk_flat import G1WalkFlat, fallen, tracking_terms
-from runtime.timing import PHASES, PhaseTimer
+from soakbench.runtime.assets import load_model
+from soakbench.runtime.tasks._math import quat_from_yaw
+from soakbench.runtime.tasks.base import TaskConfigError
+from soakbench.runtime.tasks.g1_walk_flat import G1WalkFlat, fallen, tracking_terms
+from soakbench.runtime.timing import PHASES, PhaseTimer
 
 from .conftest import EnvFactory
 

@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import torch
 
-from runtime.tasks._math import (
+from soakbench.runtime.tasks._math import (
     normalize,
     projected_gravity,
     quat_angle_error,

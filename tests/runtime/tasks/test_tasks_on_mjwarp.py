@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from runtime.config import compose
-from runtime.env import make_env
-from runtime.tasks.base import TaskEnv
+from soakbench.runtime.config import compose
+from soakbench.runtime.env import make_env
+from soakbench.runtime.tasks.base import TaskEnv
 
 TASKS = ("g1_walk_flat", "g1_motion_tracking")
 

@@ -36,7 +36,7 @@ def _base_commit(tmp: Path) -> tuple[Path, str]:
     """A scratch repository whose HEAD files one probe of the gate's workload, taken here and now."""
     probe = tmp / "base-probe-run.json"
     subprocess.run(
-        [sys.executable, "-m", "harness.probe", *PROBE, "--output", str(probe)],
+        [sys.executable, "-m", "soakbench.harness.probe", *PROBE, "--output", str(probe)],
         cwd=REPO,
         check=True,
         timeout=300,

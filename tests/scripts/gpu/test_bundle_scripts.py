@@ -78,16 +78,16 @@ def test_acceptance_sh_refuses_bad_settings(
 
 def test_every_module_the_acceptance_runs_has_a_main_guard() -> None:
     text = (GPU / "acceptance.sh").read_text()
-    modules = {"runtime.cli", "harness.probe", "harness.soak.cli", "pytest"}
+    modules = {"soakbench.runtime.cli", "soakbench.harness.probe", "soakbench.harness.soak.cli", "pytest"}
     assert all(f"-m {m} " in text for m in modules)
     for module in (
-        "runtime.cli",
-        "harness.probe.cli",
-        "harness.probe.__main__",
-        "harness.soak.cli",
-        "matrix.cli",
-        "harness.cumps.cli",
-        "harness.metrics",
+        "soakbench.runtime.cli",
+        "soakbench.harness.probe.cli",
+        "soakbench.harness.probe.__main__",
+        "soakbench.harness.soak.cli",
+        "soakbench.matrix.cli",
+        "soakbench.harness.cumps.cli",
+        "soakbench.harness.metrics",
     ):
         source = (ROOT / (module.replace(".", "/") + ".py")).read_text()
         assert 'if __name__ == "__main__":\n    main()' in source, module

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
-from harness.soak.evidence.artifact import (
+from soakbench.foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
+from soakbench.harness.soak.evidence.artifact import (
     SCHEMA_NAME,
     ArtifactError,
     MonitorRecord,
@@ -21,9 +21,9 @@ from harness.soak.evidence.artifact import (
     validation_errors,
     write_artifact,
 )
-from harness.soak.verdicts.judgement import judgement_of
-from harness.soak.verdicts.observation import observe_classes
-from harness.soak.verdicts.trends import leak_verdicts
+from soakbench.harness.soak.verdicts.judgement import judgement_of
+from soakbench.harness.soak.verdicts.observation import observe_classes
+from soakbench.harness.soak.verdicts.trends import leak_verdicts
 from tests.harness.soak._observations import split
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.soak.evidence.artifact import validation_errors
-from harness.soak.verdicts.gpu import assess_gpu
-from matrix.grading.rederive import disagreements
+from soakbench.harness.soak.evidence.artifact import validation_errors
+from soakbench.harness.soak.verdicts.gpu import assess_gpu
+from soakbench.matrix.grading.rederive import disagreements
 from tests.harness.soak.evidence.test_artifact import build
 from tests.harness.soak.verdicts import _gpu_data as data
 

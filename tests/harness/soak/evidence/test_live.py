@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from harness.soak.evidence.live import PlainView
+from soakbench.harness.soak.evidence.live import PlainView
 
 
 class _Clock:
@@ -40,7 +40,7 @@ def test_quiet_progress_prints_one_line_per_period_and_every_note() -> None:
 def test_the_rich_panel_shows_every_label_whole_at_80_columns() -> None:
     from rich.console import Console
 
-    from harness.soak.evidence.live import RichView, panel_table
+    from soakbench.harness.soak.evidence.live import RichView, panel_table
 
     fields = {key: "12345/65000" for key in RichView._LABELS}
     console = Console(width=80, file=io.StringIO(), color_system=None)

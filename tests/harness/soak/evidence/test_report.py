@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.evidence.artifact import ArtifactError
-from harness.soak.evidence.report import read_samples, render_report, report_command
-from harness.soak.verdicts.evaluation import CRITERIA
+from soakbench.harness.soak.evidence.artifact import ArtifactError
+from soakbench.harness.soak.evidence.report import read_samples, render_report, report_command
+from soakbench.harness.soak.verdicts.evaluation import CRITERIA
 from tests.conftest import Chromium
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

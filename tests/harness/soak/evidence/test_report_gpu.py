@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.soak.evidence.report import build_page
-from harness.soak.evidence.report_gpu import gpu_view, shown
-from harness.soak.verdicts.gpu import assess_gpu
+from soakbench.harness.soak.evidence.report import build_page
+from soakbench.harness.soak.evidence.report_gpu import gpu_view, shown
+from soakbench.harness.soak.verdicts.gpu import assess_gpu
 from tests.harness.soak.evidence.test_artifact import build
 from tests.harness.soak.verdicts import _gpu_data as data
 

@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-from harness.soak.evidence.report import build_page, process_rows
+from soakbench.harness.soak.evidence.report import build_page, process_rows
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.soak.evidence.verdict_table import SHORT_NAMES, print_verdict, short_value
-from harness.soak.verdicts.evaluation import CRITERIA, RANK_ROWS
+from soakbench.harness.soak.evidence.verdict_table import SHORT_NAMES, print_verdict, short_value
+from soakbench.harness.soak.verdicts.evaluation import CRITERIA, RANK_ROWS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

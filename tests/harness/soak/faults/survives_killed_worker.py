@@ -12,7 +12,7 @@ import sys
 
 from _common import args, heartbeat_loop
 
-WORKER = "from foundation.roles import mark_process\nmark_process('collector')\nimport time\nwhile True: time.sleep(1)"
+WORKER = "from soakbench.foundation.roles import mark_process\nmark_process('collector')\nimport time\nwhile True: time.sleep(1)"
 
 log_dir, (duration,) = args()
 worker = subprocess.Popen([sys.executable, "-c", WORKER])

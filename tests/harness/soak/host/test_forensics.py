@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness.soak.host.forensics import (
+from soakbench.harness.soak.host.forensics import (
     CaptureConfig,
     Forensics,
     ForensicsSettings,
@@ -26,10 +26,10 @@ from harness.soak.host.forensics import (
     locate_py_spy,
     project_roots,
 )
-from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from harness.soak.verdicts.evaluation import evaluate
-from harness.soak.verdicts.hang import Limits, failure_detail, idle_processes, is_final_record
-from harness.soak.verdicts.stacks import (
+from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
+from soakbench.harness.soak.verdicts.evaluation import evaluate
+from soakbench.harness.soak.verdicts.hang import Limits, failure_detail, idle_processes, is_final_record
+from soakbench.harness.soak.verdicts.stacks import (
     capture_views,
     error_line,
     failure_kind,
@@ -37,7 +37,7 @@ from harness.soak.verdicts.stacks import (
     is_project_file,
     parse_dump,
 )
-from harness.soak.verdicts.trends import LeakTrends
+from soakbench.harness.soak.verdicts.trends import LeakTrends
 from tests.harness.soak._observations import split
 
 FAKE_PY_SPY = Path(__file__).parents[1] / "fake_tools" / "py-spy"

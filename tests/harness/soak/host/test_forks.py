@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from harness.soak.host import forks
-from harness.soak.host.forks import ForkWatch, Lineage, parse_events
+from soakbench.harness.soak.host import forks
+from soakbench.harness.soak.host.forks import ForkWatch, Lineage, parse_events
 
 
 def _message(what: int, data: tuple[int, int, int, int], stamp_ns: int = 5_000_000_000) -> bytes:

@@ -3,7 +3,7 @@ kept (also those of a discarded sample and of the last drain), start and end cou
 
 from __future__ import annotations
 
-from harness.soak.host.gpu_watch import GpuWatch
+from soakbench.harness.soak.host.gpu_watch import GpuWatch
 from tests.harness import fake_nvml as fake
 
 

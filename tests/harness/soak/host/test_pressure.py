@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.host.pressure import (
+from soakbench.harness.soak.host.pressure import (
     HostReader,
     KmsgTail,
     counter_file,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.soak.host.procs import (
+from soakbench.harness.soak.host.procs import (
     ProcReader,
     StatFields,
     TreeTracker,
@@ -22,7 +22,7 @@ from harness.soak.host.procs import (
     shm_names_from_maps,
     totals_of,
 )
-from harness.soak.host.shm import TreeEvidence, attribute_orphans
+from soakbench.harness.soak.host.shm import TreeEvidence, attribute_orphans
 
 
 @pytest.mark.parametrize(

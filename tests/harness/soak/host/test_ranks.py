@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psutil
 
-from harness.soak.host.ranks import RankLabels, rank_label
-from harness.soak.host.sampler import JobProgress
+from soakbench.harness.soak.host.ranks import RankLabels, rank_label
+from soakbench.harness.soak.host.sampler import JobProgress
 
 WORKER = {
     "RANK": "1",

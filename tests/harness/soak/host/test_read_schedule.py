@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.soak.host.procs import TreeTracker
-from harness.soak.host.sampler import Sampler
+from soakbench.harness.soak.host.procs import TreeTracker
+from soakbench.harness.soak.host.sampler import Sampler
 
 
 def _sampler(shm_root: Path | None, before: frozenset[tuple[str, int]]) -> Sampler:
@@ -40,7 +40,7 @@ def test_a_sampler_without_a_shm_directory_never_reads_maps() -> None:
 
 PEEK = """
 import subprocess, sys, time
-from harness.soak.loop.supervisor import _a_child_exited
+from soakbench.harness.soak.loop.supervisor import _a_child_exited
 assert not _a_child_exited(), "no child yet"
 child = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
 deadline = time.monotonic() + 10

@@ -20,9 +20,9 @@ import psutil
 import pytest
 from typer.testing import CliRunner
 
-from harness.soak.cli import build_app
-from harness.soak.evidence.artifact import validation_errors
-from harness.soak.host.portable import (
+from soakbench.harness.soak.cli import build_app
+from soakbench.harness.soak.evidence.artifact import validation_errors
+from soakbench.harness.soak.host.portable import (
     UNOBSERVABLE_CLASSES,
     PortableSampler,
     TokenTracker,
@@ -30,19 +30,19 @@ from harness.soak.host.portable import (
     start_ticks_of,
     state_of,
 )
-from harness.soak.host.procs import ProcReader
-from harness.soak.host.sampling import (
+from soakbench.harness.soak.host.procs import ProcReader
+from soakbench.harness.soak.host.sampling import (
     LINUX_CAPABILITIES,
     resolve_choice,
     sampler_problem,
 )
-from harness.soak.host.token import RUN_TOKEN_ENV
-from harness.soak.loop.leftovers import RECORD_SCHEMA, clean, find_leftovers
-from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from harness.soak.verdicts.evaluation import evaluate
-from harness.soak.verdicts.judgement import declared_limits
-from harness.soak.verdicts.observation import observe_classes
-from harness.soak.verdicts.trends import leak_verdicts
+from soakbench.harness.soak.host.token import RUN_TOKEN_ENV
+from soakbench.harness.soak.loop.leftovers import RECORD_SCHEMA, clean, find_leftovers
+from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
+from soakbench.harness.soak.verdicts.evaluation import evaluate
+from soakbench.harness.soak.verdicts.judgement import declared_limits
+from soakbench.harness.soak.verdicts.observation import observe_classes
+from soakbench.harness.soak.verdicts.trends import leak_verdicts
 from tests.harness.soak._observations import split
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -263,7 +263,7 @@ def test_a_dead_monitors_run_is_proven_and_stopped_through_the_portable_sampler(
 
 
 def test_the_live_view_shows_what_the_sampler_cannot_see_as_na() -> None:
-    from harness.soak.evidence.live import summarize
+    from soakbench.harness.soak.evidence.live import summarize
 
     totals = portable_totals([_record(None, 4)], gpu_available=False)
     fields = summarize(
@@ -278,7 +278,7 @@ def test_the_live_view_shows_what_the_sampler_cannot_see_as_na() -> None:
 
 
 def test_the_html_report_names_the_sampler_and_what_it_could_not_see(tmp_path: Path) -> None:
-    from harness.soak.evidence.report import render_report
+    from soakbench.harness.soak.evidence.report import render_report
 
     shutil.copy(FIXTURES / "samples_clean.jsonl", tmp_path)
     artifact = json.loads((FIXTURES / "artifact_clean.json").read_text())
@@ -291,7 +291,7 @@ def test_the_html_report_names_the_sampler_and_what_it_could_not_see(tmp_path: P
 
 
 def test_pss_is_declared_unobservable_where_psutil_has_none() -> None:
-    from harness.soak.host.portable import unobservable_classes
+    from soakbench.harness.soak.host.portable import unobservable_classes
 
     assert "pss" not in unobservable_classes("linux")
     darwin = unobservable_classes("darwin")

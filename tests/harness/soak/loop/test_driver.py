@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from harness.soak.cli import main
-from harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from harness.soak.route import (
+from soakbench.harness.soak.cli import main
+from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
+from soakbench.harness.soak.route import (
     OWNED_KEYS,
     TrainRoute,
     check_extra_overrides,
@@ -72,7 +72,7 @@ def test_train_command_is_owner_routed(tmp_path: Path) -> None:
     cmd = train_command(
         TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 50, tmp_path, ("algo.save_interval=10",))
     )
-    assert cmd[1:3] == ["-m", "runtime.cli"]
+    assert cmd[1:3] == ["-m", "soakbench.runtime.cli"]
     assert cmd[3:9] == ["--algo", "sac", "--task", "g1_walk_flat", "--sim", "mujoco"]
     assert "training.no_play=true" in cmd and cmd[-1] == "algo.save_interval=10"
     assert f"log_dir={json.dumps(str(tmp_path))}" in cmd
@@ -81,7 +81,7 @@ def test_train_command_is_owner_routed(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["a: b", "run #1", "[x]", 'quote"d', "ünï"])
 def test_awkward_log_dirs_reach_the_trainer_unchanged(tmp_path: Path, name: str) -> None:
     """The log dir travels as a quoted YAML string: what `train` composes is the folder the monitor watches."""
-    from runtime.config import compose
+    from soakbench.runtime.config import compose
 
     log_dir = tmp_path / name / "run"
     route = TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 50, log_dir)
@@ -149,7 +149,7 @@ def test_soak_run_rejects_relative_and_dirty_paths(
 
 
 def test_mjwarp_without_cuda_fails_closed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from foundation.nvml import gpu_snapshot
+    from soakbench.foundation.nvml import gpu_snapshot
 
     if gpu_snapshot()["available"]:
         pytest.skip("a GPU is visible here; the no-CUDA refusal cannot be observed")
@@ -166,17 +166,17 @@ def test_monitor_never_imports_torch(tmp_path: Path) -> None:
     log_dir, output = tmp_path / "run", tmp_path / "soak.json"
     code = f"""
 import importlib, pkgutil, sys
-import harness.soak
-for mod in pkgutil.walk_packages(harness.soak.__path__, "harness.soak."):
+import soakbench.harness.soak as soak_package
+for mod in pkgutil.walk_packages(soak_package.__path__, "soakbench.harness.soak."):
     importlib.import_module(mod.name)
 assert "torch" not in sys.modules, "import"
 from pathlib import Path
-from harness.soak.route import TrainRoute, check_train_config
+from soakbench.harness.soak.route import TrainRoute, check_train_config
 check_train_config(TrainRoute("flashsac", "g1_motion_tracking", "mjwarp", 8, 5, Path({str(log_dir)!r})))
 assert "torch" not in sys.modules, "check_train_config"
 from pathlib import Path
-from harness.soak.loop.settings import MonitorSettings
-from harness.soak.outcome import run_monitor
+from soakbench.harness.soak.loop.settings import MonitorSettings
+from soakbench.harness.soak.outcome import run_monitor
 rc = run_monitor(MonitorSettings(
     command=(sys.executable, {str(FAULTS / "healthy_sawtooth.py")!r}, {str(log_dir)!r}, "5"), mode="monitor", min_trend_samples=8,
     log_dir=Path({str(log_dir)!r}), output=Path({str(output)!r}), min_duration_s=0, sample_interval_s=0.2,
@@ -191,7 +191,7 @@ print("RC", rc)
 
 
 def test_progress_tail_parses_complete_lines_only(tmp_path: Path) -> None:
-    from harness.soak.host.sampler import ProgressTail
+    from soakbench.harness.soak.host.sampler import ProgressTail
 
     path = tmp_path / "progress.jsonl"
     tail = ProgressTail(path)
@@ -207,7 +207,7 @@ def test_progress_tail_parses_complete_lines_only(tmp_path: Path) -> None:
 def test_liveness_sees_creation_growth_and_touch(tmp_path: Path) -> None:
     import os
 
-    from harness.soak.host.sampler import LivenessState
+    from soakbench.harness.soak.host.sampler import LivenessState
 
     live = LivenessState(tmp_path)
     assert live.scan(1.0)["changed"] is False and not live.ever_changed
@@ -220,7 +220,7 @@ def test_liveness_sees_creation_growth_and_touch(tmp_path: Path) -> None:
 
 
 def test_summarize_eta() -> None:
-    from harness.soak.evidence.live import summarize
+    from soakbench.harness.soak.evidence.live import summarize
 
     totals = dict(
         process_count=3, rss_bytes=3 << 20, eventfd=4, shared_memory_fd=20, fd_total=44, gpu_memory_bytes=None
@@ -239,9 +239,9 @@ def test_soak_demo_bad_input_leaves_no_folder(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_the_demo_soaks_the_lifecycle_with_one_update_per_iteration(tmp_path: Path) -> None:
-    from harness.soak.cli import DEMO_ITERATIONS, demo_route
-    from harness.soak.route import train_overrides
-    from runtime.config import compose
+    from soakbench.harness.soak.cli import DEMO_ITERATIONS, demo_route
+    from soakbench.harness.soak.route import train_overrides
+    from soakbench.runtime.config import compose
 
     route = demo_route(tmp_path / "run", DEMO_ITERATIONS)
     cfg = compose(route.algo, route.task, route.sim, train_overrides(route))
@@ -251,8 +251,8 @@ def test_the_demo_soaks_the_lifecycle_with_one_update_per_iteration(tmp_path: Pa
 
 
 def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) -> None:
-    from harness.soak.command_options import MonitorOptions
-    from harness.soak.route import run_settings
+    from soakbench.harness.soak.command_options import MonitorOptions
+    from soakbench.harness.soak.route import run_settings
 
     route = TrainRoute("sac", "g1_walk_flat", "mujoco", 16, 800, tmp_path / "run", ("a.b=1",))
     options = MonitorOptions(
@@ -284,7 +284,7 @@ def test_an_error_before_the_tree_is_held_still_stops_the_whole_group() -> None:
     must not leave the command running: the exit callback kills its process group."""
     import time
 
-    from harness.soak.loop.driver import _StopOnError
+    from soakbench.harness.soak.loop.driver import _StopOnError
 
     script = (
         "import subprocess, sys, time\n"

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.soak.evidence.artifact import validation_errors
-from harness.soak.verdicts.drift import classify_throughput, throughput_drift, throughput_series
-from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.trends import LeakTrends
-from matrix.grading.rederive import disagreements
+from soakbench.harness.soak.evidence.artifact import validation_errors
+from soakbench.harness.soak.verdicts.drift import classify_throughput, throughput_drift, throughput_series
+from soakbench.harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.trends import LeakTrends
+from soakbench.matrix.grading.rederive import disagreements
 from tests.harness.soak._observations import split
 from tests.harness.soak._soakrun import REPO, SoakOutcome, monitor_args
 

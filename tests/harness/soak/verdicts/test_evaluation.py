@@ -10,20 +10,20 @@ from typing import Any
 
 import pytest
 
-from foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
-from harness.soak.verdicts.drift import throughput_drift
-from harness.soak.verdicts.evaluation import (
+from soakbench.foundation.vocab import SOAK_FAILURE_CLASSIFICATIONS
+from soakbench.harness.soak.verdicts.drift import throughput_drift
+from soakbench.harness.soak.verdicts.evaluation import (
     CRITERIA,
     NEEDS_SUMMARY,
     Evaluation,
     MonitorObservation,
     evaluate,
 )
-from harness.soak.verdicts.first_death import FirstDeath
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.gpu import assess_gpu
-from harness.soak.verdicts.observation import observe_classes
-from harness.soak.verdicts.trends import LeakTrends, leak_verdicts
+from soakbench.harness.soak.verdicts.first_death import FirstDeath
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.gpu import assess_gpu
+from soakbench.harness.soak.verdicts.observation import observe_classes
+from soakbench.harness.soak.verdicts.trends import LeakTrends, leak_verdicts
 from tests.harness.soak._observations import split
 from tests.harness.soak.verdicts import _gpu_data as gpu_data
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from harness.soak.verdicts.first_death import death_sentence, exit_text, first_death, process_exits
+from soakbench.harness.soak.verdicts.first_death import death_sentence, exit_text, first_death, process_exits
 
 
 def _p(pid: int, role: str = "worker", **extra: Any) -> dict[str, Any]:

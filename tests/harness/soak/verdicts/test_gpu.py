@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.soak.verdicts.gpu import (
+from soakbench.harness.soak.verdicts.gpu import (
     GPU_ROWS,
     annotate_drift,
     assess_gpu,

@@ -10,14 +10,20 @@ from typing import Any
 
 import pytest
 
-from harness.soak.verdicts.judgement import (
+from soakbench.harness.soak.verdicts.judgement import (
     Gates,
     RecordedFacts,
     facts_from_artifact,
     gates_from_artifact,
     judge,
 )
-from matrix.grading.rederive import REQUIRED, disagreements, missing_fields, read_samples, samples_file
+from soakbench.matrix.grading.rederive import (
+    REQUIRED,
+    disagreements,
+    missing_fields,
+    read_samples,
+    samples_file,
+)
 
 REPO = Path(__file__).resolve().parents[4]
 FILED = sorted((REPO / "matrix" / "evidence" / "soak").glob("*.json"))
@@ -97,8 +103,11 @@ def _matrix_imports_of(prefix: str) -> list[str]:
     out = []
     for path in sorted((REPO / "matrix").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(prefix):
-                out.append(f"{path.relative_to(REPO)}: {node.module}")
+            module = (
+                (node.module or "").removeprefix("soakbench.") if isinstance(node, ast.ImportFrom) else ""
+            )
+            if module.startswith(prefix):
+                out.append(f"{path.relative_to(REPO)}: {module}")
     return out
 
 

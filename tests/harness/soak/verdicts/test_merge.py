@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from foundation.schema import sorted_errors
-from harness.soak.verdicts.merge import MergeError, merge
+from soakbench.foundation.schema import sorted_errors
+from soakbench.harness.soak.verdicts.merge import MergeError, merge
 
 
 def _rank(

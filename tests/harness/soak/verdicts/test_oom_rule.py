@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.soak.evidence.artifact import MonitorRecord, build_artifact, validation_errors
-from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.judgement import judgement_of
-from harness.soak.verdicts.oom import ExitEvidence, assess, counter_rise
-from harness.soak.verdicts.trends import LeakTrends
+from soakbench.harness.soak.evidence.artifact import MonitorRecord, build_artifact, validation_errors
+from soakbench.harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.judgement import judgement_of
+from soakbench.harness.soak.verdicts.oom import ExitEvidence, assess, counter_rise
+from soakbench.harness.soak.verdicts.trends import LeakTrends
 from tests.harness.soak._observations import split
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

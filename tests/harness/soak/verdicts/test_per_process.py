@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from harness.soak.host.procs import totals_of
-from harness.soak.verdicts.evaluation import MonitorObservation, evaluate
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.per_process import (
+from soakbench.harness.soak.host.procs import totals_of
+from soakbench.harness.soak.verdicts.evaluation import MonitorObservation, evaluate
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.per_process import (
     MIN_WINDOW_COVERAGE,
     failing_processes,
     per_process_verdicts,
     rate_text,
 )
-from harness.soak.verdicts.trends import MIB, leak_verdicts
+from soakbench.harness.soak.verdicts.trends import MIB, leak_verdicts
 from tests.harness.soak._observations import split
 
 Level = Callable[[float], float]

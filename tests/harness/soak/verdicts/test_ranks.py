@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.soak.verdicts.evaluation import MonitorObservation
-from harness.soak.verdicts.gates import Gates
-from harness.soak.verdicts.per_process import PerProcessVerdicts, ProcessVerdict
-from harness.soak.verdicts.ranks import JobTree, ranks_section, straggler_sentence
-from harness.soak.verdicts.trends import LeakTrends
+from soakbench.harness.soak.verdicts.evaluation import MonitorObservation
+from soakbench.harness.soak.verdicts.gates import Gates
+from soakbench.harness.soak.verdicts.per_process import PerProcessVerdicts, ProcessVerdict
+from soakbench.harness.soak.verdicts.ranks import JobTree, ranks_section, straggler_sentence
+from soakbench.harness.soak.verdicts.trends import LeakTrends
 from tests.harness.soak._observations import split
 
 AGENT = {"pid": 10, "start_ticks": 1, "name": "python"}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.soak.verdicts.criterion import Criterion
-from harness.soak.verdicts.reasons import deciding_row, failure_reason
+from soakbench.harness.soak.verdicts.criterion import Criterion
+from soakbench.harness.soak.verdicts.reasons import deciding_row, failure_reason
 
 
 def test_the_deciding_row_is_read_back_from_the_reason() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.soak.verdicts.trends import (
+from soakbench.harness.soak.verdicts.trends import (
     MIB,
     RESOURCE_CLASSES,
     classify_series,

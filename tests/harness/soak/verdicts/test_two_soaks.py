@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from foundation.schema import sorted_errors
-from harness.soak.verdicts.two_soaks import (
+from soakbench.foundation.schema import sorted_errors
+from soakbench.harness.soak.verdicts.two_soaks import (
     THROUGHPUT_BLOCKS,
     duration_row,
     slope_fit,
@@ -77,7 +77,7 @@ def test_the_command_is_compared_without_its_log_dir_and_interpreter_path() -> N
 
 def _compare(base: Path, new: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.soak.cli", "compare", str(base), str(new), *flags],
+        [sys.executable, "-m", "soakbench.harness.soak.cli", "compare", str(base), str(new), *flags],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "160"},
     )  # fmt: skip
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from soakbench.foundation.atomic import write_atomic
+from soakbench.foundation.mapped import mapped_distributions
 
 INPUTS_DIR = "inputs"  # under a run's log directory: one record per process, ``<role>-<pid>.json``
 RECORD_VERSION = 1
@@ -105,6 +107,8 @@ class ProcessInputs:
     pid: int
     files: dict[str, str] = field(default_factory=dict)
     distributions: dict[str, str] = field(default_factory=dict)
+    interpreter: str | None = None  # platform.python_version(); None in records made before it
+    native_libraries: bool = False  # whether ``distributions`` holds those of the mapped native libraries
 
     def to_json(self) -> dict[str, Any]:
         """The record as written under a run's ``inputs/`` directory."""
@@ -114,6 +118,8 @@ class ProcessInputs:
             "pid": self.pid,
             "files": dict(sorted(self.files.items())),
             "distributions": dict(sorted(self.distributions.items())),
+            "interpreter": self.interpreter,
+            "native_libraries": self.native_libraries,
         }
 
 
@@ -140,8 +146,17 @@ def own_inputs(
     root = root.resolve()
     paths = (*loaded_module_files(), *declared_data_files())
     own = canonical_name(_own_distribution(root) or "")
-    dists = {k: v for k, v in imported_distributions().items() if k != own} if distributions else {}
-    return ProcessInputs(role, os.getpid(), hash_files(paths, root, exclude), dists)
+    mapped = mapped_distributions() if distributions else None
+    found = {**imported_distributions(), **{canonical_name(k): v for k, v in (mapped or {}).items()}}
+    dists = {k: v for k, v in found.items() if k != own} if distributions else {}
+    return ProcessInputs(
+        role,
+        os.getpid(),
+        hash_files(paths, root, exclude),
+        dists,
+        interpreter=platform.python_version(),
+        native_libraries=mapped is not None,
+    )
 
 
 def _own_distribution(root: Path) -> str | None:
@@ -173,9 +188,15 @@ def read_records(directory: Path) -> list[ProcessInputs]:
     for path in sorted(directory.rglob(f"{INPUTS_DIR}/*.json")):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
+            interpreter = doc.get("interpreter")
             out.append(
                 ProcessInputs(
-                    str(doc["role"]), int(doc["pid"]), dict(doc["files"]), dict(doc["distributions"])
+                    str(doc["role"]),
+                    int(doc["pid"]),
+                    dict(doc["files"]),
+                    dict(doc["distributions"]),
+                    interpreter=str(interpreter) if interpreter is not None else None,
+                    native_libraries=doc.get("native_libraries") is True,
                 )
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -191,10 +212,11 @@ def merge_manifest(records: Iterable[ProcessInputs]) -> dict[str, Any]:
     """The evidence's input manifest: the union of every process's files and distributions, and which
     processes recorded them. Two processes that saw different bytes of one file, or different versions
     of one distribution, make the manifest unusable (the tree changed under the run)."""
+    listed = list(records)
     files: dict[str, str] = {}
     dists: dict[str, str] = {}
     processes = []
-    for record in sorted(records, key=lambda r: (r.role, r.pid)):
+    for record in sorted(listed, key=lambda r: (r.role, r.pid)):
         for table, merged, what in (
             (record.files, files, "file"),
             (record.distributions, dists, "distribution"),
@@ -205,9 +227,20 @@ def merge_manifest(records: Iterable[ProcessInputs]) -> dict[str, Any]:
                         f"{what} {name}: {merged[name]} in one process, {value} in {record.role} {record.pid}"
                     )
         processes.append({"role": record.role, "pid": record.pid, "files": len(record.files)})
+    interpreters = {r.interpreter for r in listed}
+    if len(interpreters) > 1:
+        raise InputsError(
+            f"interpreter: the processes ran different Pythons: {sorted(map(str, interpreters))}"
+        )
+    interpreter = interpreters.pop() if interpreters else None
+    recorded = ["files", "distributions"]
+    recorded += ["interpreter"] if interpreter is not None else []
+    recorded += ["native libraries"] if listed and all(r.native_libraries for r in listed) else []
     return {
         "manifest_version": RECORD_VERSION,
         "files": dict(sorted(files.items())),
         "distributions": dict(sorted(dists.items())),
+        **({"interpreter": interpreter} if interpreter is not None else {}),
+        "recorded": recorded,
         "processes": processes,
     }

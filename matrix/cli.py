@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from soakbench.foundation.extras import TRAIN, require
 from soakbench.harness.ci.options import JunitXml, SummaryMd
 from soakbench.harness.ci.outputs import CiOutputError, CiOutputs
 from soakbench.matrix.declared import (
@@ -184,6 +185,8 @@ def ingest_cmd(
     try:
         root = _repo(repo)
         project = project_inventory(root)
+        if project is None:  # this runtime's own cells: their sources are read from its registries
+            require(TRAIN, "matrix ingest")
         sources = DeclaredFacts(project).cell_sources if project is not None else source_inputs()
         result = ingest(
             root, path, kind=kind, platform=platform, lane=lane, sources_of=sources, inventory=project
@@ -376,6 +379,8 @@ def explain_lines(result: CellResult, bound: Sequence[CellMarker] = ()) -> list[
         lines.append(
             f"    - {v.id} [{v.kind}, {v.freshness}] {'COUNTS' if v.counts else 'not counted'}: {v.verdict}"
         )
+        if v.unrecorded:  # made before these were recorded: a change to them cannot make it historical
+            lines.append(f"      unrecorded inputs: {', '.join(v.unrecorded)}")
     for grade, reasons in result.blockers:
         lines.append(f"  not {grade}:")
         lines.extend(f"    - {r}" for r in reasons)

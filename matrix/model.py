@@ -39,6 +39,36 @@ class InputManifest:
     distributions: Mapping[str, str]
     roles: tuple[str, ...] = ()
     roots: tuple[str, ...] = ()  # a manifest derived from input roots: a file added under them is a change
+    interpreter: str | None = None  # the Python that ran (``3.11.7``); None: not recorded
+    # which kinds of input the collector recorded (RECORDED_INPUTS); evidence made before a kind was
+    # recorded is said to leave it unrecorded
+    recorded: frozenset[str] = frozenset({"files", "distributions"})
+
+
+#: The kinds of input a manifest can record; one made before a kind existed leaves that kind unrecorded.
+RECORDED_INPUTS: tuple[str, ...] = (
+    "files",
+    "distributions",
+    "interpreter",
+    "native libraries",
+    "plugins named by string",
+    "subprocess modules",
+)
+#: What each evidence kind's manifest should record: a soak's or probe's processes record themselves
+#: (a subprocess is one of them), a JUnit summary's manifest is read statically from its commit.
+EXPECTED_INPUTS: dict[str, tuple[str, ...]] = {
+    "soak": RECORDED_INPUTS[:4],
+    "probe": RECORDED_INPUTS[:4],
+    "junit": (*RECORDED_INPUTS[:3], *RECORDED_INPUTS[4:]),
+}
+
+
+def unrecorded_inputs(kind: str, manifest: InputManifest | None) -> tuple[str, ...]:
+    """The kinds of input ``kind`` evidence should record that ``manifest`` does not (all of them when
+    there is no manifest)."""
+    expected = EXPECTED_INPUTS.get(kind, ())
+    recorded = manifest.recorded if manifest is not None else frozenset()
+    return tuple(k for k in expected if k not in recorded)
 
 
 class MatrixInputError(Exception):
@@ -304,6 +334,8 @@ class EvidenceVerdict:
     freshness: str  # fresh | historical | invalid
     counts: bool
     verdict: str
+    # kinds of input its manifest does not record (RECORDED_INPUTS): a change to them cannot stale it
+    unrecorded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """pytest plugin: record ``@pytest.mark.cell(algo, task, backend)`` and run facts in the JUnit XML.
 
-Use: ``pytest -p matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml=PATH``.
+Use: ``pytest -p soakbench.matrix.pytest_cell --matrix-platform linux-cpu --matrix-lane cpu --junitxml=PATH``.
 Each bound testcase gets a ``cell`` property (``algo/task/backend``, or ``algo/task/backend/ranks=N``
 for a marker with ``ranks=N``: a job of N ranks); the suite gets ``matrix.commit``,
-``matrix.dirty``, ``matrix.worktree_digest``, ``matrix.system``, ``matrix.gpu_available``,
-``matrix.platform`` and ``matrix.lane``, measured when the session starts.
+``matrix.dirty``, ``matrix.worktree_digest``, ``matrix.system``, ``matrix.python`` (the interpreter),
+``matrix.gpu_available``, ``matrix.platform`` and ``matrix.lane``, measured when the session starts.
 
 ``--matrix-only-cell CELL`` (repeatable) runs only the tests bound to those cells: the incremental
 collection (``collect_cpu_evidence.sh --only stale``) reruns the bound tests of the cells whose JUnit
@@ -184,6 +184,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         "dirty": "true" if source["dirty"] or source["dirty"] is None else "false",
         "worktree_digest": source["worktree_digest"] or "",
         "system": platform_module.system(),
+        "python": platform_module.python_version(),
         "gpu_available": "true" if gpu_snapshot()["available"] else "false",
         "platform": session.config.getoption("--matrix-platform") or "",
         "lane": session.config.getoption("--matrix-lane") or "",

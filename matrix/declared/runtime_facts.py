@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from soakbench.foundation.vocab import ALGOS
@@ -160,8 +161,9 @@ class CellSources:
 
 
 def _module_file(target: str) -> str:
-    """``runtime/backends/mujoco.py`` for ``runtime.backends.mujoco:MujocoBackend``."""
-    return target.partition(":")[0].replace(".", "/") + ".py"
+    """``runtime/backends/mujoco.py`` for ``soakbench.runtime.backends.mujoco:MujocoBackend`` (the rooms
+    live at the repository root; ``soakbench`` is the package that holds them)."""
+    return target.partition(":")[0].removeprefix("soakbench.").replace(".", "/") + ".py"
 
 
 def runtime_cell_sources(key: CellKey) -> CellSources:
@@ -181,8 +183,35 @@ def runtime_cell_sources(key: CellKey) -> CellSources:
             f"runtime/conf/{key.algo}/defaults.yaml",
             f"runtime/conf/{key.algo}/task/{key.task}/",
             f"runtime/conf/tasks/{key.task}.yaml",
-            "runtime/assets/robots/",
-            "runtime/assets/motions/",
+            *task_assets(key),
             "foundation/schemas/",
         ),
+    )
+
+
+#: Task-config keys that name a shipped asset (relative to ``runtime/assets/``) a run of the task reads.
+ASSET_KEYS = ("scene", "motion")
+
+
+def task_assets(key: CellKey, conf: Path | None = None) -> tuple[str, ...]:
+    """The assets a run of ``key`` reads, as repository paths, from its task config and the owner's
+    override for its backend (the later wins): a scene's folder (MuJoCo's loader reads the includes and
+    meshes beside it) and each other named file. A walk cell reads no motion clip, so a clip's change
+    stales only the cells whose task names it."""
+    import yaml
+
+    conf = conf or Path(__file__).resolve().parents[2] / "runtime" / "conf"
+    named: dict[str, str] = {}
+    for path in (
+        conf / "tasks" / f"{key.task}.yaml",
+        conf / key.algo / "task" / key.task / f"{key.backend}.yaml",
+    ):
+        task = (
+            (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("task") if path.is_file() else None
+        )
+        if isinstance(task, dict):
+            named.update({k: v for k, v in task.items() if k in ASSET_KEYS and isinstance(v, str)})
+    return tuple(
+        f"runtime/assets/{rel.rpartition('/')[0]}/" if name == "scene" else f"runtime/assets/{rel}"
+        for name, rel in sorted(named.items())
     )

@@ -20,6 +20,7 @@ from soakbench.matrix.freshness.gitfacts import (
     tree_blobs,
     tree_fingerprint,
 )
+from soakbench.matrix.freshness.head import HeadInputs, head_inputs, judge_inputs
 from soakbench.matrix.freshness.junit_inputs import junit_manifest
 from soakbench.matrix.freshness.lock import locked_versions
 from soakbench.matrix.freshness.manifest import changed_inputs, describe_changes, parse_manifest
@@ -28,6 +29,7 @@ from soakbench.matrix.freshness.trees import commit_state, worktree_state
 __all__ = [
     "FINGERPRINT_PATHS",
     "GitQueryError",
+    "HeadInputs",
     "affected_cells",
     "changed_inputs",
     "commit_reader",
@@ -35,7 +37,9 @@ __all__ = [
     "commits_since",
     "describe_changes",
     "head_commit",
+    "head_inputs",
     "import_closure",
+    "judge_inputs",
     "junit_manifest",
     "locked_versions",
     "parse_manifest",

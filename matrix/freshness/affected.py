@@ -12,19 +12,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from soakbench.matrix.freshness.gitfacts import FINGERPRINT_PATHS
-from soakbench.matrix.freshness.manifest import changed_inputs
+from soakbench.matrix.freshness.head import HeadInputs
 from soakbench.matrix.model import CellKey, CellResult, EvidenceFacts, InputManifest
 
 
 @dataclass(frozen=True)
 class TreeState:
-    """One side of a change: every file's blob id, the lock's versions, and the fingerprint over
-    ``paths`` (this runtime's, or a project's own input roots) that judges evidence without a manifest."""
+    """One side of a change: its inputs (every file's blob id, the lock, what picks the interpreter), and
+    the fingerprint over ``paths`` (this runtime's, or a project's own input roots) that judges evidence
+    without a manifest."""
 
-    blobs: Mapping[str, str]
-    locked: Mapping[str, str]
+    inputs: HeadInputs
     fingerprint: str
     paths: tuple[str, ...] = FINGERPRINT_PATHS
+
+    @property
+    def blobs(self) -> Mapping[str, str]:
+        """Every file's blob id."""
+        return self.inputs.blobs
 
 
 @dataclass(frozen=True, order=True)
@@ -63,9 +68,9 @@ def _cause(
         )
         path = touches_fingerprint(changed, after.paths)
         return f"{path} (no input manifest: any change under {', '.join(after.paths)})" if path else None
-    if changed_inputs(manifest, before.blobs, before.locked):
+    if before.inputs.changes(manifest):
         return None
-    now = changed_inputs(manifest, after.blobs, after.locked)
+    now = after.inputs.changes(manifest)
     return now[0].name if now else None
 
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+
 from soakbench.matrix.freshness.lock import versions_of
 from soakbench.matrix.model import InputManifest, under_roots
 
@@ -33,6 +35,8 @@ class InputChange:
         versions)."""
         if self.what == "distribution":
             return f"{self.name} {self.recorded} -> {self.now} in the lock since {since}"
+        if self.what == "interpreter":
+            return f"Python {self.recorded} no longer runs it: {self.now} since {since}"
         if self.recorded == ADDED:
             return f"{self.name} added since {since}"
         return f"{self.name} {'changed' if self.now is not None else 'removed'} since {since}"
@@ -49,11 +53,36 @@ def parse_manifest(doc: Any) -> tuple[InputManifest | None, str | None]:
     if not isinstance(files, Mapping) or not files or not isinstance(dists, Mapping):
         return None, "input manifest has no files"
     roles = tuple(sorted({str(p.get("role")) for p in doc.get("processes") or [] if isinstance(p, Mapping)}))
-    return InputManifest(dict(files), dict(dists), roles), None
+    interpreter = doc.get("interpreter") if isinstance(doc.get("interpreter"), str) else None
+    recorded = doc.get("recorded")
+    kinds = (
+        frozenset(str(k) for k in recorded)
+        if isinstance(recorded, list)
+        else frozenset({"files", "distributions"})
+    )
+    return InputManifest(dict(files), dict(dists), roles, interpreter=interpreter, recorded=kinds), None
+
+
+def interpreter_change(
+    recorded: str | None, requires_python: str | None, pin: str | None
+) -> InputChange | None:
+    """The interpreter as a changed input (pure): HEAD's ``requires-python`` no longer admits the Python
+    the evidence ran on, or HEAD's ``.python-version`` pins another one (uv would run another Python and
+    resolve other versions). None when it still holds, or when the evidence did not record it."""
+    if recorded is None:
+        return None
+    if pin is not None and not (recorded == pin or recorded.startswith(pin + ".")):
+        return InputChange("interpreter", "python", recorded, f".python-version {pin}")
+    if requires_python is not None and not SpecifierSet(requires_python).contains(recorded, prereleases=True):
+        return InputChange("interpreter", "python", recorded, f"requires-python {requires_python}")
+    return None
 
 
 def changed_inputs(
-    manifest: InputManifest, head_blobs: Mapping[str, str], head_locked: Mapping[str, str]
+    manifest: InputManifest,
+    head_blobs: Mapping[str, str],
+    head_locked: Mapping[str, str],
+    interpreter: InputChange | None = None,
 ) -> tuple[InputChange, ...]:
     """Every recorded input that differs at HEAD, sorted (files first). ``head_blobs`` holds HEAD's blob
     id of each recorded path that exists there (and, for a manifest derived from input roots, of every
@@ -74,6 +103,7 @@ def changed_inputs(
         for name, version in manifest.distributions.items()
         if name in head_locked and not versions_of(version) <= versions_of(head_locked[name])
     ]
+    out += [interpreter] if interpreter is not None else []
     return tuple(sorted(out, key=lambda c: (c.what != "file", c.name)))
 
 

@@ -13,11 +13,10 @@ from soakbench.matrix.freshness.gitfacts import (
     GitQueryError,
     changed_paths,
     parse_rev,
-    read_blobs,
     tree_blobs,
     tree_fingerprint,
 )
-from soakbench.matrix.freshness.lock import locked_versions
+from soakbench.matrix.freshness.head import TEXT_FILES, commit_texts, inputs_of
 from soakbench.matrix.model import MatrixInputError
 
 
@@ -32,9 +31,8 @@ def commit_state(
             display, rev, "not a commit in HEAD's history (git log shows the ones allowed)"
         )
     blobs = tree_blobs(repo, full)
-    lock = read_blobs(repo, [blobs["uv.lock"]])[blobs["uv.lock"]].decode() if "uv.lock" in blobs else ""
     fingerprint = tree_fingerprint(repo, full, tuple(paths))
-    return TreeState(blobs, locked_versions(lock) if lock else {}, fingerprint, tuple(paths))
+    return TreeState(inputs_of(blobs, commit_texts(repo, blobs)), fingerprint, tuple(paths))
 
 
 def worktree_state(repo: Path, paths: Sequence[str] = FINGERPRINT_PATHS) -> TreeState:
@@ -51,8 +49,7 @@ def worktree_state(repo: Path, paths: Sequence[str] = FINGERPRINT_PATHS) -> Tree
             blobs.pop(rel, None)
         except OSError as exc:
             raise GitQueryError(f"cannot read the working tree's {rel}: {exc}") from None
-    lock_path = repo / "uv.lock"
-    locked = locked_versions(lock_path.read_text()) if lock_path.is_file() else {}
+    texts = {p: (repo / p).read_text(encoding="utf-8") for p in TEXT_FILES if (repo / p).is_file()}
     moved = touches_fingerprint(changed, head.paths)
     fingerprint = head.fingerprint if moved is None else f"{head.fingerprint}+worktree"
-    return TreeState(blobs, locked, fingerprint, head.paths)
+    return TreeState(inputs_of(blobs, texts), fingerprint, head.paths)

@@ -16,12 +16,10 @@ from soakbench.foundation.inputs import git_blob_id
 from soakbench.matrix.declared import CapabilityRow, FactsSource, SourcesOf, derived_manifest
 from soakbench.matrix.freshness import (
     FINGERPRINT_PATHS,
-    changed_inputs,
     commit_reader,
-    describe_changes,
     head_commit,
-    locked_versions,
-    read_blobs,
+    head_inputs,
+    judge_inputs,
     resolve_commit,
     tree_blobs,
     tree_fingerprint,
@@ -167,47 +165,6 @@ def attach_freshness(
         why = f"runtime fingerprint at {full[:12]} differs from HEAD's (the evidence records no usable input manifest)"
         return replace(facts, fresh=fresh, stale={} if fresh else {None: why})
     return judge_inputs(facts, head_inputs(repo), full[:12], fingerprint == head_fp)
-
-
-@dataclass(frozen=True)
-class HeadInputs:
-    """HEAD's side of per-input freshness: every committed file's blob id and the lock's versions."""
-
-    blobs: Mapping[str, str]
-    locked: Mapping[str, str]
-
-
-@cache
-def _head_inputs(repo: str, head: str) -> HeadInputs:
-    blobs = tree_blobs(Path(repo), head)
-    lock = read_blobs(Path(repo), [blobs["uv.lock"]])[blobs["uv.lock"]] if "uv.lock" in blobs else b""
-    return HeadInputs(blobs, locked_versions(lock.decode()) if lock else {})
-
-
-def head_inputs(repo: Path) -> HeadInputs:
-    """HEAD's blob ids and locked versions (read once per HEAD)."""
-    return _head_inputs(str(repo.resolve()), head_commit(repo))
-
-
-def judge_inputs(
-    facts: EvidenceFacts, head: HeadInputs, since: str, fingerprint_fresh: bool
-) -> EvidenceFacts:
-    """Freshness from the manifest(s) (pure): fresh while every recorded input is unchanged at HEAD; a
-    JUnit summary is judged per bound cell (a cell without a manifest by the runtime fingerprint)."""
-    if facts.inputs is not None:
-        changes = changed_inputs(facts.inputs, head.blobs, head.locked)
-        stale: dict[Binding | None, str] = {None: describe_changes(changes, since)} if changes else {}
-        return replace(facts, fresh=not changes, stale=stale)
-    stale = {}
-    for binding, manifest in facts.cell_inputs.items():
-        changes = changed_inputs(manifest, head.blobs, head.locked)
-        if changes:
-            stale[binding] = describe_changes(changes, since)
-    if not fingerprint_fresh:
-        stale[None] = f"runtime fingerprint at {since} differs from HEAD's (cells without an input manifest)"
-    unmanifested = any(b not in facts.cell_inputs for b in facts.tests)
-    fresh = any(b not in stale for b in facts.cell_inputs) or (unmanifested and fingerprint_fresh)
-    return replace(facts, fresh=fresh, stale=stale)
 
 
 def load_evidence(

@@ -18,6 +18,7 @@ from soakbench.matrix.model import (
     EvidenceFacts,
     EvidenceVerdict,
     SoakBudget,
+    unrecorded_inputs,
 )
 
 
@@ -98,7 +99,11 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
             reason += f"; its {ev.sampler} sampler could not check {', '.join(ev.unchecked)}"
     elif counts:
         reason = f"counts: passing {ev.kind}"
-    return EvidenceVerdict(ev.id, ev.kind, ev.file, freshness(ev, policy.key), counts, reason or "")
+    manifest = ev.cell_inputs.get(policy.key.binding()) if ev.kind == "junit" else ev.inputs
+    unrecorded = unrecorded_inputs(ev.kind, manifest)
+    return EvidenceVerdict(
+        ev.id, ev.kind, ev.file, freshness(ev, policy.key), counts, reason or "", unrecorded
+    )
 
 
 def grade_cell(

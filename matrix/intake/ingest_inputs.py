@@ -11,13 +11,17 @@ from typing import Any
 from soakbench.foundation.inputs import canonical_name
 from soakbench.matrix.declared import SourcesOf
 from soakbench.matrix.freshness import commit_reader, junit_manifest, tree_blobs
+from soakbench.matrix.freshness.junit_inputs import Resolution
 from soakbench.matrix.model import CellKey
 
 
-def distribution_names() -> dict[str, str]:
-    """Top-level module name -> the (lock-style) name of the installed distribution that provides it."""
+def distribution_names() -> dict[str, tuple[str, ...]]:
+    """Top-level module name -> the (lock-style) names of every installed distribution that provides it
+    (``import mujoco`` is three: MuJoCo itself and the distributions that add files to its package)."""
     return {
-        top: canonical_name(dists[0]) for top, dists in metadata.packages_distributions().items() if dists
+        top: tuple(sorted({canonical_name(d) for d in dists}))
+        for top, dists in metadata.packages_distributions().items()
+        if dists
     }
 
 
@@ -38,7 +42,9 @@ def add_junit_inputs(repo: Path, summary: dict[str, Any], sources_of: SourcesOf)
     tree = tree_blobs(repo, commit)
     read = commit_reader(repo, commit)
     lock = read("uv.lock")
-    names = distribution_names()
+    resolution = Resolution(
+        lock.decode() if lock else None, distribution_names(), summary["source"].get("python")
+    )
     for cell in summary["cells"]:
         key = CellKey(cell["algo"], cell["task"], cell["backend"], summary["platform"], cell.get("ranks", 1))
         try:
@@ -47,6 +53,4 @@ def add_junit_inputs(repo: Path, summary: dict[str, Any], sources_of: SourcesOf)
             continue
         files = [f for f in (test_file(t, tree) for t in cell["tests"]) if f is not None]
         if files:
-            cell["inputs"] = junit_manifest(
-                files, tree, read, (sources.entries, sources.data), lock.decode() if lock else None, names
-            )
+            cell["inputs"] = junit_manifest(files, tree, read, (sources.entries, sources.data), resolution)

@@ -1,4 +1,4 @@
-"""JUnit XML (pytest ``--junitxml`` + ``-p matrix.pytest_cell``) -> normalized JUnit evidence summary.
+"""JUnit XML (pytest ``--junitxml`` + ``-p soakbench.matrix.pytest_cell``) -> normalized JUnit evidence summary.
 
 The summary is what gets filed: small, deterministic (no host names, no durations), schema-checked
 against ``schemas/junit-summary-1.schema.json``. Cell bindings come from testcase properties named
@@ -65,7 +65,7 @@ def _bool(display: str, name: str, raw: str | None) -> bool:
         raise MatrixInputError(
             display,
             f"property {SUITE_PREFIX}{name}",
-            f"must be true or false, got {raw!r}; run pytest with -p matrix.pytest_cell",
+            f"must be true or false, got {raw!r}; run pytest with -p soakbench.matrix.pytest_cell",
         )
     return raw == "true"
 
@@ -90,7 +90,7 @@ def summarize_junit(
         raise MatrixInputError(
             display,
             f"property {SUITE_PREFIX}commit",
-            "missing; run pytest with -p matrix.pytest_cell in a git checkout",
+            "missing; run pytest with -p soakbench.matrix.pytest_cell in a git checkout",
         )
     outcomes, bindings = _outcomes_and_bindings(suites, display)
     totals = {k: 0 for k in _RANK}
@@ -103,6 +103,7 @@ def summarize_junit(
             "commit": commit,
             "dirty": _bool(display, "dirty", facts.get("dirty")),
             "worktree_digest": facts.get("worktree_digest") or None,
+            **({"python": facts["python"]} if facts.get("python") else {}),
         },
         "platform": _choose(display, "platform", facts.get("platform"), platform, platforms),
         "lane": _choose(display, "lane", facts.get("lane"), lane, lanes),

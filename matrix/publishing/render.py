@@ -56,6 +56,7 @@ def cell_doc(result: CellResult) -> dict[str, Any]:
                 "status": v.freshness,
                 "counts": v.counts,
                 "verdict": v.verdict,
+                "unrecorded_inputs": list(v.unrecorded),
             }
             for v in result.evidence
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from soakbench.foundation.inputs import (
     git_blob_id,
     hash_files,
     merge_manifest,
+    own_inputs,
     project_relative,
     read_records,
     write_own_inputs,
@@ -101,3 +103,25 @@ def test_an_unreadable_record_is_an_error_naming_it(tmp_path: Path) -> None:
     (tmp_path / "run_config.json").write_text("{}")  # not in an inputs folder: not a record
     with pytest.raises(InputsError, match=r"trainer-1\.json"):
         read_records(tmp_path)
+
+
+def test_the_manifest_records_the_interpreter_and_what_kinds_it_holds() -> None:
+    trainer = ProcessInputs("trainer", 1, {"a.py": "1" * 40}, {}, interpreter="3.11.7", native_libraries=True)
+    collector = ProcessInputs("collector", 2, {}, {}, interpreter="3.11.7", native_libraries=True)
+    merged = merge_manifest([trainer, collector])
+    assert merged["interpreter"] == "3.11.7"
+    assert merged["recorded"] == ["files", "distributions", "interpreter", "native libraries"]
+    without_maps = ProcessInputs("monitor", 3, {}, {}, interpreter="3.11.7")
+    assert "native libraries" not in merge_manifest([trainer, without_maps])["recorded"]
+    with pytest.raises(InputsError, match="different Pythons"):
+        merge_manifest([trainer, ProcessInputs("collector", 2, {}, {}, interpreter="3.12.1")])
+
+
+def test_a_process_records_its_interpreter_and_the_distributions_of_its_mapped_libraries(
+    tmp_path: Path,
+) -> None:
+    import platform
+
+    record = own_inputs("test", tmp_path)
+    assert record.interpreter == platform.python_version()
+    assert record.native_libraries is (sys.platform == "linux")

@@ -69,6 +69,16 @@ def test_matrix_runs_without_the_training_stack(tmp_path: Path) -> None:
     assert "affected" in done.stdout and "LOADED []" in done.stderr
 
 
+def test_matrix_ingest_for_this_runtime_names_the_extra_it_needs(tmp_path: Path) -> None:
+    # this runtime's own cells are read from its registries, which need the training stack
+    xml = tmp_path / "junit.xml"
+    xml.write_text("<testsuites/>")
+    done = _blocked("soakbench.matrix.cli", ["matrix", "ingest", str(xml)], REPO)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "matrix ingest: error: this command needs the 'train' extra" in done.stderr
+    assert "pip install 'soakbench[train]'" in done.stderr and "LOADED []" in done.stderr
+
+
 def test_an_installed_harness_records_the_commit_of_the_repository_it_runs_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,13 +9,17 @@ import pytest
 
 from soakbench.matrix.grading.policy import grade_cell
 from soakbench.matrix.model import (
+    EXPECTED_INPUTS,
+    RECORDED_INPUTS,
     BoundTally,
     CellKey,
     CellPolicy,
     CellResult,
     EvidenceFacts,
+    InputManifest,
     Recommendation,
     SoakBudget,
+    unrecorded_inputs,
 )
 
 KEY = CellKey("sac", "g1_walk_flat", "mujoco", "linux-cpu")
@@ -207,3 +211,12 @@ def test_benchmarked_on_cpu_needs_600_s_and_64_envs(soak: EvidenceFacts, shortfa
         f"no fresh, clean, passing linux-cpu soak artifact meeting the cell budget (under budget: {SOAK.id})",
     )
     assert grade(CPU_POLICY, (_junit(passed=3), PROBE, CPU_SOAK)).grade == "Benchmarked"
+
+
+def test_evidence_names_the_kinds_of_input_its_manifest_does_not_record() -> None:
+    old = replace(CPU_SOAK, inputs=InputManifest({"a.py": "b"}, {}))  # files and distributions only
+    (soak,) = [v for v in grade(CPU_POLICY, (_junit(passed=3), PROBE, old)).evidence if v.kind == "soak"]
+    assert soak.unrecorded == ("interpreter", "native libraries")
+    whole = InputManifest({"a.py": "b"}, {}, recorded=frozenset(RECORDED_INPUTS))
+    assert unrecorded_inputs("soak", whole) == () and unrecorded_inputs("junit", whole) == ()
+    assert unrecorded_inputs("junit", None) == EXPECTED_INPUTS["junit"]

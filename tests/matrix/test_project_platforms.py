@@ -13,8 +13,8 @@ import yaml
 from soakbench.matrix.declared.inventory import parse_inventory
 from soakbench.matrix.declared.project import derived_manifest
 from soakbench.matrix.freshness.affected import TreeState, affected_cells
+from soakbench.matrix.freshness.head import HeadInputs, judge_inputs
 from soakbench.matrix.freshness.manifest import InputChange, changed_inputs
-from soakbench.matrix.grading.build import HeadInputs, judge_inputs
 from soakbench.matrix.grading.evidence import index_entry_problems, platform_problems
 from soakbench.matrix.grading.policy import grade_cell
 from soakbench.matrix.grading.soak_sampler import sampler_problem
@@ -136,10 +136,10 @@ def test_affected_judges_evidence_without_a_manifest_by_the_projects_input_roots
     ev = _soak("fp-before")
     result = grade_cell(policy, None, None, [ev], inventory.canonical_soak)
     roots = ("settings.toml", "lib/")
-    before = TreeState({"lib/a.py": "1", "README.md": "1"}, {}, "fp-before", roots)
-    readme = TreeState({"lib/a.py": "1", "README.md": "2"}, {}, "fp-before", roots)
+    before = TreeState(HeadInputs({"lib/a.py": "1", "README.md": "1"}), "fp-before", roots)
+    readme = TreeState(HeadInputs({"lib/a.py": "1", "README.md": "2"}), "fp-before", roots)
     assert affected_cells([result], [ev], before, readme) == []
-    code = TreeState({"lib/a.py": "2", "README.md": "1"}, {}, "fp-after", roots)
+    code = TreeState(HeadInputs({"lib/a.py": "2", "README.md": "1"}), "fp-after", roots)
     (found,) = affected_cells([result], [ev], before, code)
     assert (found.key.platform, found.kind) == ("linux-arm64", "soak")
     assert found.cause == "lib/a.py (no input manifest: any change under settings.toml, lib/)"
@@ -154,15 +154,15 @@ def test_a_file_added_under_a_folder_root_stales_a_derived_manifest() -> None:
     manifest = derived_manifest(at_commit, ("settings.toml", "lib/"))
     assert manifest is not None and set(manifest.files) == {"lib/a.py", "settings.toml"}
     ev = replace(_soak("fp"), inputs=manifest)
-    unchanged = HeadInputs({**at_commit, "README.md": "2", "docs/new.md": "1"}, {})
+    unchanged = HeadInputs({**at_commit, "README.md": "2", "docs/new.md": "1"})
     assert judge_inputs(ev, unchanged, "abc123", True).fresh
     added = {**at_commit, "lib/new_plugin.py": "9"}
-    judged = judge_inputs(ev, HeadInputs(added, {}), "abc123", True)
+    judged = judge_inputs(ev, HeadInputs(added), "abc123", True)
     assert not judged.fresh and judged.stale == {None: "lib/new_plugin.py added since abc123"}
     assert changed_inputs(manifest, added, {}) == (InputChange("file", "lib/new_plugin.py", "-", "9"),)
     result = grade_cell(policy, None, None, [ev], inventory.canonical_soak)
-    before = TreeState(at_commit, {}, "fp", ("settings.toml", "lib/"))
-    after = TreeState(added, {}, "fp", ("settings.toml", "lib/"))
+    before = TreeState(HeadInputs(at_commit), "fp", ("settings.toml", "lib/"))
+    after = TreeState(HeadInputs(added), "fp", ("settings.toml", "lib/"))
     (found,) = affected_cells([result], [ev], before, after)
     assert (found.kind, found.cause) == ("soak", "lib/new_plugin.py")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,7 @@ def test_plugin_records_cells_and_facts_and_the_xml_ingests(repo: Path, run_matr
         "commit": head,
         "dirty": False,
         "worktree_digest": summary["source"]["worktree_digest"],
+        "python": platform.python_version(),  # the interpreter, an input of the evidence
     }
     assert (summary["platform"], summary["lane"], summary["gpu_available"]) == ("linux-cpu", "cpu", False)
     cells = {(c["algo"], c["task"], c["backend"]): c for c in summary["cells"]}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from soakbench.matrix.freshness.head import HeadInputs
 from soakbench.matrix.freshness.manifest import InputChange, changed_inputs, describe_changes, parse_manifest
 from soakbench.matrix.model import InputManifest
 
@@ -47,3 +50,44 @@ def test_a_version_among_those_a_forked_lock_pins_is_no_change() -> None:
     for seen, changed in (("2.4.6", False), ("2.5.5", False), ("2.4.6 or 2.5.5", False), ("2.3.0", True)):
         manifest = InputManifest({"a.py": "b1"}, {"numpy": seen}, ())
         assert bool(changed_inputs(manifest, {"a.py": "b1"}, head_locked)) is changed, seen
+
+
+FORKED_LOCK = """
+version = 1
+[[package]]
+name = "numpy"
+version = "{old}"
+source = {{ registry = "https://example.invalid/simple" }}
+resolution-markers = ["python_full_version < '3.12'"]
+[[package]]
+name = "numpy"
+version = "{new}"
+source = {{ registry = "https://example.invalid/simple" }}
+resolution-markers = ["python_full_version >= '3.12'"]
+"""
+
+
+def _head(old: str = "2.4.6", new: str = "2.5.5", **kw: str) -> HeadInputs:
+    return HeadInputs({"a.py": "b1"}, FORKED_LOCK.format(old=old, new=new), **kw)
+
+
+def test_a_bump_for_another_python_leaves_the_evidence_fresh_and_one_for_its_own_stales_it() -> None:
+    ran_311 = InputManifest({"a.py": "b1"}, {"numpy": "2.4.6"}, interpreter="3.11.7")
+    assert _head(new="2.5.6").changes(ran_311) == ()
+    (change,) = _head(old="2.4.7").changes(ran_311)
+    assert change.sentence("abc") == "numpy 2.4.6 -> 2.4.7 in the lock since abc"
+
+
+@pytest.mark.parametrize(
+    ("head", "now"),
+    [
+        ({"python_pin": "3.12"}, ".python-version 3.12"),
+        ({"requires_python": ">=3.12"}, "requires-python >=3.12"),
+    ],
+)
+def test_an_interpreter_head_no_longer_picks_stales_the_evidence(head: dict[str, str], now: str) -> None:
+    ran_311 = InputManifest({"a.py": "b1"}, {}, interpreter="3.11.7")
+    (change,) = _head(**head).changes(ran_311)
+    assert (change.what, change.now) == ("interpreter", now)
+    assert _head(python_pin="3.11", requires_python=">=3.11").changes(ran_311) == ()
+    assert _head(python_pin="3.12").changes(InputManifest({"a.py": "b1"}, {})) == ()  # not recorded

@@ -82,7 +82,7 @@ class MatrixInputError(Exception):
 
 # (algo, task, backend, ranks): what ``@pytest.mark.cell(algo, task, backend, ranks=N)`` names.
 Binding = tuple[str, str, str, int]
-# How a JUnit XML carries them (``-p matrix.pytest_cell`` writes it, ``matrix ingest`` reads it): a testcase
+# How a JUnit XML carries them (``-p soakbench.matrix.pytest_cell`` writes it, ``matrix ingest`` reads it): a testcase
 # property ``cell`` per bound cell, and the run facts as suite properties ``matrix.*``.
 CELL_PROPERTY = "cell"
 SUITE_PREFIX = "matrix."

@@ -53,9 +53,11 @@ RECORDED_INPUTS: tuple[str, ...] = (
     "native libraries",
     "plugins named by string",
     "subprocess modules",
+    "loaded versions",
 )
 #: What each evidence kind's manifest should record: a soak's or probe's processes record themselves
-#: (a subprocess is one of them), a JUnit summary's manifest is read statically from its commit.
+#: (a subprocess is one of them, and each records the versions it loaded); a JUnit summary's manifest is
+#: read statically from its commit, its distributions at the versions the lane's processes loaded.
 EXPECTED_INPUTS: dict[str, tuple[str, ...]] = {
     "soak": RECORDED_INPUTS[:4],
     "probe": RECORDED_INPUTS[:4],

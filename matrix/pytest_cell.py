@@ -4,7 +4,9 @@ Use: ``pytest -p soakbench.matrix.pytest_cell --matrix-platform linux-cpu --matr
 Each bound testcase gets a ``cell`` property (``algo/task/backend``, or ``algo/task/backend/ranks=N``
 for a marker with ``ranks=N``: a job of N ranks); the suite gets ``matrix.commit``,
 ``matrix.dirty``, ``matrix.worktree_digest``, ``matrix.system``, ``matrix.python`` (the interpreter),
-``matrix.gpu_available``, ``matrix.platform`` and ``matrix.lane``, measured when the session starts.
+``matrix.gpu_available``, ``matrix.platform`` and ``matrix.lane``, measured when the session starts, and
+``matrix.distributions`` (JSON: every distribution the test processes imported or whose native libraries
+they mapped, at the version installed; an xdist worker's included), when it ends.
 
 ``--matrix-only-cell CELL`` (repeatable) runs only the tests bound to those cells: the incremental
 collection (``collect_cpu_evidence.sh --only stale``) reruns the bound tests of the cells whose JUnit
@@ -14,6 +16,7 @@ evidence a change made historical, not the whole lane. A cell with no bound test
 from __future__ import annotations
 
 import argparse
+import json
 import platform as platform_module
 import re
 import sys
@@ -28,6 +31,8 @@ from soakbench.matrix.model import CELL_PROPERTY, LANES, PLATFORMS, SUITE_PREFIX
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _REFUSAL = "matrix_only_cell_refusal"  # an xdist worker's refusal, carried to the controller
 _refusal_key = pytest.StashKey[str]()
+_LOADED = "matrix_loaded_distributions"  # what an xdist worker's tests loaded, carried to the controller
+_loaded_key = pytest.StashKey[dict[str, str]]()
 
 
 def _name(value: str) -> str:
@@ -157,16 +162,45 @@ def _refuse(config: pytest.Config, message: str) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    message = getattr(node, "workeroutput", {}).get(_REFUSAL)
-    if message:
+    output = getattr(node, "workeroutput", {})
+    if message := output.get(_REFUSAL):
         node.config.stash[_refusal_key] = message
+    node.config.stash.setdefault(_loaded_key, {}).update(output.get(_LOADED) or {})
 
 
+@pytest.hookimpl(tryfirst=True)  # before the JUnit XML is written, and before xdist sends a worker's output
 def pytest_sessionfinish(session: pytest.Session) -> None:
     message = session.config.stash.get(_refusal_key, None)
     if message:
         sys.stderr.write(f"ERROR: {message}\n")
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    _record_loaded(session.config)
+
+
+def loaded_distributions() -> dict[str, str]:
+    """The distributions this process imported or whose native libraries it mapped, at the versions
+    installed: what the tests actually ran (the lock says what they should have)."""
+    from soakbench.foundation.inputs import canonical_name, imported_distributions
+    from soakbench.foundation.mapped import mapped_distributions
+
+    mapped = {canonical_name(k): v for k, v in (mapped_distributions() or {}).items()}
+    return {**imported_distributions(), **mapped}
+
+
+def _record_loaded(config: pytest.Config) -> None:
+    """A worker hands what it loaded to the controller; the process that writes the JUnit XML records
+    the union (its own and every worker's) as ``matrix.distributions``."""
+    from _pytest.junitxml import xml_key
+
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_LOADED] = loaded_distributions()
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:
+        workers: dict[str, str] = config.stash.get(_loaded_key, {})
+        loaded = {**loaded_distributions(), **workers}
+        xml.add_global_property(SUITE_PREFIX + "distributions", json.dumps(dict(sorted(loaded.items()))))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -71,11 +71,13 @@ class Resolution:
     """What a lane's imports resolved to: the commit's ``uv.lock`` (None: no lock, distributions left
     out), every distribution behind each top-level module name as installed where ingest runs, and the
     interpreter the lane ran (its ``matrix.python``; the lock is read at the versions it resolves for that
-    Python, every version when None)."""
+    Python, every version when None), and the versions its processes loaded (``matrix.distributions``),
+    which a distribution the lane loaded is recorded at."""
 
     lock_text: str | None
     distribution_of: Mapping[str, tuple[str, ...]]
     python: str | None = None
+    loaded: Mapping[str, str] | None = None  # the versions the lane's processes loaded; None: not recorded
 
 
 def junit_manifest(
@@ -105,7 +107,15 @@ def junit_manifest(
     roots = sorted({name for top in closure.external for name in resolution.distribution_of.get(top, ())})
     lock, python = resolution.lock_text, resolution.python
     dists = dependency_closure(lock, roots, python) if lock is not None else {}
-    recorded = ["files", "distributions", *(["interpreter"] if python else []), *STATIC_KINDS]
+    loaded = resolution.loaded
+    dists = {name: (loaded or {}).get(name, version) for name, version in dists.items()}
+    recorded = [
+        "files",
+        "distributions",
+        *(["interpreter"] if python else []),
+        *STATIC_KINDS,
+        *(["loaded versions"] if loaded is not None else []),
+    ]
     return {
         "manifest_version": 1,
         "files": {path: tree[path] for path in sorted(files) if path in tree},

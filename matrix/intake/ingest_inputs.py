@@ -42,8 +42,12 @@ def add_junit_inputs(repo: Path, summary: dict[str, Any], sources_of: SourcesOf)
     tree = tree_blobs(repo, commit)
     read = commit_reader(repo, commit)
     lock = read("uv.lock")
+    source = summary["source"]
     resolution = Resolution(
-        lock.decode() if lock else None, distribution_names(), summary["source"].get("python")
+        lock.decode() if lock else None,
+        distribution_names(),
+        source.get("python"),
+        source.get("distributions"),
     )
     for cell in summary["cells"]:
         key = CellKey(cell["algo"], cell["task"], cell["backend"], summary["platform"], cell.get("ranks", 1))

@@ -9,6 +9,7 @@ facts from suite properties named ``matrix.*``.
 from __future__ import annotations
 
 import hashlib
+import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
@@ -104,6 +105,7 @@ def summarize_junit(
             "dirty": _bool(display, "dirty", facts.get("dirty")),
             "worktree_digest": facts.get("worktree_digest") or None,
             **({"python": facts["python"]} if facts.get("python") else {}),
+            **_loaded(display, facts.get("distributions")),
         },
         "platform": _choose(display, "platform", facts.get("platform"), platform, platforms),
         "lane": _choose(display, "lane", facts.get("lane"), lane, lanes),
@@ -114,6 +116,22 @@ def summarize_junit(
         "cells": _cell_entries(outcomes, bindings),
         "source_sha256": hashlib.sha256(data).hexdigest(),
     }
+
+
+def _loaded(display: str, raw: str | None) -> dict[str, Any]:
+    """``{"distributions": {name: version}}`` from the suite property the cell plugin writes at the end
+    of the session (what the tests loaded), or nothing when the lane did not record it."""
+    if not raw:
+        return {}
+    try:
+        loaded = json.loads(raw)
+    except ValueError:
+        loaded = None
+    if not isinstance(loaded, dict) or not all(isinstance(v, str) and v for v in loaded.values()):
+        raise MatrixInputError(
+            display, f"property {SUITE_PREFIX}distributions", "must be a JSON object of name -> version"
+        )
+    return {"distributions": dict(sorted(loaded.items()))}
 
 
 def _suites(data: bytes, display: str) -> list[ET.Element]:

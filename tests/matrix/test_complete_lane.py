@@ -90,8 +90,8 @@ def test_a_filed_summary_without_a_bound_test_does_not_grant_tested(
     )
     explained = run_matrix("explain", "sac", "g1_walk_flat", "mujoco", "linux-cpu")
     assert "tests.test_bound::test_sac_walk_fault" in explained.output
-    # the fixture's JUnit XML carries no matrix.python: its manifest says the interpreter went unrecorded
-    assert "      unrecorded inputs: interpreter\n" in explained.output
+    # the fixture JUnit XML carries no matrix.python nor matrix.distributions: its manifest says so
+    assert "      unrecorded inputs: interpreter, loaded versions\n" in explained.output
 
 
 def test_a_kind_the_cell_now_requires_must_be_bound_at_the_evidence_commit(

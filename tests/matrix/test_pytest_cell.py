@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from soakbench.matrix.intake.junit import summarize_junit
@@ -54,6 +55,8 @@ def test_plugin_records_cells_and_facts_and_the_xml_ingests(repo: Path, run_matr
     assert done.returncode == 0, done.stdout + done.stderr
     xml = repo / "runs" / "junit.xml"
     summary = summarize_junit(xml.read_bytes(), str(xml))
+    loaded = summary["source"].pop("distributions")  # what the test process loaded, at the installed versions
+    assert loaded["pytest"] == metadata.version("pytest")
     assert summary["source"] == {
         "commit": head,
         "dirty": False,
@@ -155,14 +158,20 @@ def test_a_parallel_run_files_the_same_cells_and_counts_as_a_serial_one(repo: Pa
     rule holds in the workers."""
     (repo / "lane_tests").mkdir()
     body = TESTS + XFAIL_TESTS.replace("import pytest\n", "") + RANKS_TESTS.replace("import pytest\n", "")
+    # a distribution only a test loads: under xdist only a worker holds it, and the controller records it
+    body += "\n\ndef test_loads_a_distribution_of_its_own():\n    import junitparser  # noqa: F401\n"
     (repo / "lane_tests" / "test_lane.py").write_text(body)
     commit_all(repo, "lane tests")
     serial = _junit_summary(repo, "-p", "no:xdist")
     parallel = _junit_summary(repo, "-n", "2")
     assert parallel["cells"] == serial["cells"] and len(serial["cells"]) == 3
-    assert parallel["totals"] == serial["totals"] and serial["totals"]["tests"] == 8
-    facts = ("source", "platform", "lane", "gpu_available")
+    assert parallel["totals"] == serial["totals"] and serial["totals"]["tests"] == 9
+    facts = ("platform", "lane", "gpu_available")
     assert {k: parallel[k] for k in facts} == {k: serial[k] for k in facts}
+    loaded = [summary["source"].pop("distributions") for summary in (serial, parallel)]  # type: ignore[attr-defined]
+    assert parallel["source"] == serial["source"]
+    for distributions in loaded:
+        assert distributions["junitparser"] == metadata.version("junitparser")
     assert parallel["platform"] == "linux-cpu" and parallel["source"]["commit"]
 
 

@@ -95,3 +95,13 @@ def test_the_lock_is_read_at_the_versions_it_resolves_for_the_lanes_python() -> 
     assert manifest["recorded"] == [
         "files", "distributions", "interpreter", "plugins named by string", "subprocess modules"
     ]  # fmt: skip
+
+
+def test_a_distribution_the_lane_loaded_is_recorded_at_the_version_it_loaded() -> None:
+    files = {"tests/test_n.py": b"import numpy\n"}
+    tree = {"tests/test_n.py": "1" * 40}
+    loaded = {"numpy": "2.4.7", "pytest": "9.0"}  # the installed numpy drifted from the lock's 2.4.6
+    resolution = Resolution(FORKED, {"numpy": ("numpy",)}, "3.11.7", loaded)
+    manifest = junit_manifest(["tests/test_n.py"], tree, files.get, ((), ()), resolution)
+    assert manifest["distributions"] == {"numpy": "2.4.7"}  # only what the closure reaches, as loaded
+    assert "loaded versions" in manifest["recorded"]

@@ -227,12 +227,12 @@ def merge_manifest(records: Iterable[ProcessInputs]) -> dict[str, Any]:
                         f"{what} {name}: {merged[name]} in one process, {value} in {record.role} {record.pid}"
                     )
         processes.append({"role": record.role, "pid": record.pid, "files": len(record.files)})
-    interpreters = {r.interpreter for r in listed}
+    interpreters = {r.interpreter for r in listed if r.interpreter is not None}
     if len(interpreters) > 1:
-        raise InputsError(
-            f"interpreter: the processes ran different Pythons: {sorted(map(str, interpreters))}"
-        )
-    interpreter = interpreters.pop() if interpreters else None
+        raise InputsError(f"interpreter: the processes ran different Pythons: {sorted(interpreters)}")
+    # recorded only when every process said which Python it ran (a record that does not say is older)
+    every = bool(listed) and all(r.interpreter is not None for r in listed)
+    interpreter = interpreters.pop() if every else None
     recorded = ["files", "distributions"]
     recorded += ["interpreter"] if interpreter is not None else []
     recorded += ["native libraries"] if listed and all(r.native_libraries for r in listed) else []

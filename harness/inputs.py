@@ -9,6 +9,7 @@ the stacks taken before a kill decide what is recorded, and the observation mini
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def collection_inputs(role: str, schemas: tuple[str, ...] = (), root: Path | Non
         path = root / rel
         if path.is_file():
             files[rel] = git_blob_id(path.read_bytes())
-    return ProcessInputs(own.role, own.pid, files, own.distributions)
+    return replace(own, files=files)  # its interpreter and mapped libraries kept
 
 
 def run_manifest(log_dir: Path, monitor: ProcessInputs) -> tuple[dict[str, Any] | None, str | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -66,6 +67,14 @@ def test_clean_cpu_soak_passes(tmp_path: Path) -> None:
     assert all(p["failing"] == [] for p in per_process)
     assert art["replay"]["release_sequence"] == art["replay"]["published_sequence"]
     assert art["shutdown"]["classification"] == "normal_completion"
+    # what produced it: every process's files, its Python, and the distributions of what it imported
+    # and of the native libraries it mapped (the trainer maps torch's own libraries)
+    inputs = art["inputs"]
+    assert inputs["interpreter"] == platform.python_version()
+    assert {"files", "distributions", "interpreter"} <= set(inputs["recorded"])
+    assert "native libraries" in inputs["recorded"] or sys.platform != "linux"
+    assert {"runtime/learners/sac.py", "runtime/manager/trainer.py"} <= set(inputs["files"])
+    assert {"torch", "mujoco"} <= set(inputs["distributions"])
     assert output.with_suffix(".html").exists()
     assert_nothing_left(outcome)
 

@@ -164,7 +164,15 @@ def commit_reader(
     repo: Path, commit: str, suffixes: tuple[str, ...] = (".py",)
 ) -> Callable[[str], bytes | None]:
     """A reader of the files committed at ``commit`` (those ending in ``suffixes`` are read in one call up
-    front; any other path is read when asked): ``path -> bytes``, None when no such file."""
+    front; any other path is read when asked): ``path -> bytes``, None when no such file. One reader per
+    commit: grading asks for the same commit once per filed manifest."""
+    full = commit if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit) else _resolved(repo, commit)
+    return _reader_cached(str(repo.resolve()), full, suffixes)
+
+
+@cache
+def _reader_cached(repo_text: str, commit: str, suffixes: tuple[str, ...]) -> Callable[[str], bytes | None]:
+    repo = Path(repo_text)
     tree = tree_blobs(repo, commit)
     wanted = sorted({object_id for path, object_id in tree.items() if path.endswith(suffixes)})
     cache_by_id = read_blobs(repo, wanted)

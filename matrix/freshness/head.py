@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from soakbench.matrix.freshness.gitfacts import head_commit, read_blobs, tree_blobs
 from soakbench.matrix.freshness.lock import locked_versions
 from soakbench.matrix.freshness.manifest import (
@@ -21,7 +23,7 @@ from soakbench.matrix.freshness.manifest import (
     describe_changes,
     interpreter_change,
 )
-from soakbench.matrix.model import Binding, EvidenceFacts, InputManifest
+from soakbench.matrix.model import Binding, EvidenceFacts, InputManifest, MatrixInputError
 
 PYTHON_PIN = ".python-version"
 
@@ -60,6 +62,15 @@ def inputs_of(blobs: dict[str, str], texts: dict[str, str]) -> HeadInputs:
     except tomllib.TOMLDecodeError:
         project = {}
     requires = project.get("requires-python") if isinstance(project, dict) else None
+    if isinstance(requires, str):
+        try:
+            SpecifierSet(requires)
+        except InvalidSpecifier:
+            raise MatrixInputError(
+                "pyproject.toml",
+                "project.requires-python",
+                f"{requires!r} is not a version specifier (PEP 440)",
+            ) from None
     pin = texts.get(PYTHON_PIN, "").strip() or None
     return HeadInputs(blobs, texts.get("uv.lock", ""), requires if isinstance(requires, str) else None, pin)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion
 
 from soakbench.matrix.freshness.lock import versions_of
 from soakbench.matrix.model import InputManifest, under_roots
@@ -73,7 +74,13 @@ def interpreter_change(
         return None
     if pin is not None and not (recorded == pin or recorded.startswith(pin + ".")):
         return InputChange("interpreter", "python", recorded, f".python-version {pin}")
-    if requires_python is not None and not SpecifierSet(requires_python).contains(recorded, prereleases=True):
+    try:
+        admitted = requires_python is None or SpecifierSet(requires_python).contains(
+            recorded, prereleases=True
+        )
+    except InvalidVersion:  # a recorded interpreter that is no version cannot be shown to still run it
+        admitted = False
+    if not admitted:
         return InputChange("interpreter", "python", recorded, f"requires-python {requires_python}")
     return None
 

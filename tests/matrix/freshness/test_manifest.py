@@ -91,3 +91,17 @@ def test_an_interpreter_head_no_longer_picks_stales_the_evidence(head: dict[str,
     assert (change.what, change.now) == ("interpreter", now)
     assert _head(python_pin="3.11", requires_python=">=3.11").changes(ran_311) == ()
     assert _head(python_pin="3.12").changes(InputManifest({"a.py": "b1"}, {})) == ()  # not recorded
+
+
+def test_an_interpreter_that_is_no_version_is_a_change_not_a_traceback() -> None:
+    odd = InputManifest({"a.py": "b1"}, {}, interpreter="3.11.7abc")
+    (change,) = _head(requires_python=">=3.11").changes(odd)
+    assert change.what == "interpreter"
+
+
+def test_a_requires_python_that_is_no_specifier_names_the_field() -> None:
+    from soakbench.matrix.freshness.head import inputs_of
+    from soakbench.matrix.model import MatrixInputError
+
+    with pytest.raises(MatrixInputError, match=r"pyproject.toml: project.requires-python: 'three' is not"):
+        inputs_of({}, {"pyproject.toml": '[project]\nrequires-python = "three"\n'})

@@ -61,6 +61,7 @@ SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
             "run_contract_violation",
             "shutdown_contract_violation",
             "resource_leak",
+            "resource_exhaustion",
             "too_short",
             "insufficient_observation",
             "throughput_drift",

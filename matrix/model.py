@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 PLATFORMS: tuple[str, ...] = ("linux-cuda", "linux-cpu", "macos-mps")
 # Ascending; a cell shows the highest grade whose requirements (and all lower ones) hold.
@@ -149,6 +150,7 @@ class SoakBudget:
     min_duration_s: float
     num_envs: int | None
     iterations: int | None
+    must_survive_s: float | None = None  # a soak must vouch for this run length (``--must-survive``)
 
     def shortfalls(self, duration_s: float | None, num_envs: int | None, iterations: int | None) -> list[str]:
         """Human-readable reasons a measured soak is under this budget (empty when it meets it)."""
@@ -166,6 +168,8 @@ class SoakBudget:
         parts = [f"{self.min_duration_s} s"]
         parts += [f"{self.num_envs} envs"] if self.num_envs is not None else []
         parts += [f"{self.iterations} iterations"] if self.iterations is not None else []
+        if self.must_survive_s is not None:
+            parts.append(f"survives {self.must_survive_s / 3600.0:g} h")
         return parts
 
     def describe(self) -> str:
@@ -260,6 +264,37 @@ class BoundTally:
 
 
 @dataclass(frozen=True)
+class SoakSurvival:
+    """What a soak's survival verdict vouches for (its artifact's ``survival``, re-derived from its
+    samples at ingest and generate): the target it was judged against (s, None: none), the verdict, and
+    the shortest lower bound on the time to exhaustion over its classes (h, None: none runs out)."""
+
+    target_s: float | None
+    verdict: str
+    horizon_hours: float | None
+
+    @classmethod
+    def of(cls, section: Any) -> SoakSurvival | None:
+        """The survival a soak artifact records (its ``survival`` section, 0.4.0), or None without one."""
+        if not isinstance(section, Mapping) or not isinstance(section.get("verdict"), str):
+            return None
+        target, horizon = section.get("target_seconds"), section.get("horizon_hours")
+        return cls(
+            target_s=float(target) if isinstance(target, int | float) else None,
+            verdict=str(section["verdict"]),
+            horizon_hours=float(horizon) if isinstance(horizon, int | float) else None,
+        )
+
+    def text(self) -> str:
+        """``survives 8 h (horizon >= 31 h on its host)``, or what it said instead."""
+        target = "" if self.target_s is None else f" {self.target_s / 3600.0:g} h"
+        horizon = (
+            "" if self.horizon_hours is None else f" (horizon >= {self.horizon_hours:.3g} h on its host)"
+        )
+        return f"{self.verdict}{target}{horizon}"
+
+
+@dataclass(frozen=True)
 class EvidenceFacts:
     """One filed piece of evidence, normalized from its file at generation time.
 
@@ -294,6 +329,7 @@ class EvidenceFacts:
         "linux"  # a soak's process sampler (matrix.grading.soak_sampler); Linux before samplers existed
     )
     unchecked: tuple[str, ...] = ()  # criteria that sampler declared it could not check
+    survival: SoakSurvival | None = None  # a soak's survival verdict (a 0.3.0 artifact has none)
     # What produced it (matrix.freshness): a soak's or probe's manifest; a JUnit summary's, per bound cell.
     inputs: InputManifest | None = None
     cell_inputs: Mapping[Binding, InputManifest] = field(default_factory=dict)

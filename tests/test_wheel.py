@@ -154,7 +154,7 @@ def test_soak_monitor_and_matrix_explain(installed: Path) -> None:
         check=False,
     )
     artifact = json.loads(output.read_text())
-    assert artifact["artifact_schema_version"] == "0.3.0" and artifact["mode"] == "monitor"
+    assert artifact["artifact_schema_version"] == "0.4.0" and artifact["mode"] == "monitor"
     assert artifact["status"] == "passed", artifact["failure_reason"]
     explained = _run(
         [

@@ -61,6 +61,10 @@ def criterion_case(row: Mapping[str, Any], artifact: Mapping[str, Any], deciding
     if row["result"] == "not_applicable":
         return CiCase(name, "skipped", clip(skip_reason(row, artifact["mode"]), MESSAGE_CHARS))
     criterion = Criterion(row["name"], row["expected"], row["value"], row["result"])
+    if row["result"] == "inconclusive":  # not a pass: a CI job reads it as a failure of its own kind
+        return CiCase(
+            name, "failed", clip(row_reason(criterion), MESSAGE_CHARS), _detail(row), "inconclusive"
+        )
     kind = artifact["failure_classification"] if row["name"] == deciding else row["name"]
     return CiCase(name, "failed", clip(row_reason(criterion), MESSAGE_CHARS), _detail(row), str(kind))
 
@@ -128,4 +132,5 @@ def soak_suite(artifact: Mapping[str, Any], artifact_path: Path, report: Path | 
 
 
 def _headline(artifact: Mapping[str, Any]) -> str:
-    return f"{artifact.get('failure_classification')}: {artifact.get('failure_reason')}"
+    kind = artifact.get("failure_classification") or artifact.get("status")
+    return f"{kind}: {artifact.get('failure_reason')}"

@@ -32,6 +32,7 @@ from soakbench.harness.soak.options import (
     LiveOpt,
     LogDir,
     MinDuration,
+    MustSurvive,
     NoStacks,
     Output,
     ProgressEvery,
@@ -46,6 +47,8 @@ from soakbench.harness.soak.options import (
     Startup,
     TermGrace,
     TrendSamples,
+    WarmupSeconds,
+    WatchPath,
 )
 from soakbench.harness.soak.verdicts.observation import DEFAULT_MIN_TREND_SAMPLES
 from soakbench.runtime.choices import Algo, Sim, Task
@@ -81,6 +84,9 @@ class MonitorOptions:
     progress_every: ProgressEvery = 60.0
     allow_restarts: AllowRestarts = 0
     allow_signal_death: AllowSignalDeath = None
+    must_survive: MustSurvive = None
+    warmup_seconds: WarmupSeconds = None
+    watch_path: WatchPath = None
 
     def settings(
         self,
@@ -118,6 +124,9 @@ class MonitorOptions:
             ),
             sampler=self.sampler.value,
             progress_every_s=self.progress_every if self.quiet_progress else None,
+            must_survive_s=self.must_survive,
+            warmup_s=self.warmup_seconds,
+            watch_paths=tuple(self.watch_path or ()),
         )
 
 

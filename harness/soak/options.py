@@ -8,6 +8,15 @@ from typing import Annotated
 
 import typer
 
+from soakbench.foundation.durations import parse_duration
+
+
+def _duration_option(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
 
 class Live(StrEnum):
     auto = "auto"
@@ -135,4 +144,33 @@ QuietProgress = Annotated[
 ]
 ProgressEvery = Annotated[
     float, typer.Option("--progress-every", help="seconds between progress lines with --quiet-progress")
+]
+
+
+MustSurvive = Annotated[
+    float | None,
+    typer.Option(
+        "--must-survive",
+        parser=_duration_option,
+        metavar="DURATION",
+        help="the run length this host must carry the run through (90m, 72h, 3d): each resource with a "
+        "limit is projected to it and survives, fails (exit 1) or is inconclusive (exit 3)",
+    ),
+]
+WarmupSeconds = Annotated[
+    float | None,
+    typer.Option(
+        "--warmup-seconds",
+        min=0.0,
+        help="seconds after start-up that the survival projection leaves out (default: a change point "
+        "in each series' growth rate finds the warm-up)",
+    ),
+]
+WatchPath = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--watch-path",
+        help="a directory whose bytes on disk are sampled and projected to its filesystem's free space; "
+        "repeat for several (the log dir is always watched)",
+    ),
 ]

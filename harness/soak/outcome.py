@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from soakbench.harness.ci.outputs import CiOutputs
     from soakbench.harness.soak.verdicts.judgement import RecordedFacts
 
-SOAK_SCHEMA_REL = "foundation/schemas/soak-artifact-0.3.0.schema.json"
+#: the process exit code of each soak status; 2 is bad input (nothing watched). ``inconclusive``: no row
+#: failed, but the survival projection could not decide against --must-survive (docs/ci.md).
+EXIT_CODES: dict[str, int] = {"passed": 0, "failed": 1, "inconclusive": 3}
+SOAK_SCHEMA_REL = "foundation/schemas/soak-artifact-0.4.0.schema.json"
 
 
 def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str, Any]:
@@ -115,6 +118,7 @@ def _facts(
         tree_exits=tree_exits_section(result.samples, result.root_pid, known, settings.allow_signal_deaths),
         gpu_record=result.gpu_health,
         sampler=result.sampler,
+        limits=result.limits,
         reaped=result.reaped,
         exits=result.exits,
     )
@@ -190,6 +194,7 @@ def conclude(
         forensics=result.forensics.section() if result.forensics is not None else None,
         sampler=result.sampler or None,
         inputs=_manifest(settings, collection),
+        limits=result.limits,
     )
     artifact = build_artifact(
         judgement=judgement,
@@ -218,8 +223,8 @@ def announce(
 
 
 def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
-    """Validate, watch, judge, write (the CI outputs too, when asked). Returns 0 passed, 1 failed;
-    SettingsError (-> 2) before any spawn."""
+    """Validate, watch, judge, write (the CI outputs too, when asked). Returns 0 passed, 1 failed,
+    3 inconclusive (``EXIT_CODES``); SettingsError (-> 2) before any spawn."""
     from soakbench.harness.ci.soak import soak_suite
     from soakbench.harness.soak.evidence.report import report_path
 
@@ -240,4 +245,4 @@ def run_monitor(settings: MonitorSettings, ci: CiOutputs | None = None) -> int:
     if ci_error is not None:
         print(f"soak: error: {ci_error}", file=sys.stderr)
         return 2
-    return 0 if artifact["status"] == "passed" else 1
+    return EXIT_CODES[artifact["status"]]

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from soakbench.foundation.durations import parse_duration
 from soakbench.matrix.declared.project import (
     AXES,
     check_platforms,
@@ -62,11 +63,12 @@ def _ranks(entry: dict[str, Any]) -> list[int]:
 
 def _budget(raw: dict[str, Any]) -> SoakBudget:
     """A budget; a project's own inventory may leave envs and iterations out (not required)."""
-    envs, iterations = raw.get("num_envs"), raw.get("iterations")
+    envs, iterations, target = raw.get("num_envs"), raw.get("iterations"), raw.get("must_survive")
     return SoakBudget(
         min_duration_s=float(raw["min_duration_s"]),
         num_envs=None if envs is None else int(envs),
         iterations=None if iterations is None else int(iterations),
+        must_survive_s=None if target is None else parse_duration(str(target)),  # schema-checked
     )
 
 

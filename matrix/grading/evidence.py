@@ -27,6 +27,7 @@ from soakbench.matrix.model import (
     BoundTally,
     EvidenceFacts,
     InputManifest,
+    SoakSurvival,
 )
 from soakbench.matrix.schema_check import schema_errors
 
@@ -36,7 +37,7 @@ INDEX_VERSION = 1
 JUNIT_SCHEMA = "junit-summary-1.schema.json"
 # Artifact schema versions this generator reads, and the schema file that defines each.
 ARTIFACT_SCHEMAS: dict[str, dict[str, str]] = {
-    "soak": {"0.3.0": "soak-artifact-0.3.0.schema.json"},
+    "soak": {"0.3.0": "soak-artifact-0.3.0.schema.json", "0.4.0": "soak-artifact-0.4.0.schema.json"},
     "probe": {"0.3.0": "probe-0.3.0.schema.json", "0.4.0": "probe-0.4.0.schema.json"},
 }
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -439,6 +440,7 @@ def normalize_artifact(
         time=unix_to_iso(facts["time"]),
         sampler=sampler_of(doc) if kind == "soak" else "linux",
         unchecked=unchecked_of(doc) if kind == "soak" else (),
+        survival=SoakSurvival.of(doc.get("survival")) if kind == "soak" else None,
         inputs=manifest,
         inputs_note=note,
     )

@@ -76,7 +76,24 @@ def _soak_verdict(budget: SoakBudget, ev: EvidenceFacts, system: str | None) -> 
     if wrong_sampler is not None:
         return wrong_sampler
     short = budget.shortfalls(ev.duration_s, ev.num_envs, ev.iterations)
-    return "soak under the cell's budget: " + ", ".join(short) if short else None
+    if short:
+        return "soak under the cell's budget: " + ", ".join(short)
+    return _survival_shortfall(budget, ev)
+
+
+def _survival_shortfall(budget: SoakBudget, ev: EvidenceFacts) -> str | None:
+    """Why a soak does not vouch for the cell's ``must_survive``, or None (nothing declared, or it does)."""
+    if budget.must_survive_s is None:
+        return None
+    wanted = f"{budget.must_survive_s / 3600.0:g} h"
+    said = ev.survival
+    if said is None or said.target_s is None:
+        return f"soak does not vouch for must_survive {wanted}: it ran without --must-survive"
+    if said.target_s < budget.must_survive_s:
+        return f"soak does not vouch for must_survive {wanted}: its target was {said.target_s / 3600.0:g} h"
+    if said.verdict != "survives":
+        return f"soak does not vouch for must_survive {wanted}: its survival verdict is {said.verdict}"
+    return None
 
 
 def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
@@ -95,6 +112,8 @@ def judge(policy: CellPolicy, ev: EvidenceFacts) -> EvidenceVerdict:
         )
     elif ev.kind == "soak" and counts:
         reason = f"counts: passing soak, {ev.duration_s} s, {ev.num_envs} envs, {ev.iterations} iterations"
+        if ev.survival is not None:
+            reason += f"; {ev.survival.text()}"
         if ev.unchecked:
             reason += f"; its {ev.sampler} sampler could not check {', '.join(ev.unchecked)}"
     elif counts:

@@ -178,7 +178,7 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
     are judged again by the monitor's own judgement, under the facts and gates the artifact recorded.
 
     Args:
-        artifact: a schema-valid 0.3.0 soak artifact that has every ``REQUIRED`` field.
+        artifact: a schema-valid 0.3.0 or 0.4.0 soak artifact that has every ``REQUIRED`` field.
         samples: the records of the samples file it names, in order.
     """
     judgement = judge(samples, facts=facts_from_artifact(artifact), gates=gates_from_artifact(artifact))
@@ -196,7 +196,29 @@ def disagreements(artifact: Mapping[str, Any], samples: Sequence[Mapping[str, An
         out.append(
             f"throughput_drift.verdict: recorded {said!r}, the samples say {judgement.drift['verdict']!r}"
         )
+    out += _survival_disagreements(artifact, judgement)
     out += _table_disagreements(artifact, judgement)
+    return out
+
+
+def _survival_disagreements(artifact: Mapping[str, Any], judgement: Judgement) -> list[str]:
+    """The survival verdicts the artifact records versus those its samples and limits give (a 0.3.0
+    artifact records none)."""
+    recorded, derived = artifact.get("survival"), judgement.survival
+    if not isinstance(recorded, Mapping) or derived is None:
+        return []
+    out = []
+    if recorded.get("verdict") != derived.verdict:
+        out.append(
+            f"survival.verdict: recorded {recorded.get('verdict')!r}, the samples say {derived.verdict!r}"
+        )
+    said = {(c.get("class"), c.get("scope")): c.get("verdict") for c in recorded.get("classes") or ()}
+    again = {(c.resource_class, c.scope): c.verdict for c in derived.classes}
+    for key in sorted(set(said) | set(again), key=str):
+        if said.get(key) != again.get(key):
+            out.append(
+                f"survival {key[0]} ({key[1]}): recorded {said.get(key)!r}, the samples say {again.get(key)!r}"
+            )
     return out
 
 

@@ -98,6 +98,9 @@ done
 # 600 s. At 5 s sampling the 30 trend-window samples each verdict needs take 240 s after start-up
 # (docs/soak-design.md, "No pass without observation: why 30 samples"); a 600 s soak leaves ~75.
 FLASHSAC_CPU=(--extra-override algo.batch_size=256 --extra-override algo.learning_starts=512)
+# The run length each linux-cpu soak must vouch for (matrix/inventory.yaml: must_survive; the arithmetic
+# of why a 600 s soak decides it on this host: docs/soak-design.md, "What a 600 s soak vouches for").
+SOAK_TARGET=8h
 for algo in sac flashsac; do
   for task in g1_walk_flat g1_motion_tracking; do
     extra=()
@@ -107,7 +110,7 @@ for algo in sac flashsac; do
     wanted "$STALE_SOAK" "^$algo $task mujoco 1$" || continue
     timed "soak $algo/$task" $RUN soak run --algo "$algo" --task "$task" --sim mujoco --num-envs 64 \
       --iterations "$iterations" --min-duration-seconds 600 --sample-interval-seconds 5 --live plain \
-      "${extra[@]}" --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task-$COMMIT.json"
+      --must-survive "$SOAK_TARGET" "${extra[@]}" --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task-$COMMIT.json"
     file_evidence "$OUT/soak-$algo-$task-$COMMIT.json" --platform linux-cpu
   done
 done
@@ -121,7 +124,7 @@ done
 if wanted "$STALE_SOAK" "^sac g1_walk_flat mujoco 2$"; then
   timed "soak sac/g1_walk_flat (2 ranks)" $RUN soak run --nproc-per-node 2 --algo sac --task g1_walk_flat \
     --sim mujoco --num-envs 64 --iterations 5000 --min-duration-seconds 600 --sample-interval-seconds 5 \
-    --live plain --log-dir "$OUT/soak-sac-g1_walk_flat-2ranks" \
+    --must-survive "$SOAK_TARGET" --live plain --log-dir "$OUT/soak-sac-g1_walk_flat-2ranks" \
     --output "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json"
   file_evidence "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json" --platform linux-cpu
 fi

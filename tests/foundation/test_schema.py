@@ -20,6 +20,7 @@ EXPECTED = {
     "run-summary-1.schema.json",
     "runtime-manifest-1.schema.json",
     "soak-artifact-0.3.0.schema.json",
+    "soak-artifact-0.4.0.schema.json",
     "soak-compare-1.schema.json",
     "soak-merge-1.schema.json",
 }

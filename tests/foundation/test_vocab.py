@@ -30,8 +30,13 @@ def test_run_summary_vocabulary() -> None:
 
 
 def test_soak_artifact_vocabulary() -> None:
-    artifact = load_schema("soak-artifact-0.3.0.schema.json")
+    artifact = load_schema("soak-artifact-0.4.0.schema.json")
     assert _enum(artifact, "$defs", "failure_classification") == {None, *vocab.SOAK_FAILURE_CLASSIFICATIONS}
+    older = load_schema("soak-artifact-0.3.0.schema.json")  # frozen: the classes 0.4.0 added are absent
+    assert _enum(older, "$defs", "failure_classification") == {
+        None,
+        *vocab.SOAK_FAILURE_CLASSIFICATIONS,
+    } - {"resource_exhaustion"}
     assert _enum(artifact["properties"], "monitor_failure") == {None, *vocab.MONITOR_FAILURES}
     assert _enum(artifact["properties"], "run_status") == {None, *vocab.RUN_STATUSES}
 

@@ -19,6 +19,7 @@ from soakbench.matrix.model import (
     InputManifest,
     Recommendation,
     SoakBudget,
+    SoakSurvival,
     unrecorded_inputs,
 )
 
@@ -220,3 +221,43 @@ def test_evidence_names_the_kinds_of_input_its_manifest_does_not_record() -> Non
     whole = InputManifest({"a.py": "b"}, {}, recorded=frozenset(RECORDED_INPUTS))
     assert unrecorded_inputs("soak", whole) == () and unrecorded_inputs("junit", whole) == ()
     assert unrecorded_inputs("junit", None) == EXPECTED_INPUTS["junit"]
+
+
+SURVIVING_POLICY = replace(
+    POLICY, soak=SoakBudget(60, 8, 100, must_survive_s=8 * 3600.0), recommendation=None
+)
+
+
+@pytest.mark.parametrize(
+    ("survival", "why"),
+    [
+        (None, "it ran without --must-survive"),
+        (
+            SoakSurvival(target_s=None, verdict="no_target", horizon_hours=40.0),
+            "it ran without --must-survive",
+        ),
+        (SoakSurvival(target_s=3600.0, verdict="survives", horizon_hours=40.0), "its target was 1 h"),
+        (
+            SoakSurvival(target_s=8 * 3600.0, verdict="inconclusive", horizon_hours=3.0),
+            "verdict is inconclusive",
+        ),
+    ],
+)
+def test_a_cell_that_declares_must_survive_needs_a_soak_that_survives_it(
+    survival: SoakSurvival | None, why: str
+) -> None:
+    result = grade(SURVIVING_POLICY, (JUNIT, PROBE, replace(SOAK, survival=survival)))
+    assert result.grade == "Tested"
+    (verdict,) = [v for v in result.evidence if v.kind == "soak"]
+    assert not verdict.counts
+    assert verdict.verdict.startswith("soak does not vouch for must_survive 8 h") and why in verdict.verdict
+
+
+def test_a_soak_that_survives_the_declared_target_counts_and_says_its_horizon() -> None:
+    vouching = SoakSurvival(target_s=72 * 3600.0, verdict="survives", horizon_hours=131.0)
+    result = grade(SURVIVING_POLICY, (JUNIT, PROBE, replace(SOAK, survival=vouching)))
+    assert result.grade == "Benchmarked"
+    (verdict,) = [v for v in result.evidence if v.kind == "soak"]
+    assert verdict.counts and "survives 72 h (horizon >= 131 h on its host)" in verdict.verdict
+    undeclared = replace(SURVIVING_POLICY, soak=SoakBudget(60, 8, 100))
+    assert grade(undeclared, (JUNIT, PROBE, SOAK)).grade == "Benchmarked"  # nothing declared: as before

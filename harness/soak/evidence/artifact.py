@@ -1,8 +1,9 @@
-"""Soak artifact 0.3.0: assemble, validate, write atomically, load (foundation/schemas/soak-artifact-0.3.0.schema.json).
+"""Soak artifact 0.4.0: assemble, validate, write atomically, load (foundation/schemas/soak-artifact-0.4.0.schema.json).
 
 The schema file is the only definition of the format; this module assembles a dict from the monitor's
 observation + evaluation and refuses to write anything that does not validate. Field reference:
-docs/soak-artifact.md.
+docs/soak-artifact.md. A 0.3.0 artifact (no ``limits``, no ``survival``) stays readable: it is validated
+against its own schema, and judged again on the rows it has evidence for.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from soakbench.harness.soak.verdicts.judgement import Judgement
 from soakbench.harness.soak.verdicts.summary_rows import lookup_or_none
 from soakbench.harness.soak.verdicts.summary_sections import int_or_none, summary_sections
 
-ARTIFACT_SCHEMA_VERSION = "0.3.0"
+ARTIFACT_SCHEMA_VERSION = "0.4.0"
 SCHEMA_NAME = f"soak-artifact-{ARTIFACT_SCHEMA_VERSION}.schema.json"
+#: every version this soakbench reads, oldest first (each validated against its own schema)
+READABLE_VERSIONS: tuple[str, ...] = ("0.3.0", ARTIFACT_SCHEMA_VERSION)
 
 #: sample ``totals`` fields whose maxima are reported as peaks (same names in ``resource_summary.peaks``)
 _PEAK_TOTALS = (
@@ -43,14 +46,23 @@ class ArtifactError(ValueError):
     """The artifact is invalid or unreadable; the message names the file and the JSON path (exit code 2)."""
 
 
-def load_schema() -> dict[str, Any]:
-    """The 0.3.0 JSON schema (Draft 2020-12), as shipped in ``foundation/schemas/``."""
-    return schema.load_schema(SCHEMA_NAME)
+def schema_name(version: str = ARTIFACT_SCHEMA_VERSION) -> str:
+    """The schema file of artifact ``version`` (one of ``READABLE_VERSIONS``)."""
+    return f"soak-artifact-{version}.schema.json"
 
 
-def validation_errors(artifact: Mapping[str, Any]) -> list[str]:
-    """Every schema violation as ``"$.json.path: message"``, sorted by path (empty when valid)."""
-    return schema.validation_errors(artifact, SCHEMA_NAME, limit=10**6)
+def load_schema(version: str = ARTIFACT_SCHEMA_VERSION) -> dict[str, Any]:
+    """The JSON schema (Draft 2020-12) of artifact ``version``, as shipped in ``foundation/schemas/``."""
+    return schema.load_schema(schema_name(version))
+
+
+def validation_errors(artifact: Mapping[str, Any], version: str | None = None) -> list[str]:
+    """Every violation of ``version``'s schema as ``"$.json.path: message"``, sorted by path (empty when
+    valid). Without ``version``: the artifact's own, when it is one this soakbench reads (else the
+    current one, which then names the version field)."""
+    own = artifact.get("artifact_schema_version")
+    chosen = version or (own if own in READABLE_VERSIONS else ARTIFACT_SCHEMA_VERSION)
+    return schema.validation_errors(artifact, schema_name(str(chosen)), limit=10**6)
 
 
 def _progress_max(samples: Sequence[Mapping[str, Any]], section: str, key: str) -> int | None:
@@ -131,6 +143,7 @@ class MonitorRecord:
     forensics: Mapping[str, Any] | None = None
     sampler: Mapping[str, Any] | None = None  # harness.soak.host.interface.Capabilities.describe
     inputs: Mapping[str, Any] | None = None  # foundation.inputs.merge_manifest: what produced the evidence
+    limits: Mapping[str, Any] | None = None  # harness.soak.host.limits.HostLimits.to_json()
 
 
 def build_artifact(
@@ -139,7 +152,7 @@ def build_artifact(
     record: MonitorRecord,
     context: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Assemble the 0.3.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
+    """Assemble the 0.4.0 artifact (plain JSON data; not yet validated — ``write_artifact`` validates).
 
     Args:
         judgement: ``harness.soak.verdicts.judgement.judge``'s result.
@@ -186,6 +199,8 @@ def build_artifact(
         artifact["tree_exits"] = dict(obs.tree_exits)
     if obs.gpu_health is not None:
         artifact["gpu_health"] = {**obs.gpu_health.to_json(), "fails_on_throttle": gates.fail_on_gpu_throttle}
+    if obs.survival is not None:
+        artifact["survival"] = obs.survival.to_json()
     if record.samples_sha256 is not None:
         artifact["samples_sha256"] = record.samples_sha256
     optional = {
@@ -197,6 +212,7 @@ def build_artifact(
         "forensics": record.forensics,
         "sampler": record.sampler,
         "inputs": record.inputs,
+        "limits": record.limits,
     }
     artifact.update({key: dict(value) for key, value in optional.items() if value is not None})
     if record.oom is not None and record.oom.get("shutdown_cause") is not None and summary is not None:
@@ -212,12 +228,12 @@ def _dumps(artifact: Mapping[str, Any]) -> str:
 
 
 def write_artifact(path: str | os.PathLike[str], artifact: Mapping[str, Any]) -> Path:
-    """Validate against the 0.3.0 schema, then write it with ``foundation.atomic.write_atomic``.
+    """Validate against the 0.4.0 schema, then write it with ``foundation.atomic.write_atomic``.
 
     Raises ArtifactError naming every failing JSON path; on error nothing is written.
     """
     target = Path(path)
-    errors = validation_errors(artifact)
+    errors = validation_errors(artifact, ARTIFACT_SCHEMA_VERSION)
     if errors:
         listed = "\n  ".join(errors[:20]) + (
             f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
@@ -236,7 +252,7 @@ def _version_tuple(text: str) -> tuple[int, ...] | None:
 
 
 def load_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and validate a 0.3.0 artifact; ArtifactError (naming file + JSON path) otherwise.
+    """Read and validate a 0.3.0 or 0.4.0 artifact; ArtifactError (naming file + JSON path) otherwise.
 
     A newer schema version is rejected with a message to upgrade soakbench; an older one is rejected as
     unsupported (0.2.0 artifacts lack the leak verdicts and context this version requires).
@@ -253,7 +269,7 @@ def load_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ArtifactError(f"{source}: $: expected a JSON object, got {type(data).__name__}")
     version = data.get("artifact_schema_version")
-    if version != ARTIFACT_SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         parsed = _version_tuple(version) if isinstance(version, str) else None
         supported = _version_tuple(ARTIFACT_SCHEMA_VERSION)
         if parsed is not None and supported is not None and parsed > supported:
@@ -262,12 +278,10 @@ def load_artifact(path: str | os.PathLike[str]) -> dict[str, Any]:
                 "this soakbench reads; upgrade soakbench to read it"
             )
         raise ArtifactError(
-            f"{source}: $.artifact_schema_version: {version!r} is not supported; only {ARTIFACT_SCHEMA_VERSION} "
-            "artifacts can be read (re-run the soak to produce one)"
+            f"{source}: $.artifact_schema_version: {version!r} is not supported; only "
+            f"{' and '.join(READABLE_VERSIONS)} artifacts can be read (re-run the soak to produce one)"
         )
-    errors = validation_errors(data)
+    errors = validation_errors(data, str(version))
     if errors:
-        raise ArtifactError(
-            f"{source}: not a valid soak artifact {ARTIFACT_SCHEMA_VERSION}:\n  " + "\n  ".join(errors[:20])
-        )
+        raise ArtifactError(f"{source}: not a valid soak artifact {version}:\n  " + "\n  ".join(errors[:20]))
     return data

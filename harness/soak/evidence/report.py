@@ -28,8 +28,11 @@ from soakbench.harness.soak.evidence.report_plots import (
     resource_plot,
 )
 from soakbench.harness.soak.evidence.report_ranks import ranks_view
+from soakbench.harness.soak.evidence.report_survival import survival_view
+from soakbench.harness.soak.evidence.verdict_table import folded_rows
 from soakbench.harness.soak.verdicts.oom import describe
 from soakbench.harness.soak.verdicts.stacks import capture_views
+from soakbench.harness.soak.verdicts.survival import duration_text
 from soakbench.harness.soak.verdicts.trends import RESOURCE_CLASSES
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -258,11 +261,12 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
     env.filters["human"] = human
     env.filters["value_text"] = value_text
     env.filters["utc"] = utc
+    env.filters["duration"] = duration_text
     template = env.get_template(TEMPLATE_NAME)
     return template.render(
         a=artifact,
         artifact_name=artifact_path.name,
-        criteria=artifact["criteria"],
+        criteria=folded_rows(artifact),
         trend_rows=_trend_rows(summary),
         process_rows=process_rows(summary),
         per_process=summary.get("per_process"),
@@ -279,6 +283,7 @@ def build_page(artifact: Mapping[str, Any], artifact_path: Path) -> str:
         plots_missing=samples_file is None,
         forensics=capture_views(artifact.get("forensics")),
         gpu=gpu_view(artifact, samples),
+        survival=survival_view(artifact, samples),
         ranks=ranks_view(artifact, samples),
     )
 

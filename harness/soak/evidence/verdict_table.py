@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from soakbench.harness.soak.verdicts.evaluation import NEEDS_SUMMARY
+
 #: the pass-table rows under names a person scans at a glance (each at most 18 characters)
 SHORT_NAMES: dict[str, str] = {
     "monitor_status": "monitor",
@@ -31,6 +33,7 @@ SHORT_NAMES: dict[str, str] = {
     "post_shutdown_residual_processes": "residual procs",
     "orphaned_shm_segments": "orphaned shm",
     "leak_verdicts": "leaks",
+    "survival": "survival",
     "min_duration": "min duration",
     "trend_observation": "trend samples",
     "throughput_drift": "throughput drift",
@@ -41,7 +44,13 @@ SHORT_NAMES: dict[str, str] = {
     "rank_restarts": "restarts",
     "tree_deaths": "signal deaths",
 }
-_RESULT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "not_applicable": ("n/a", "dim")}
+_RESULT = {
+    "pass": ("pass", "green"),
+    "fail": ("FAIL", "bold red"),
+    "not_applicable": ("n/a", "dim"),
+    "inconclusive": ("undec.", "bold yellow"),
+}
+_STATUS_STYLE = {"passed": "green", "failed": "bold red", "inconclusive": "bold yellow"}
 
 
 def short_value(name: str, value: Any) -> str:
@@ -63,11 +72,19 @@ def short_value(name: str, value: Any) -> str:
     if name == "throughput_drift" and isinstance(value, Mapping):
         change = value.get("relative_change_pct")
         return f"{value.get('verdict')}" + ("" if change is None else f" ({change:+.1f} %)")
-    if name in _GPU_VALUES and isinstance(value, Mapping):
-        return _GPU_VALUES[name](value)
+    if name in _MAPPING_VALUES and isinstance(value, Mapping):
+        return _MAPPING_VALUES[name](value)
     if isinstance(value, Mapping):
         return ", ".join(f"{k}={_compact(v)}" for k, v in value.items())
     return _compact(value)
+
+
+def _survival_value(value: Mapping[str, Any]) -> str:
+    """``fails: fds of pid 12 ...``: the verdict, then the first class that decides it."""
+    classes = value.get("classes") or []
+    target = value.get("target_hours")
+    head = str(value.get("verdict")) + ("" if target is None else f" (target {target:g} h)")
+    return head + (f": {classes[0]}" if classes else "")
 
 
 def _xid_value(value: Mapping[str, Any]) -> str:
@@ -96,15 +113,45 @@ def _throttle_value(value: Mapping[str, Any]) -> str:
     )
 
 
-_GPU_VALUES: dict[str, Callable[[Mapping[str, Any]], str]] = {
+_MAPPING_VALUES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "gpu_xid_errors": _xid_value,
     "gpu_ecc_uncorrected": _ecc_value,
     "gpu_throttle": _throttle_value,
+    "survival": _survival_value,
 }
 
 
 def _compact(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+
+
+#: the folded line's name: the rows only a trainer with this runtime's run summary can be judged on
+CONTRACT_FOLD = "run_contract_rows"
+SHORT_NAMES[CONTRACT_FOLD] = "run contract"
+
+
+def folded_rows(artifact: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pass table with the rows that need this runtime's run summary folded into one line where none
+    of them was judged (`soak monitor` of another trainer, without --run-contract): 13 lines of ``n/a``
+    say nothing one line does not."""
+    rows = list(artifact.get("criteria", []))
+    idle = [
+        r
+        for r in rows
+        if r["name"] in NEEDS_SUMMARY and r["result"] == "not_applicable" and r["value"] is None
+    ]
+    if len(idle) < 2:
+        return rows
+    first = rows.index(idle[0])
+    line = {
+        "name": CONTRACT_FOLD,
+        "expected": "the trainer's run summary, judged against this runtime's contract",
+        "result": "not_applicable",
+        "value": f"{len(idle)} rows: no run summary judged (soak monitor without --run-contract)",
+        "folded": [r["name"] for r in idle],
+    }
+    kept = [r for r in rows if r not in idle]
+    return [*kept[:first], line, *kept[first:]]
 
 
 def verdict_table(artifact: Mapping[str, Any], width: int = 80) -> Table:
@@ -116,7 +163,7 @@ def verdict_table(artifact: Mapping[str, Any], width: int = 80) -> Table:
     table.add_column("criterion", no_wrap=True, width=name_width)
     # what is left of the width after the two columns and one space of padding each side of each column
     table.add_column("value", no_wrap=True, overflow="ellipsis", max_width=max(10, width - name_width - 12))
-    for row in artifact.get("criteria", []):
+    for row in folded_rows(artifact):
         word, style = _RESULT[row["result"]]
         name = SHORT_NAMES.get(row["name"], row["name"])
         table.add_row(f"[{style}]{word}[/]", name, escape(short_value(row["name"], row["value"])))
@@ -125,10 +172,12 @@ def verdict_table(artifact: Mapping[str, Any], width: int = 80) -> Table:
 
 def print_verdict(artifact: Mapping[str, Any], console: Console) -> None:
     """The headline, the failure reason (wrapped, above the table), then the table."""
-    status = artifact["status"].upper()
-    head = f"soak {artifact['mode']}: [{'green' if status == 'PASSED' else 'bold red'}]{status}[/]"
-    if artifact["status"] != "passed":
+    status = artifact["status"]
+    head = f"soak {artifact['mode']}: [{_STATUS_STYLE.get(status, 'bold red')}]{status.upper()}[/]"
+    if status == "failed":
         head += f" ({escape(str(artifact['failure_classification']))})"
+    elif status == "inconclusive":
+        head += " (undecided: exit code 3)"
     console.print(head)
     if artifact["status"] != "passed":
         console.print(f"[bold]why:[/] {escape(str(artifact['failure_reason']))}")

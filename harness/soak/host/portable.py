@@ -1,9 +1,11 @@
 """The portable sampler: the soak monitor's host edge on psutil, for hosts without Linux ``/proc``.
 
-What it observes: the process tree (parent links), each process's RSS, USS/PSS/swap where psutil gives
-them (Linux: all three; macOS: USS only), threads, CPU time, fd count, command line. What it does not:
-fd classes (psutil counts fds, it does not say which are eventfds or shared-memory objects) and, where
-there is no ``/dev/shm`` directory (macOS), POSIX shared-memory segments.
+What it observes: the process tree (parent links) and its zombies, each process's RSS, USS/PSS/swap where
+psutil gives them (Linux: all three; macOS: USS only), threads, CPU time, fd count, the open-files limit
+(where psutil has ``rlimit``: Linux, FreeBSD), command line. What it does not: fd classes (psutil counts
+fds, it does not say which are eventfds or shared-memory objects), the count of memory mappings
+(``map_count``: psutil lists mappings by parsing the whole ``smaps``, about 30 ms for a trainer, too much
+for every sample) and, where there is no ``/dev/shm`` directory (macOS), POSIX shared-memory segments.
 
 There is no child subreaper. Orphans are tracked by identity: a process once seen in the tree stays
 tracked by ``(pid, start_ticks)`` wherever it is re-parented, and a process started after the root that
@@ -116,13 +118,17 @@ def _sum_or_none(values: Iterable[Any]) -> int | None:
     return total
 
 
-def portable_totals(processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]:
+def portable_totals(
+    processes: Iterable[Mapping[str, Any]], gpu_available: bool, *, zombies: int = 0
+) -> dict[str, Any]:
     """Sample ``totals`` of portable records: as harness.soak.host.procs.totals_of, a field null when some
     process could not be read for it; ``eventfd`` and ``shared_memory_fd`` are always null."""
     procs = list(processes)
     gpu = _sum_or_none(p["gpu_memory_bytes"] for p in procs) if gpu_available else None
     totals = {
         "process_count": len(procs),
+        "zombies": zombies,
+        "map_count": _sum_or_none(p.get("map_count") for p in procs),
         "rss_bytes": _sum_or_none(p["rss_bytes"] for p in procs),
         "threads": _sum_or_none(p["threads"] for p in procs),
         "eventfd": None,
@@ -240,12 +246,14 @@ class PortableSampler:
         fds["total"] = None
         cmdline: list[str] = []
         shm: set[str] = set()
+        fd_limit: int | None = None
         with _tolerant():
             proc = psutil.Process(st.pid)
             with proc.oneshot():
                 cmdline = list(proc.cmdline())
                 fds["total"] = proc.num_fds()
                 memory = _memory(proc)
+                fd_limit = _fd_limit(proc)
                 if self.capabilities.shm_root is not None:
                     shm = _shm_names(proc)
         record = {
@@ -260,11 +268,16 @@ class PortableSampler:
             "fds": fds,
             "gpu_memory_bytes": None if gpu_by_pid is None else gpu_by_pid.get(st.pid, 0),
             **memory,
+            "map_count": None,
+            "fd_limit": fd_limit,
+            "rollup_age_samples": 0,  # memory and the limit are read at every sample here
         }
         return record, shm
 
-    def totals(self, processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]:
-        return portable_totals(processes, gpu_available)
+    def totals(
+        self, processes: Iterable[Mapping[str, Any]], gpu_available: bool, *, zombies: int = 0
+    ) -> dict[str, Any]:
+        return portable_totals(processes, gpu_available, zombies=zombies)
 
     def tracker(self, monitor_pid: int, root: ProcessStat, exclude: set[int], token: str) -> TreeTracker:
         return TokenTracker(monitor_pid, root.pid, root.start_ticks, exclude=exclude, token=token)
@@ -302,6 +315,20 @@ def _memory(proc: psutil.Process) -> dict[str, int | None]:
     except psutil.AccessDenied:
         return dict.fromkeys(MEMORY_FIELDS)
     return {f"{name}_bytes": getattr(full, name, None) for name in ("pss", "uss", "swap")}
+
+
+def _fd_limit(proc: psutil.Process) -> int | None:
+    """The soft open-files limit where psutil can read it (Linux, FreeBSD); None when unlimited, refused
+    or not available on this platform."""
+    rlimit = getattr(proc, "rlimit", None)
+    nofile = getattr(psutil, "RLIMIT_NOFILE", None)
+    if rlimit is None or nofile is None:
+        return None
+    try:
+        soft = int(rlimit(nofile)[0])
+    except psutil.AccessDenied:
+        return None
+    return None if soft == getattr(psutil, "RLIM_INFINITY", -1) else soft
 
 
 def _shm_names(proc: psutil.Process, mapped: bool = False) -> set[str]:

@@ -7,10 +7,15 @@ process whose PID *and* start ticks still match.
 
 Pure pieces (``parse_stat``, ``parse_smaps_rollup``, ``classify_fd``, ``descendants``,
 ``shm_names_from_maps``, ``role_of``) take text/data and return data; ``ProcReader`` is the edge that reads ``/proc``.
+
+Besides memory, the rollup read (on the cost schedule of harness.soak.host.rollup) counts the process's
+memory mappings and reads its open-files limit: a process dies at ``vm.max_map_count`` mappings or at its
+``RLIMIT_NOFILE`` fds, and both move slowly enough that the schedule's staleness changes no verdict.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
     from soakbench.harness.soak.host.interface import ProcessStat
 
 from soakbench.foundation.roles import Role, role_from_title
+from soakbench.harness.soak.host.limits_text import OPEN_FILES, soft_limit
 from soakbench.harness.soak.host.rollup import RollupSchedule
 
 FD_CLASSES: tuple[str, ...] = (
@@ -38,7 +44,17 @@ FD_CLASSES: tuple[str, ...] = (
 SHM_DIR = "/dev/shm/"
 #: ``/proc/<pid>/smaps_rollup`` fields (kB) behind the per-process memory measures
 _ROLLUP_FIELDS = ("Pss", "Private_Clean", "Private_Dirty", "Swap")
-NO_ROLLUP: dict[str, int | None] = {"pss_bytes": None, "uss_bytes": None, "swap_bytes": None}
+#: what one rollup read yields, each None where its file could not be read
+NO_ROLLUP: dict[str, int | None] = {
+    "pss_bytes": None,
+    "uss_bytes": None,
+    "swap_bytes": None,
+    "map_count": None,
+    "fd_limit": None,
+}
+#: the rollup values a sample's ``totals`` sums over the tree (a limit per process is not summed)
+SUMMED_ROLLUP_KEYS = ("pss_bytes", "uss_bytes", "swap_bytes", "map_count")
+_CHUNK_BYTES = 1 << 16
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
@@ -219,6 +235,10 @@ class TreeTracker:
     is a child subreaper, so double-forked / setsid'ed descendants land here) that started no earlier than
     the root; and every identity already known that is still alive (same PID *and* start ticks), whatever
     its parent now is. ``exclude`` holds PIDs of the monitor's own helpers (never part of the run).
+
+    ``zombies`` are the tree's defunct processes (state ``Z``) at the latest ``members`` call: a parent
+    that never waits on its children fills the process table with them, so they count against the task
+    limits while having no memory or fds to sample.
     """
 
     monitor_pid: int
@@ -226,9 +246,11 @@ class TreeTracker:
     root_start_ticks: int
     exclude: set[int] = field(default_factory=set)
     known: dict[Identity, dict[str, Any]] = field(default_factory=dict)
+    zombies: list[ProcessStat] = field(default_factory=list)
 
     def members(self, stats: Mapping[int, ProcessStat]) -> list[ProcessStat]:
-        """The run's live (non-zombie) processes among ``stats`` (pid -> parsed stat); records new ones."""
+        """The run's live (non-zombie) processes among ``stats`` (pid -> parsed stat); records new ones
+        and sets ``zombies``."""
         parents = {pid: st.ppid for pid, st in stats.items()}
         roots: set[int] = set()
         root = stats.get(self.root_pid)
@@ -242,7 +264,7 @@ class TreeTracker:
             elif (pid, st.start_ticks) in self.known:
                 roots.add(pid)  # known identity, wherever it lives now
         found = descendants(parents, roots) - {self.monitor_pid} - self.exclude
-        result = []
+        result, zombies = [], []
         for pid in sorted(found):
             st = stats[pid]
             identity = (pid, st.start_ticks)
@@ -250,6 +272,9 @@ class TreeTracker:
                 self.known[identity] = {"pid": pid, "start_ticks": st.start_ticks, "name": st.comm}
             if st.state not in ("Z", "X"):
                 result.append(st)
+            elif st.state == "Z":
+                zombies.append(st)
+        self.zombies = zombies
         return result
 
 
@@ -305,13 +330,17 @@ class ProcReader:
 
     def memory_rollup(self, pid: int) -> dict[str, int | None]:
         """``pss_bytes``, ``uss_bytes``, ``swap_bytes`` of ``pid`` from ``smaps_rollup`` (one read; the
-        kernel sums the mappings, so the cost grows with resident pages, not with the mapping count).
-        Each is None where the file cannot be read (kernel before 4.14, no ptrace read access, gone)."""
-        try:
-            text = _read_text(f"{self._root}/{pid}/smaps_rollup")
-        except OSError:
-            return dict(NO_ROLLUP)
-        return parse_smaps_rollup(text)
+        kernel sums the mappings, so the cost grows with resident pages, not with the mapping count),
+        ``map_count`` (lines of ``maps``) and ``fd_limit`` (soft ``Max open files`` of ``limits``, None
+        when unlimited). Each is None where its file cannot be read (kernel before 4.14, no ptrace read
+        access, gone)."""
+        values = dict(NO_ROLLUP)
+        with contextlib.suppress(OSError):
+            values.update(parse_smaps_rollup(_read_text(f"{self._root}/{pid}/smaps_rollup")))
+        values["map_count"] = count_lines(f"{self._root}/{pid}/maps")
+        with contextlib.suppress(OSError, ValueError):
+            values["fd_limit"] = soft_limit(_read_text(f"{self._root}/{pid}/limits"), OPEN_FILES)
+        return values
 
     def cmdline(self, pid: int) -> list[str]:
         """argv of ``pid`` (empty for kernel threads / vanished processes)."""
@@ -368,6 +397,19 @@ def _read_text(path: str) -> str:
         return f.read()
 
 
+def count_lines(path: str) -> int | None:
+    """Newlines in ``path``, read in binary chunks (a process with 60 000 mappings has a 6 MB ``maps``:
+    no list of lines is built); None when it cannot be read."""
+    count = 0
+    try:
+        with open(path, "rb", buffering=0) as f:
+            while chunk := f.read(_CHUNK_BYTES):
+                count += chunk.count(b"\n")
+    except OSError:
+        return None
+    return count
+
+
 def _prctl() -> Any:
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     fn = libc.prctl
@@ -401,9 +443,12 @@ def _sum_or_none(procs: Sequence[Mapping[str, Any]], key: str) -> int | None:
     return sum(int(v) for v in values if v is not None)
 
 
-def totals_of(processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]:
-    """Sample ``totals`` from per-process records; ``gpu_memory_bytes`` is null unless every record has a
-    number and per-process GPU attribution is available."""
+def totals_of(
+    processes: Iterable[Mapping[str, Any]], gpu_available: bool, *, zombies: int = 0
+) -> dict[str, Any]:
+    """Sample ``totals`` from per-process records and the tree's count of ``zombies`` (defunct processes
+    have no record); ``gpu_memory_bytes`` is null unless every record has a number and per-process GPU
+    attribution is available."""
     procs = list(processes)
     gpu_values = [p["gpu_memory_bytes"] for p in procs]
     gpu_total: int | None
@@ -414,7 +459,8 @@ def totals_of(processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> di
     return {
         "process_count": len(procs),
         "rss_bytes": sum(int(p["rss_bytes"]) for p in procs),
-        **{key: _sum_or_none(procs, key) for key in NO_ROLLUP},
+        **{key: _sum_or_none(procs, key) for key in SUMMED_ROLLUP_KEYS},
+        "zombies": zombies,
         "threads": sum(int(p["threads"]) for p in procs),
         "eventfd": sum(int(p["fds"]["eventfd"]) for p in procs),
         "shared_memory_fd": sum(int(p["fds"]["shared_memory"]) for p in procs),

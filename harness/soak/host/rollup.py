@@ -20,6 +20,10 @@ Between
 reads the record repeats the last values read and ``rollup_age_samples`` says how many samples ago that
 was (0: read for this sample), so a reader can tell a carried value from a fresh one. A leak verdict is
 about minutes to hours, so a value at most ``max_period`` samples old changes no verdict.
+
+The same read also counts the process's mappings (``maps``, against ``vm.max_map_count``) and takes its
+open-files limit (``limits``): both are carried and aged with PSS, and their cost, which grows with the
+mapping count, is part of the cost that sets the period.
 """
 
 from __future__ import annotations

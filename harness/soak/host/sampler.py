@@ -1,16 +1,22 @@
 """One soak sample: the run's process tree (a harness.soak.host.sampling sampler), GPU memory via NVML,
-run-dir liveness, progress.
+run-dir liveness, progress, and what the run uses of the limits that end long runs (the tree's zombies,
+its ``/dev/shm`` segments, the disk under its folders).
 
 Sample record (one line of ``<artifact stem>.samples.jsonl``; see docs/soak-reference.md, "What one sample
 holds")::
 
     {"t": s since monitor start, "wall": unix s, "sample_ms": time to take this sample (ms),
      "processes": [{pid, start_ticks, ppid, name, role, cmdline, rss_bytes, pss_bytes, uss_bytes,
-                    swap_bytes, rollup_age_samples, threads, cpu_s,
+                    swap_bytes, map_count: int | null, fd_limit: int | null, rollup_age_samples,
+                    threads, cpu_s,
                     fds: {pipe, socket, eventfd, eventpoll, memfd, shared_memory, nvidia, other, total},
                     gpu_memory_bytes: int | null}],
-     "totals": {process_count, rss_bytes, pss_bytes, uss_bytes, swap_bytes, threads, eventfd,
-                shared_memory_fd, fd_total, gpu_memory_bytes: int | null},
+     "totals": {process_count, rss_bytes, pss_bytes, uss_bytes, swap_bytes, map_count, zombies, threads,
+                eventfd, shared_memory_fd, fd_total, gpu_memory_bytes: int | null},
+     "zombies": [{pid, ppid, name}] (the tree's defunct processes, by pid),
+     "shm": {run_bytes, segments: {name: bytes}, fs_used_bytes, fs_size_bytes} (harness.soak.host.shm),
+     "disk": [{path, bytes, files, fs_free_bytes, fs_size_bytes, age_samples}] (the log dir, then each
+             watch path; harness.soak.host.disk),
      "gpu": {available, reason, devices: [{index, uuid, used_bytes}], process_memory_reason: str | null},
      "gpu_health": the run's GPUs (harness.soak.host.gpu_watch): {available, reason, devices: [{index,
                    uuid, sm_clock_mhz, mem_clock_mhz, clock_event_reasons, temperature_c, power_w,
@@ -19,8 +25,11 @@ holds")::
      "liveness": {latest_mtime_ns, file_count, total_bytes, changed},
      "progress": last progress.jsonl record or null}
 
-The portable sampler writes the same shape with null where psutil cannot see a figure (fd classes,
-``eventfd`` and ``shared_memory_fd`` totals; see harness.soak.host.portable).
+``map_count`` (lines of ``/proc/<pid>/maps``) and ``fd_limit`` (the soft ``RLIMIT_NOFILE``, null when
+unlimited) are read with PSS on its cost schedule and carried between reads; ``rollup_age_samples`` is
+their age too. The portable sampler writes the same shape with null where psutil cannot see a figure (fd
+classes, ``eventfd`` and ``shared_memory_fd`` totals, ``map_count``; ``shm`` where there is no shm
+directory; see harness.soak.host.portable).
 """
 
 from __future__ import annotations
@@ -33,11 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from soakbench.foundation.nvml import NvmlReader, memory_by_pid
+from soakbench.harness.soak.host.disk import DiskWatch, watched_paths
 from soakbench.harness.soak.host.gpu_watch import GpuWatch
 from soakbench.harness.soak.host.pressure import HostReader
 from soakbench.harness.soak.host.procs import TreeTracker, assign_roles
 from soakbench.harness.soak.host.ranks import RankLabels
 from soakbench.harness.soak.host.sampling import ProcessSampler
+from soakbench.harness.soak.host.shm import shm_usage
 
 
 @dataclass
@@ -200,12 +211,15 @@ class Sampler:
     shm_seen: set[str] = field(default_factory=set)
     shm_before: frozenset[tuple[str, int]] = frozenset()  # (name, inode) in /dev/shm before the spawn
     ranks: RankLabels = field(default_factory=RankLabels)
+    watch_paths: tuple[Path, ...] = ()  # folders whose disk use is sampled besides the log dir
     liveness: LivenessState = field(init=False)
     progress: JobProgress = field(init=False)
+    disk: DiskWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.liveness = LivenessState(self.log_dir)
         self.progress = JobProgress(self.log_dir)
+        self.disk = DiskWatch(watched_paths(self.log_dir, self.watch_paths))
 
     def _gpu(self) -> tuple[dict[str, Any], dict[int, int | None] | None]:
         snap = self.nvml.snapshot()
@@ -260,10 +274,16 @@ class Sampler:
             return True
         return any(name not in self.shm_seen for name, _ in entries - self.shm_before)
 
+    def _zombies(self) -> list[dict[str, Any]]:
+        """The tree's defunct processes at this sample's listing, by pid."""
+        found = sorted(self.tracker.zombies, key=lambda st: st.pid)
+        return [{"pid": st.pid, "ppid": st.ppid, "name": st.comm} for st in found]
+
     def sample(self, *, wall: float, now: float) -> dict[str, Any]:
         """One sample record (schema in the module docstring)."""
         started = time.perf_counter()
         members = self.tracker.members(self.reader.all_stats())
+        zombies = self._zombies()
         gpu_block, gpu_by_pid = self._gpu()
         maps = self._maps_needed()
         processes = []
@@ -281,7 +301,10 @@ class Sampler:
             "wall": wall,
             "sample_ms": None,  # set last: the whole sample, NVML included
             "processes": processes,
-            "totals": self.reader.totals(processes, gpu_by_pid is not None),
+            "totals": self.reader.totals(processes, gpu_by_pid is not None, zombies=len(zombies)),
+            "zombies": zombies,
+            "shm": shm_usage(self.reader.capabilities.shm_root, self.shm_seen).to_json(),
+            "disk": [usage.to_json() for usage in self.disk.sample()],
             "gpu": gpu_block,
             "host": host,
             "liveness": liveness,

@@ -44,7 +44,9 @@ class ProcessSampler(Protocol):
     def sample_process(
         self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None, *, maps: bool = True
     ) -> tuple[dict[str, Any], set[str]]: ...
-    def totals(self, processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]: ...
+    def totals(
+        self, processes: Iterable[Mapping[str, Any]], gpu_available: bool, *, zombies: int = 0
+    ) -> dict[str, Any]: ...
     def tracker(self, monitor_pid: int, root: ProcessStat, exclude: set[int], token: str) -> TreeTracker: ...
     def set_subreaper(self, enabled: bool) -> bool: ...
     def snapshot_shm(self) -> ShmSnapshot: ...
@@ -73,8 +75,10 @@ class LinuxSampler(ProcReader):
             raise TypeError(f"the linux sampler samples its own /proc stats, got {type(st).__name__}")
         return super().sample_process(st, gpu_by_pid, maps=maps)
 
-    def totals(self, processes: Iterable[Mapping[str, Any]], gpu_available: bool) -> dict[str, Any]:
-        return totals_of(processes, gpu_available)
+    def totals(
+        self, processes: Iterable[Mapping[str, Any]], gpu_available: bool, *, zombies: int = 0
+    ) -> dict[str, Any]:
+        return totals_of(processes, gpu_available, zombies=zombies)
 
     def tracker(self, monitor_pid: int, root: ProcessStat, exclude: set[int], token: str) -> TreeTracker:
         return TreeTracker(monitor_pid, root.pid, root.start_ticks, exclude=exclude)

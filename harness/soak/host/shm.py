@@ -20,6 +20,10 @@ means it predates the run) and at least one of these holds:
 
 Pure: ``attribute_orphans`` takes snapshots and evidence and returns the list; ``snapshot_shm`` is the
 edge.
+
+While the run goes on, ``shm_usage`` measures the segments it has open or mapped and the ``/dev/shm``
+file system: it is a tmpfs with its own size (half of RAM by default, often 64 MiB in a container), so a
+run whose segments grow fails with ``SIGBUS`` or ``ENOSPC`` long before the host's memory runs out.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from soakbench.harness.soak.host.disk import BLOCK_BYTES, fs_space
 
 ShmSnapshot = dict[str, dict[str, int]]  # name -> {inode, uid, size_bytes, mtime_ns}
 Attribution = Literal["host", "evidence"]
@@ -146,3 +152,60 @@ def held_by_processes(
         for name in seen & wanted:
             found.setdefault(name, pid)
     return found
+
+
+@dataclass(frozen=True)
+class ShmUsage:
+    """The run's ``/dev/shm`` in one sample: ``segments`` (name -> allocated bytes) are the entries the tree
+    has had open or mapped that still exist, ``run_bytes`` their sum; ``fs_*`` the tmpfs as a whole. All
+    None (and no segments) where the sampler has no shm root."""
+
+    run_bytes: int | None
+    segments: Mapping[str, int]
+    fs_used_bytes: int | None
+    fs_size_bytes: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The sample's ``shm`` block."""
+        return {
+            "run_bytes": self.run_bytes,
+            "segments": dict(self.segments),
+            "fs_used_bytes": self.fs_used_bytes,
+            "fs_size_bytes": self.fs_size_bytes,
+        }
+
+
+NO_SHM_USAGE = ShmUsage(run_bytes=None, segments={}, fs_used_bytes=None, fs_size_bytes=None)
+
+
+def _allocated(root: Path, names: set[str]) -> dict[str, int] | None:
+    """Allocated bytes of each of ``names`` still under ``root`` (one listing: the names a long run has
+    seen may far outnumber the live ones); None when ``root`` cannot be listed."""
+    segments: dict[str, int] = {}
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.name not in names:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # unlinked since the listing
+        segments[entry.name] = st.st_blocks * BLOCK_BYTES
+    return dict(sorted(segments.items()))
+
+
+def shm_usage(root: Path | None, names: Iterable[str]) -> ShmUsage:
+    """The run's segments among ``names`` (what the tree had open or mapped) and the shm file system."""
+    segments = None if root is None else _allocated(root, set(names))
+    if root is None or segments is None:
+        return NO_SHM_USAGE  # no shm root, or it cannot be listed: its file system is not known either
+    space = fs_space(root)
+    return ShmUsage(
+        run_bytes=sum(segments.values()),
+        segments=segments,
+        fs_used_bytes=None if space is None else space.used_bytes,
+        fs_size_bytes=None if space is None else space.size_bytes,
+    )

@@ -46,6 +46,7 @@ from soakbench.harness.soak.host.shm import ShmSnapshot, TreeEvidence, attribute
 from soakbench.harness.soak.host.token import RUN_TOKEN_ENV
 from soakbench.harness.soak.loop.leftovers import OwnershipGuard, leftover_problem
 from soakbench.harness.soak.loop.settings import Mode, MonitorSettings, SettingsError
+from soakbench.harness.soak.loop.spawn_limits import limits_at_spawn
 from soakbench.harness.soak.loop.supervisor import Supervisor
 from soakbench.harness.soak.verdicts.hang import Limits
 
@@ -81,6 +82,7 @@ class MonitorResult:
     exits: dict[int, tuple[int, float]] = field(default_factory=dict)  # ForkWatch.exits(): pid -> (rc, t)
     sampler: dict[str, Any] = field(default_factory=dict)  # the artifact's `sampler` section
     gpu_health: dict[str, Any] | None = None  # GpuWatch.finish(): the run's GPUs, start to end
+    limits: dict[str, Any] | None = None  # HostLimits.to_json(): read right after the spawn
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class _Spawned:
     forensics: Forensics
     supervisor: Supervisor
     sampler: Sampler
+    limits: dict[str, Any]
 
 
 @dataclass
@@ -220,6 +223,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             exits=hold.forks.exits(spawned.t0),
             sampler=reader.capabilities.describe(reader.name),
             gpu_health=observed.gpu_health,
+            limits=spawned.limits,
         )
     raise AssertionError("unreachable: the ExitStack returns or raises")  # for type checkers
 
@@ -283,10 +287,12 @@ def _spawn(settings: MonitorSettings, hold: _Hold, stack: contextlib.ExitStack) 
     supervisor.refresh()  # the root is known from the start, even if no sample is ever taken
     before = frozenset((name, int(info["inode"])) for name, info in hold.shm_before.items())
     sampler = Sampler(
-        hold.reader, tracker, settings.log_dir, t0, host=hold.host, gpu=hold.gpu, shm_before=before
-    )
+        hold.reader, tracker, settings.log_dir, t0, host=hold.host, gpu=hold.gpu, shm_before=before,
+        watch_paths=settings.watch_paths,
+    )  # fmt: skip
+    limits = limits_at_spawn(proc.pid, settings, hold.reader, sampler.nvml)
     return _Spawned(proc=proc, t0=t0, started_at=started_at, forensics=forensics, supervisor=supervisor,
-                    sampler=sampler)  # fmt: skip
+                    sampler=sampler, limits=limits)  # fmt: skip
 
 
 class _StopOnError:

@@ -52,6 +52,9 @@ class MonitorSettings:
     forensics: ForensicsSettings = field(default_factory=ForensicsSettings)  # shutdown timeout, stacks
     sampler: SamplerChoice = "auto"  # harness.soak.host.sampling
     progress_every_s: float | None = None  # plain progress: a line per sample, or one per this many s
+    must_survive_s: float | None = None  # the run length to survive (harness.soak.verdicts.survival)
+    warmup_s: float | None = None  # a declared warm-up after start-up, left out of the projection
+    watch_paths: tuple[Path, ...] = ()  # directories whose bytes on disk are sampled besides the log dir
 
     @property
     def judges_summary(self) -> bool:
@@ -67,6 +70,8 @@ class MonitorSettings:
             fail_on_throughput_drift=self.fail_on_throughput_drift,
             fail_on_gpu_throttle=self.fail_on_gpu_throttle,
             allow_restarts=self.allow_restarts,
+            must_survive_s=self.must_survive_s,
+            warmup_s=self.warmup_s,
         )
 
     @property
@@ -159,6 +164,20 @@ def _timing_problem(s: MonitorSettings) -> str | None:
     return None
 
 
+def _survival_problem(s: MonitorSettings) -> str | None:
+    target, warmup = s.must_survive_s, s.warmup_s
+    if target is not None and not 0 < target < float("inf"):
+        return f"--must-survive: must be a duration > 0 (90m, 72h, 3d), got {target} s"
+    if warmup is not None and not 0 <= warmup < float("inf"):
+        return f"--warmup-seconds: must be a number of seconds >= 0, got {warmup}"
+    for path in s.watch_paths:
+        if not path.is_absolute():
+            return f"--watch-path: must be an absolute path, got {str(path)!r}"
+        if path.exists() and not path.is_dir():
+            return f"--watch-path: {path} exists and is not a directory"
+    return None
+
+
 def _attribution_problem(s: MonitorSettings) -> str | None:
     if s.shm_attribution not in ("host", "evidence"):
         return f"--shm-attribution: must be 'host' or 'evidence', got {s.shm_attribution!r}"
@@ -171,6 +190,7 @@ _SETTINGS_CHECKS: tuple[Callable[[MonitorSettings], str | None], ...] = (
     _log_dir_problem,
     _output_problem,
     _timing_problem,
+    _survival_problem,
     _attribution_problem,
     lambda s: s.forensics.problem(),
     lambda s: sampler_problem(s.sampler),

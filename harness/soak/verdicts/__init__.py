@@ -10,6 +10,9 @@ How the pieces relate, by role:
   artifact's fields read from it ``summary_sections``, and the trainer's contract ``contract``.
 - The run's resources: ``trends`` (each class's leak verdict), ``observation`` (whether a class had
   enough samples to be judged), ``drift`` (the trainer's env steps/s).
+- Survival: ``survival`` (will the run outlive ``--must-survive``?) projects each ``exhaustion_series``
+  (a class beside the limit that would end the run) with ``projection`` (the warm-up cut and a bounded
+  growth rate).
 - Per process and per rank: ``per_process`` (the trends of each long-lived process), ``first_death``
   (who died first), ``tree_deaths`` (no silent death), ``oom`` (the kernel's OOM kills), ``ranks`` (a
   job of several ranks, rank by rank).

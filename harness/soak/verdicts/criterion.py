@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Result = Literal["pass", "fail", "not_applicable"]
+#: ``inconclusive``: the row could not decide (a survival projection whose bound straddles the target);
+#: not a pass, not a failure: the soak is ``inconclusive`` unless another row fails.
+Result = Literal["pass", "fail", "not_applicable", "inconclusive"]
 
 
 @dataclass(frozen=True)

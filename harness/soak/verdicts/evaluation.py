@@ -32,6 +32,12 @@ orphaned_shm_segments               no /dev/shm segment of the run left behind  
                                     segments)
 leak_verdicts                       no judged resource class ``growing``, in the tree or  resource_leak
                                     in a long-lived process (harness.soak.verdicts.per_process)
+survival                            no class with a limit ``fails`` against               resource_exhaustion
+                                    ``--must-survive`` (harness.soak.verdicts.survival);
+                                    ``inconclusive`` when a bound straddles the target;
+                                    ``not_applicable`` (each class's time to exhaustion
+                                    as information) without a target; absent from an
+                                    artifact that recorded no survival section
 min_duration                        the run lasted at least the minimum duration          too_short
 trend_observation                   every observable resource class has a verdict on at   observation
                                     least ``min_trend_samples`` post-start-up samples
@@ -76,6 +82,9 @@ row decides it (rows are ordered by precedence):
   run and the command did not exit 0 (it died, or hung and was stopped): the card explains the crash,
   the stall and whatever the run left behind. A monitor failure of its own kind (``external_cancellation``,
   ``monitor_error``) keeps its class: neither is the card's doing;
+- ``survival`` fails -> ``resource_exhaustion``; its reason names the class, the process (pid, role),
+  the limit and the projected time to exhaustion;
+- no row fails but ``survival`` is ``inconclusive`` -> status ``inconclusive`` (no class; exit code 3);
 - ``oom_kills`` fails -> ``oom_killed``, whichever row failed first (the kill explains an exit or a stall);
   it wins over ``gpu_fault`` too: a kernel kill is a proven cause of death, an XID a likely one;
 - ``tree_deaths`` fails -> ``tree_process_killed``: a process of the tree died by a signal while the run
@@ -97,7 +106,7 @@ from soakbench.harness.soak.verdicts.first_death import FirstDeath, death_senten
 from soakbench.harness.soak.verdicts.gates import Gates
 from soakbench.harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, died_after_xid, gpu_rows
 from soakbench.harness.soak.verdicts.per_process import PerProcessVerdicts, leak_row
-from soakbench.harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason
+from soakbench.harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason, row_reason
 from soakbench.harness.soak.verdicts.summary_rows import (
     contract_rows,
     lookup,
@@ -105,6 +114,7 @@ from soakbench.harness.soak.verdicts.summary_rows import (
     row,
     summary_rows,
 )
+from soakbench.harness.soak.verdicts.survival import Survival, survival_value
 from soakbench.harness.soak.verdicts.tree_deaths import ROW, deaths_row
 from soakbench.harness.soak.verdicts.trends import LeakTrends
 
@@ -127,6 +137,7 @@ CRITERIA: tuple[str, ...] = (
     "post_shutdown_residual_processes",
     "orphaned_shm_segments",
     "leak_verdicts",
+    "survival",
     "min_duration",
     "trend_observation",
     "throughput_drift",
@@ -174,13 +185,17 @@ class MonitorObservation:
     first_death: FirstDeath | None = None  # harness.soak.verdicts.first_death.death_to_name(...)
     rank_restarts: int | None = None  # elastic restarts seen (ranks.restarts_seen); None: no ranks
     tree_exits: Mapping[str, Any] | None = None  # harness.soak.verdicts.tree_deaths.tree_exits_section(...)
+    survival: Survival | None = (
+        None  # harness.soak.verdicts.survival.assess_survival(...); None: not recorded
+    )
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Verdict of one soak: ``status`` passed iff no criterion failed."""
+    """Verdict of one soak: ``failed`` if a criterion failed, else ``inconclusive`` if one could not
+    decide, else ``passed``."""
 
-    status: Literal["passed", "failed"]
+    status: Literal["passed", "failed", "inconclusive"]
     failure_reason: str | None
     failure_classification: str | None
     criteria: list[Criterion] = field(default_factory=list)
@@ -196,6 +211,7 @@ _ROW_CLASS = {
     "trend_observation": "insufficient_observation",
     "throughput_drift": "throughput_drift",
     "oom_kills": "oom_killed",
+    "survival": "resource_exhaustion",
     "gpu_xid_errors": "gpu_fault",
     "gpu_ecc_uncorrected": "gpu_fault",
     "gpu_throttle": "gpu_throttle",
@@ -263,7 +279,8 @@ def _observation_row(observation: Mapping[str, Any] | None) -> Criterion:
 
 
 def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str], gates: Gates) -> list[Criterion]:
-    leak_value, leak_ok = leak_row(verdicts, obs.per_process)
+    ruled = obs.survival.ruled_leak_classes if obs.survival is not None else frozenset()
+    leak_value, leak_ok = leak_row(verdicts, obs.per_process, ruled)
     return [
         row(
             "post_shutdown_residual_processes",
@@ -273,6 +290,7 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str], gates: 
         ),
         _shm_row(obs),
         row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
+        *_survival_rows(obs.survival),
         row(
             "min_duration",
             f">= {gates.min_duration_s:g} s",
@@ -281,6 +299,19 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str], gates: 
         ),
         _observation_row(obs.observation),
     ]
+
+
+def _survival_rows(survival: Survival | None) -> list[Criterion]:
+    """The ``survival`` row (none when the artifact recorded no survival section)."""
+    if survival is None:
+        return []
+    value = survival_value(survival)
+    if survival.target_seconds is None:
+        expected = "no target (--must-survive): each class's time to exhaustion, as information"
+        return [Criterion("survival", expected, value, "not_applicable")]
+    expected = f"every class with a limit survives {survival.target_seconds / 3600.0:.4g} h (--must-survive)"
+    result = {"survives": "pass", "fails": "fail"}.get(survival.verdict, "inconclusive")
+    return [Criterion("survival", expected, value, result)]  # type: ignore[arg-type]
 
 
 def _shm_row(obs: MonitorObservation) -> Criterion:
@@ -335,6 +366,10 @@ def evaluate(obs: MonitorObservation, gates: Gates) -> Evaluation:
     rows[2:2] = _rank_rows(obs, gates)  # a hidden crash ranks with the exit code, above what it left behind
     failed = [c for c in rows if c.result == "fail"]
     if not failed:
+        undecided = [c for c in rows if c.result == "inconclusive"]
+        if undecided:
+            why = f"criterion {undecided[0].name} inconclusive: {row_reason(undecided[0])}."
+            return Evaluation("inconclusive", why, None, rows)
         return Evaluation("passed", None, None, rows)
     classification, lead = _decide(obs, failed)
     return Evaluation(

@@ -11,7 +11,10 @@ class Gates:
     """The policy a soak is judged under: what the user asked to fail on and how much to tolerate.
 
     ``min_duration_s`` in seconds (>= 0); ``min_trend_samples`` post-start-up samples a class needs for
-    a verdict (>= 1); ``allow_restarts`` elastic restarts a job may take (>= 0).
+    a verdict (>= 1); ``allow_restarts`` elastic restarts a job may take (>= 0); ``must_survive_s`` the
+    run length every class with a limit must survive (``--must-survive``, seconds > 0; None: no
+    target); ``warmup_s`` a declared warm-up after start-up (``--warmup-seconds``, seconds >= 0; None:
+    a change point finds it).
     """
 
     min_duration_s: float
@@ -20,6 +23,8 @@ class Gates:
     fail_on_throughput_drift: bool = False
     fail_on_gpu_throttle: bool = False
     allow_restarts: int = 0
+    must_survive_s: float | None = None
+    warmup_s: float | None = None
 
     def judges_summary(self, mode: str) -> bool:
         """Whether the trainer's run summary is judged: always by `soak run`, by `soak monitor` only

@@ -16,6 +16,8 @@ How the pieces relate, in the order ``judge`` runs them:
 - ``drift.throughput_drift`` (annotated with the GPU's throttling): the trainer's env steps/s trend;
 - ``ranks.restarts_seen`` and ``first_death.death_to_name``: a job's elastic restarts and the first
   death worth naming;
+- ``survival.assess_survival``: each class with a limit projected to it, against ``--must-survive``
+  (over the post-start-up samples, before the finalize phase and teardown: ``trends.analysis_span``);
 - ``evaluation.evaluate``: the pass table over all of the above, its failure class and reason.
 
 May import: foundation, harness.two_runs, harness.soak.verdicts.
@@ -38,7 +40,8 @@ from soakbench.harness.soak.verdicts.oom import describe
 from soakbench.harness.soak.verdicts.per_process import per_process_verdicts
 from soakbench.harness.soak.verdicts.ranks import restarts_seen
 from soakbench.harness.soak.verdicts.summary_sections import summary_sections
-from soakbench.harness.soak.verdicts.trends import LeakTrends, leak_verdicts
+from soakbench.harness.soak.verdicts.survival import Survival, assess_survival
+from soakbench.harness.soak.verdicts.trends import LeakTrends, analysis_span, leak_verdicts
 from soakbench.harness.two_runs.fields import dig
 
 #: Sections an artifact older than the section does not record (name -> where the artifact holds it);
@@ -46,6 +49,7 @@ from soakbench.harness.two_runs.fields import dig
 OPTIONAL_SECTIONS: dict[str, tuple[str, ...]] = {
     "per_process": ("resource_summary", "per_process"),
     "throughput_drift": ("throughput_drift",),
+    "survival": ("survival",),
 }
 
 __all__ = [
@@ -89,6 +93,9 @@ class RecordedFacts:
     tree_exits: Mapping[str, Any] | None = None
     gpu_record: Mapping[str, Any] | None = None
     sampler: Mapping[str, Any] | None = None
+    limits: Mapping[str, Any] | None = (
+        None  # harness.soak.host.limits.HostLimits.to_json(): the artifact's ``limits``
+    )
     reaped: Mapping[Identity, int] = field(default_factory=dict)
     exits: Exits | None = None
     absent: frozenset[str] = frozenset()
@@ -121,7 +128,12 @@ class Judgement:
         return self.observation.throughput_drift
 
     @property
-    def status(self) -> Literal["passed", "failed"]:
+    def survival(self) -> Survival | None:
+        """Each class projected to its limit (``survival.assess_survival``); None when not recorded."""
+        return self.observation.survival
+
+    @property
+    def status(self) -> Literal["passed", "failed", "inconclusive"]:
         return self.evaluation.status
 
     @property
@@ -149,6 +161,7 @@ def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: 
     if "throughput_drift" not in facts.absent:
         drift = annotate_drift(throughput_drift(samples, startup), gpu.throttle if gpu is not None else None)
     per_process = None if "per_process" in facts.absent else per_process_verdicts(samples, startup)
+    survival = None if "survival" in facts.absent else _survival(samples, facts, gates)
     restarts = restarts_seen(samples)
     death = death_to_name(
         samples,
@@ -178,8 +191,20 @@ def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: 
         per_process=per_process,
         tree_exits=facts.tree_exits,
         gpu_health=gpu,
+        survival=survival,
     )
     return judgement_of(observation, gates)
+
+
+def _survival(samples: Sequence[Mapping[str, Any]], facts: RecordedFacts, gates: Gates) -> Survival:
+    """The survival projection over the post-start-up samples that precede the finalize phase and the
+    teardown tail (the leak window's end; its start is the warm-up cut, not the later two thirds)."""
+    startup = facts.startup_end_t
+    span = analysis_span(samples, startup) if startup is not None and samples else None
+    window = None if span is None or startup is None else (startup, float(span["t_end"]))
+    return assess_survival(
+        samples, limits=facts.limits, window=window, target_s=gates.must_survive_s, warmup_s=gates.warmup_s
+    )
 
 
 def _section(artifact: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
@@ -201,7 +226,8 @@ def _absent(artifact: Mapping[str, Any]) -> frozenset[str]:
 
 
 def facts_from_artifact(artifact: Mapping[str, Any]) -> RecordedFacts:
-    """The facts a filed soak artifact recorded (schema-valid 0.3.0), for judging its samples again."""
+    """The facts a filed soak artifact recorded (schema-valid 0.3.0 or 0.4.0), for judging its samples
+    again."""
     timing = _section(artifact, "timing") or {}
     return RecordedFacts(
         mode=artifact["mode"],
@@ -217,6 +243,7 @@ def facts_from_artifact(artifact: Mapping[str, Any]) -> RecordedFacts:
         tree_exits=_section(artifact, "tree_exits"),
         gpu_record=_section(artifact, "gpu_health"),
         sampler=_section(artifact, "sampler"),
+        limits=_section(artifact, "limits"),
         absent=_absent(artifact),
     )
 
@@ -235,4 +262,10 @@ def gates_from_artifact(artifact: Mapping[str, Any]) -> Gates:
         fail_on_gpu_throttle=dig(artifact, "gpu_health.fails_on_throttle") is True,
         # the schema holds ranks.allowed_restarts to an integer >= 0 (absent: not a job of several ranks)
         allow_restarts=int(dig(artifact, "ranks.allowed_restarts") or 0),
+        must_survive_s=_number_or_none(dig(artifact, "survival.target_seconds")),
+        warmup_s=_number_or_none(dig(artifact, "survival.warmup_seconds")),
     )
+
+
+def _number_or_none(value: Any) -> float | None:
+    return None if value is None or isinstance(value, bool) else float(value)

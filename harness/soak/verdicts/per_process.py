@@ -319,9 +319,12 @@ def per_process_verdicts(
     )
 
 
-def failing_processes(per_process: PerProcessVerdicts | None) -> list[str]:
+def failing_processes(
+    per_process: PerProcessVerdicts | None, ruled: frozenset[str] = frozenset()
+) -> list[str]:
     """One phrase per judged process that grows, e.g. ``collector (pid 4242): fd_total growing +1 per
-    12 s`` (several classes joined by commas), ``rank 1 collector (pid 4242): ...`` in a torchrun job."""
+    12 s`` (several classes joined by commas), ``rank 1 collector (pid 4242): ...`` in a torchrun job;
+    classes in ``ruled`` (judged against their limit by the survival verdict) are left out."""
     if per_process is None:
         return []
     phrases = []
@@ -329,6 +332,7 @@ def failing_processes(per_process: PerProcessVerdicts | None) -> list[str]:
         grows = [
             f"{cls} growing {rate_text(float(entry.trends[cls].get('slope_per_s', 0.0)), entry.trends[cls]['unit'])}"
             for cls in entry.failing
+            if cls not in ruled
         ]
         if grows:
             rank = f"rank {entry.rank} " if entry.rank is not None else ""
@@ -337,15 +341,18 @@ def failing_processes(per_process: PerProcessVerdicts | None) -> list[str]:
 
 
 def leak_row(
-    verdicts: Mapping[str, str], per_process: PerProcessVerdicts | None
+    verdicts: Mapping[str, str], per_process: PerProcessVerdicts | None, ruled: frozenset[str] = frozenset()
 ) -> tuple[dict[str, Any], bool]:
     """Value and pass/fail of the ``leak_verdicts`` row: no judged tree class and no judged process
-    growing (``rss`` and short-lived processes are reported, never failed on)."""
-    growing = sorted(c for c, v in verdicts.items() if v == "growing" and c not in REPORTED_ONLY)
-    processes = failing_processes(per_process)
+    growing (``rss`` and short-lived processes are reported, never failed on). A class in ``ruled`` was
+    judged against its limit by the survival verdict: its floor verdict is reported, not failed on."""
+    growing = sorted(c for c, v in verdicts.items() if v == "growing" and c not in REPORTED_ONLY | ruled)
+    processes = failing_processes(per_process, ruled)
     value: dict[str, Any] = {"growing": growing, "verdicts": dict(verdicts)}
     if per_process is not None:
         value["processes"] = processes
+    if ruled:
+        value["ruled_by_survival"] = sorted(ruled)
     return value, not growing and not processes
 
 

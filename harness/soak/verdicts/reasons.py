@@ -35,6 +35,11 @@ def _violations_text(violations: Sequence[Mapping[str, Any]]) -> str:
     return text + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
 
 
+def _survival_text(value: Mapping[str, Any]) -> str:
+    """Each class that decided the survival verdict, in one sentence each."""
+    return "; ".join(str(c) for c in value.get("classes") or ()) or str(value.get("verdict"))
+
+
 def row_reason(first: Criterion) -> str:
     """What a failed row saw, in one clause (the failure reason of that row alone)."""
     value = first.value
@@ -48,7 +53,12 @@ def row_reason(first: Criterion) -> str:
         return f"too few post-start-up samples for a verdict on {', '.join(short)}; {first.expected}"
     if first.name == "throughput_drift" and isinstance(value, Mapping):
         return f"throughput_drift is {value.get('verdict')}: {value.get('reason')}"
-    gpu_text = {"gpu_xid_errors": xid_text, "gpu_ecc_uncorrected": ecc_text, "gpu_throttle": throttle_text}
+    gpu_text = {
+        "gpu_xid_errors": xid_text,
+        "gpu_ecc_uncorrected": ecc_text,
+        "gpu_throttle": throttle_text,
+        "survival": _survival_text,
+    }
     if first.name in gpu_text and isinstance(value, Mapping):
         return gpu_text[first.name](value)
     if first.name == "oom_kills" and isinstance(value, list):

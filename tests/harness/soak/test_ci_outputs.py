@@ -51,7 +51,7 @@ def test_a_clean_soak_gives_junit_with_no_failure_and_a_passing_summary(tmp_path
         outcome.artifact["resource_summary"]["leak_verdicts"]
     )
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
-    assert props["artifact"] == str(outcome.output) and props["schema_version"] == "0.3.0"
+    assert props["artifact"] == str(outcome.output) and props["schema_version"] == "0.4.0"
     assert summary.read_text().startswith("### ✅ soak monitor")
     assert f"ci: {junit}" in outcome.stdout
 

@@ -48,6 +48,25 @@ def _rederives(artifact: dict[str, Any]) -> bool:
     return True
 
 
+def _last_sample(artifact: dict[str, Any]) -> dict[str, Any]:
+    sample: dict[str, Any] = json.loads(Path(artifact["samples_path"]).read_text().splitlines()[-1])
+    return sample
+
+
+def _assert_same_sample_shape(linux: dict[str, Any], portable: dict[str, Any]) -> None:
+    """Both samplers write one record shape, the signals of the run's limits included (the zombies, the
+    run's /dev/shm, its disk, each process's mapping count and open-files limit)."""
+    a, b = _last_sample(linux), _last_sample(portable)
+    assert a.keys() == b.keys() and {"zombies", "shm", "disk"} <= a.keys()
+    assert a["totals"].keys() == b["totals"].keys() and {"zombies", "map_count"} <= a["totals"].keys()
+    assert a["shm"].keys() == b["shm"].keys() and a["shm"]["fs_size_bytes"] == b["shm"]["fs_size_bytes"]
+    assert [d.keys() for d in a["disk"]] == [d.keys() for d in b["disk"]] and len(a["disk"]) == 1
+    keys = {frozenset(p) for p in a["processes"] + b["processes"]}
+    assert len(keys) == 1 and {"map_count", "fd_limit"} <= next(iter(keys)), keys
+    # the same program under the same monitor: every process inherits one open-files limit
+    assert {p["fd_limit"] for p in a["processes"]} == {p["fd_limit"] for p in b["processes"]}
+
+
 def _observed(artifact: dict[str, Any]) -> dict[str, str]:
     classes = artifact["resource_summary"]["observation"]["classes"]
     verdicts = artifact["resource_summary"]["leak_verdicts"]
@@ -78,6 +97,7 @@ def test_portable_verdicts_agree_with_linux(
     assert all(a == b for a, b in verdicts.values()), verdicts
 
     assert _rederives(linux) and _rederives(portable)
+    _assert_same_sample_shape(linux, portable)
 
     # Every row agrees (/dev/shm is listed under both here) but trend_observation: two runs of a
     # 4-second program on a loaded host may differ in how many samples a class got, not in its verdict.

@@ -1,4 +1,4 @@
-"""Soak artifact 0.3.0: schema, build, atomic validated write, load (harness/soak/evidence/artifact.py)."""
+"""Soak artifact 0.4.0 (and 0.3.0, still read): schema, build, atomic validated write, load (harness/soak/evidence/artifact.py)."""
 
 from __future__ import annotations
 
@@ -174,9 +174,9 @@ def test_status_and_failure_fields_must_agree() -> None:
 def test_load_rejects_future_old_and_broken_artifacts(tmp_path: Path) -> None:
     artifact = build()
     future = copy.deepcopy(artifact)
-    future["artifact_schema_version"] = "0.4.0"
+    future["artifact_schema_version"] = "0.5.0"
     (tmp_path / "future.json").write_text(json.dumps(future))
-    with pytest.raises(ArtifactError, match=r"newer than the 0\.3\.0"):
+    with pytest.raises(ArtifactError, match=r"newer than the 0\.4\.0"):
         load_artifact(tmp_path / "future.json")
     old = dict(artifact, artifact_schema_version="0.2.0")
     (tmp_path / "old.json").write_text(json.dumps(old))
@@ -194,7 +194,7 @@ def test_nan_is_refused(tmp_path: Path) -> None:
     artifact["monitor_overhead"] = {"cpu_share": float("nan")}
     with pytest.raises(ArtifactError, match="not plain JSON"):
         write_artifact(tmp_path / "x.json", artifact)
-    assert SCHEMA_NAME == "soak-artifact-0.3.0.schema.json"
+    assert SCHEMA_NAME == "soak-artifact-0.4.0.schema.json"
 
 
 def test_monitor_object_is_validated() -> None:

@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from soakbench.harness.soak.evidence.verdict_table import SHORT_NAMES, print_verdict, short_value
+from soakbench.harness.soak.evidence.verdict_table import (
+    CONTRACT_FOLD,
+    SHORT_NAMES,
+    print_verdict,
+    short_value,
+)
 from soakbench.harness.soak.verdicts.evaluation import CRITERIA, RANK_ROWS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -23,7 +28,7 @@ def _render(artifact: dict[str, Any], width: int) -> list[str]:
 
 
 def test_every_criterion_has_a_short_unique_name() -> None:
-    assert set(SHORT_NAMES) == set(CRITERIA) | set(RANK_ROWS)
+    assert set(SHORT_NAMES) == set(CRITERIA) | set(RANK_ROWS) | {CONTRACT_FOLD}
     assert len(set(SHORT_NAMES.values())) == len(SHORT_NAMES)
     assert max(len(n) for n in SHORT_NAMES.values()) <= 18
 

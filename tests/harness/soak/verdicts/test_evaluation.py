@@ -79,7 +79,8 @@ def test_clean_run_passes_every_row_in_table_order() -> None:
     ev = evaluate(*observe())
     assert ev.status == "passed"
     assert ev.failure_reason is None and ev.failure_classification is None
-    assert [c.name for c in ev.criteria] == list(CRITERIA)
+    # an observation without a survival projection (an artifact that recorded none) has no such row
+    assert [c.name for c in ev.criteria] == [name for name in CRITERIA if name != "survival"]
     assert {c.result for c in ev.criteria} == {"pass"}
 
 

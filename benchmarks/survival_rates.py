@@ -1,0 +1,172 @@
+"""False-alarm, detection and sensitivity figures of the survival verdict (harness.soak.verdicts.survival).
+
+Healthy series come from real soak sample streams (``matrix/evidence/soak/*.samples.jsonl`` by default,
+or the files given): for each, the tree's PSS and every long-lived process's fd total over the
+post-start-up window, cut to ``--seconds`` from the start of that window. Each is judged as it is, and
+``--resamples`` more times after a moving-block bootstrap of its levels (blocks of ``--block`` samples,
+drawn with replacement and laid end to end: the autocorrelation inside a block survives, any trend does
+not). The limits are the issue's example host: ``--memory-headroom-gib`` of memory above the series'
+level and a soft RLIMIT_NOFILE of ``--fd-limit``; the target is ``--target-hours``.
+
+- **False alarms**: ``fails`` on the healthy series (the rule wants none over at least 300 per class).
+- **Detection**: a linear leak at ``2×`` and ``0.5×`` the lethal rate (headroom ÷ target) added to each
+  healthy series: ``fails`` in >= 95 % at 2×, in <= 5 % at 0.5×.
+- **Sensitivity**: the slowest leak (as a multiple of the lethal rate, then per hour) called ``fails``
+  in >= 95 % of the series, beside the floor rule's slowest ``growing`` over the same window.
+
+Not a test: the figures are printed (and written with ``--json``).
+
+    uv run --frozen python benchmarks/survival_rates.py [--seconds 600] [--resamples 30] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room
+from soakbench.harness.soak.verdicts.survival import project_series
+
+EVIDENCE = Path(__file__).resolve().parents[1] / "matrix" / "evidence" / "soak"
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+MULTIPLES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+
+
+@dataclass(frozen=True)
+class Healthy:
+    """One healthy series: its class (``pss`` or ``fds``), where it came from, times [n] and levels [n]."""
+
+    name: str
+    source: str
+    t: np.ndarray
+    x: np.ndarray
+
+
+def _post_startup(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    started = next((i for i, s in enumerate(samples) if s.get("progress")), None)
+    return [] if started is None else samples[started:]
+
+
+def healthy_series(path: Path, seconds: float) -> list[Healthy]:
+    """The tree's PSS and each long-lived process's fds of one samples file, the first ``seconds`` of
+    its post-start-up window."""
+    samples = _post_startup([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+    if len(samples) < 16:
+        return []
+    t0 = float(samples[0]["t"])
+    window = [s for s in samples if float(s["t"]) - t0 <= seconds]
+    out = []
+    pss = [(float(s["t"]), s["totals"].get("pss_bytes")) for s in window]
+    kept = [(t, v) for t, v in pss if v is not None]
+    if len(kept) >= 16:
+        out.append(
+            Healthy("pss", path.name, np.array([t for t, _ in kept]), np.array([v for _, v in kept], float))
+        )
+    by_pid: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for sample in window:
+        for proc in sample.get("processes") or ():
+            key = (int(proc["pid"]), int(proc["start_ticks"]))
+            by_pid.setdefault(key, []).append((float(sample["t"]), float(proc["fds"]["total"])))
+    for (pid, _), points in sorted(by_pid.items()):
+        if len(points) >= 0.9 * len(window):
+            out.append(
+                Healthy(
+                    "fds",
+                    f"{path.name}:{pid}",
+                    np.array([p[0] for p in points]),
+                    np.array([p[1] for p in points]),
+                )
+            )
+    return out
+
+
+def block_bootstrap(x: np.ndarray, block: int, rng: np.random.Generator) -> np.ndarray:
+    """A series as long as ``x`` of blocks of ``block`` consecutive levels drawn with replacement."""
+    starts = rng.integers(0, max(1, x.size - block + 1), size=int(np.ceil(x.size / block)))
+    return np.concatenate([x[s : s + block] for s in starts])[: x.size]
+
+
+def _room(series: Healthy, *, memory_headroom: float, fd_limit: float) -> tuple[Room, str]:
+    level = float(series.x.max())
+    if series.name == "pss":
+        return Room(limit=level + memory_headroom, source="benchmark", headroom=memory_headroom), "bytes"
+    return Room(limit=fd_limit, source="benchmark", headroom=fd_limit - level), "count"
+
+
+def verdict(
+    series: Healthy, x: np.ndarray, *, target_h: float, memory_headroom: float, fd_limit: float
+) -> str:
+    room, unit = _room(series, memory_headroom=memory_headroom, fd_limit=fd_limit)
+    level = float(x[-max(1, x.size // 10) :].max())
+    projected = ExhaustionSeries(series.name, "tree", None, unit, series.t, x, level, room)  # type: ignore[arg-type]
+    return project_series(projected, target_h=target_h, declared_cut_t=None, units_per_hour={}).verdict
+
+
+def _lethal(series: Healthy, *, target_h: float, memory_headroom: float, fd_limit: float) -> float:
+    room, _ = _room(series, memory_headroom=memory_headroom, fd_limit=fd_limit)
+    return float(room.headroom or 0.0) / target_h
+
+
+def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="samples files (default: the filed soaks)")
+    ] = None,
+    seconds: Annotated[float, typer.Option(help="post-start-up seconds of each stream judged")] = 600.0,
+    resamples: Annotated[int, typer.Option(help="block-bootstrap resamples per series")] = 30,
+    block: Annotated[int, typer.Option(help="bootstrap block length, in samples")] = 12,
+    target_hours: Annotated[float, typer.Option(help="--must-survive, in hours")] = 72.0,
+    memory_headroom_gib: Annotated[float, typer.Option(help="memory left above the series' level")] = 8.0,
+    fd_limit: Annotated[float, typer.Option(help="each process's soft RLIMIT_NOFILE")] = 1024.0,
+    seed: Annotated[int, typer.Option()] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json")] = None,
+) -> None:
+    rng = np.random.default_rng(seed)
+    paths = files or sorted(EVIDENCE.glob("*.samples.jsonl"))
+    originals = [s for path in paths for s in healthy_series(path, seconds)]
+    limits = {"target_h": target_hours, "memory_headroom": memory_headroom_gib * GIB, "fd_limit": fd_limit}
+    pool: list[tuple[Healthy, np.ndarray]] = []
+    for series in originals:
+        pool.append((series, series.x))
+        pool += [(series, block_bootstrap(series.x, block, rng)) for _ in range(resamples)]
+    report: dict[str, Any] = {"files": [p.name for p in paths], "seconds": seconds, **limits, "classes": {}}
+    for name in ("pss", "fds"):
+        mine = [(s, x) for s, x in pool if s.name == name]
+        if not mine:
+            continue
+        healthy = [verdict(s, x, **limits) for s, x in mine]
+        rows = {}
+        for multiple in MULTIPLES:
+            verdicts = []
+            for s, x in mine:
+                leak = multiple * _lethal(s, **limits) / 3600.0 * (s.t - s.t[0])
+                verdicts.append(verdict(s, x + leak, **limits))
+            rows[multiple] = sum(v == "fails" for v in verdicts) / len(verdicts)
+        slowest = next((m for m in MULTIPLES if rows[m] >= 0.95), None)
+        lethal = float(np.median([_lethal(s, **limits) for s, _ in mine]))
+        span_h = float(np.median([(s.t[-1] - s.t[0]) / 3600.0 for s, _ in mine]))
+        floor = 64 * MIB if name == "pss" else 3.0
+        report["classes"][name] = {
+            "series": len(mine),
+            "from_streams": len({s.source for s, _ in mine}),
+            "healthy": {v: healthy.count(v) for v in sorted(set(healthy))},
+            "false_alarm_rate": healthy.count("fails") / len(healthy),
+            "fails_rate_by_multiple_of_lethal": rows,
+            "lethal_per_hour": lethal,
+            "slowest_fails_multiple": slowest,
+            "slowest_fails_per_hour": None if slowest is None else slowest * lethal,
+            "floor_rule_slowest_growing_per_hour": floor / (span_h * 2.0 / 3.0),
+        }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if json_out is not None:
+        json_out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    typer.run(main)

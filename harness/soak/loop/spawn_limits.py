@@ -1,0 +1,28 @@
+"""The limits a long run would die of, read once as the monitor's command starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from soakbench.foundation.nvml import NvmlReader
+from soakbench.harness.soak.host.limits import read_limits
+from soakbench.harness.soak.host.sampling import ProcessSampler
+from soakbench.harness.soak.loop.settings import MonitorSettings
+
+
+def limits_at_spawn(
+    root_pid: int, settings: MonitorSettings, reader: ProcessSampler, nvml: NvmlReader
+) -> dict[str, Any]:
+    """The limits that would end a long run, read where they are set as the run starts
+    (harness.soak.host.limits): the log dir and every watched path, /dev/shm, the GPUs' totals."""
+    snap = nvml.snapshot()
+    totals = (
+        [(int(d["index"]), int(d["total_bytes"])) for d in snap["devices"]] if snap["available"] else None
+    )
+    return read_limits(
+        root_pid=root_pid,
+        watch_paths=(settings.log_dir, *settings.watch_paths),
+        shm_root=reader.capabilities.shm_root,
+        gpu_totals=totals,
+        gpu_reason=None if snap["available"] else str(snap["reason"] or "NVML unavailable"),
+    ).to_json()

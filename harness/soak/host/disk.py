@@ -67,12 +67,18 @@ def fs_space(path: Path) -> FsSpace | None:
     )
 
 
+#: first-level folders kept per watched path (the largest): enough to name where the bytes go
+MAX_CHILDREN = 10
+
+
 @dataclass(frozen=True)
 class TreeSize:
-    """Allocated bytes and the count of regular files under a path."""
+    """Allocated bytes and the count of regular files under a path; ``children``: the bytes under each
+    first-level entry (``.`` for the files at the top), the largest ``MAX_CHILDREN``."""
 
     allocated_bytes: int
     files: int
+    children: tuple[tuple[str, int], ...] = ()
 
 
 def _walk_from(top: str) -> TreeSize:
@@ -81,16 +87,19 @@ def _walk_from(top: str) -> TreeSize:
     cannot be listed is skipped."""
     total, files = 0, 0
     linked: set[tuple[int, int]] = set()
-    stack = [top]
+    by_child: dict[str, int] = {}
+    stack: list[tuple[str, str | None]] = [(top, None)]  # (folder, the first-level entry it lies under)
     while stack:
+        folder, child = stack.pop()
         try:
-            entries = list(os.scandir(stack.pop()))
+            entries = list(os.scandir(folder))
         except OSError:
             continue
         for entry in entries:
+            under = child if child is not None else entry.name
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
+                    stack.append((entry.path, under))
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
@@ -101,9 +110,13 @@ def _walk_from(top: str) -> TreeSize:
                 if (st.st_dev, st.st_ino) in linked:
                     continue
                 linked.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * BLOCK_BYTES
+            size = st.st_blocks * BLOCK_BYTES
+            total += size
             files += 1
-    return TreeSize(total, files)
+            key = under if child is not None else "."
+            by_child[key] = by_child.get(key, 0) + size
+    largest = sorted(by_child.items(), key=lambda item: -item[1])[:MAX_CHILDREN]
+    return TreeSize(total, files, tuple(largest))
 
 
 def tree_size(path: Path) -> TreeSize | None:
@@ -137,6 +150,7 @@ class PathUsage:
     fs_free_bytes: int | None
     fs_size_bytes: int | None
     age_samples: int
+    children: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The sample's ``disk`` entry."""
@@ -147,6 +161,7 @@ class PathUsage:
             "fs_free_bytes": self.fs_free_bytes,
             "fs_size_bytes": self.fs_size_bytes,
             "age_samples": self.age_samples,
+            "children": dict(self.children),
         }
 
 
@@ -196,6 +211,7 @@ class DiskWatch:
             fs_free_bytes=None if space is None else space.free_bytes,
             fs_size_bytes=None if space is None else space.size_bytes,
             age_samples=entry.age,
+            children=() if entry.size is None else entry.size.children,
         )
 
     def _walked(self, path: Path) -> _Walked:

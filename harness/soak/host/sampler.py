@@ -42,8 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from soakbench.foundation.nvml import NvmlReader, memory_by_pid
+from soakbench.harness.soak.host.detail import DETAIL_EVERY, process_detail
 from soakbench.harness.soak.host.disk import DiskWatch, watched_paths
 from soakbench.harness.soak.host.gpu_watch import GpuWatch
+from soakbench.harness.soak.host.interface import PROC_ROOT
 from soakbench.harness.soak.host.pressure import HostReader
 from soakbench.harness.soak.host.procs import TreeTracker, assign_roles
 from soakbench.harness.soak.host.ranks import RankLabels
@@ -212,6 +214,7 @@ class Sampler:
     shm_before: frozenset[tuple[str, int]] = frozenset()  # (name, inode) in /dev/shm before the spawn
     ranks: RankLabels = field(default_factory=RankLabels)
     watch_paths: tuple[Path, ...] = ()  # folders whose disk use is sampled besides the log dir
+    samples_taken: int = 0  # samples taken so far (the detail schedule)
     liveness: LivenessState = field(init=False)
     progress: JobProgress = field(init=False)
     disk: DiskWatch = field(init=False)
@@ -279,6 +282,13 @@ class Sampler:
         found = sorted(self.tracker.zombies, key=lambda st: st.pid)
         return [{"pid": st.pid, "ppid": st.ppid, "name": st.comm} for st in found]
 
+    def _detail_due(self) -> bool:
+        """Whether this sample records each process's fds and threads by family (harness.soak.host.detail):
+        the first sample and every ``DETAIL_EVERY``-th, on a sampler that reads ``/proc``."""
+        due = self.reader.name == "linux" and self.samples_taken % DETAIL_EVERY == 0
+        self.samples_taken += 1
+        return due
+
     def sample(self, *, wall: float, now: float) -> dict[str, Any]:
         """One sample record (schema in the module docstring)."""
         started = time.perf_counter()
@@ -287,8 +297,11 @@ class Sampler:
         gpu_block, gpu_by_pid = self._gpu()
         maps = self._maps_needed()
         processes = []
+        detail = self._detail_due()
         for st in members:
             proc, shm = self.reader.sample_process(st, gpu_by_pid, maps=maps)
+            if detail:
+                proc["detail"] = process_detail(PROC_ROOT, st.pid)
             processes.append(proc)
             self.shm_seen |= shm
         host = self.host.read(st.pid for st in members)

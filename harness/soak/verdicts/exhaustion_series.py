@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from soakbench.harness.soak.verdicts.attribution import child_growth, detail_growth, disk_growth, shm_growth
+
 Unit = Literal["bytes", "count"]
 
 #: tree class -> (``totals`` field, unit, ``limits`` resource)
@@ -166,8 +168,18 @@ def tree_series(
         )
         if resource == "gpu_memory" and room.limit is not None:
             room = _gpu_room(window[-1], room)
-        named = _zombie_parents(window[-1]) if name == "zombies" else ()
-        yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, named)
+        yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, _tree_attribution(name, window))
+
+
+def _tree_attribution(name: str, window: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """What grew in a tree class: the zombies' parents, new child processes, threads by name."""
+    if name == "zombies":
+        return _zombie_parents(window[-1])
+    if name == "process_count":
+        return child_growth(window)
+    if name == "threads":
+        return detail_growth(window, "threads")
+    return ()
 
 
 def _zombie_parents(last: Mapping[str, Any]) -> tuple[str, ...]:
@@ -205,8 +217,8 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             room = Room(
                 limit=size, source="statvfs of /dev/shm (free space in the last sample)", headroom=size - used
             )
-            segments = tuple(sorted((shm.get("segments") or {}).keys()))
-            yield ExhaustionSeries("shm_bytes", "tree", None, "bytes", t, x, end_level(x), room, segments)
+            grew = shm_growth(window) or tuple(sorted((shm.get("segments") or {}).keys()))
+            yield ExhaustionSeries("shm_bytes", "tree", None, "bytes", t, x, end_level(x), room, grew)
     for index, entry in enumerate(last.get("disk") or ()):
         path = str(entry.get("path"))
         t, x = _arrays([(float(s["t"]), _disk_bytes(s, index, path)) for s in window])
@@ -215,7 +227,8 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             room = Room(
                 limit=size, source=f"statvfs of {path} (free space in the last sample)", headroom=free
             )
-            yield ExhaustionSeries(f"disk:{path}", "tree", None, "bytes", t, x, end_level(x), room)
+            grew = disk_growth(window, path)
+            yield ExhaustionSeries(f"disk:{path}", "tree", None, "bytes", t, x, end_level(x), room, grew)
 
 
 def _disk_bytes(sample: Mapping[str, Any], index: int, path: str) -> float | None:
@@ -253,7 +266,8 @@ def process_series(
                     limit=None, source="not_observable: the process's fd limit was not read", headroom=None
                 )
             )
-            yield ExhaustionSeries("fds", str(pid), role, "count", t, x, level, room, _command(last))
+            grew = detail_growth(window, "fds", pid=str(pid))
+            yield ExhaustionSeries("fds", str(pid), role, "count", t, x, level, room, grew + _command(last))
         t, x = _arrays([(t, _numeric(p.get("map_count"))) for t, p in points])
         if x.size and map_limits:
             level, limit = end_level(x), float(map_limits[0].value or 0)
@@ -263,7 +277,7 @@ def process_series(
 
 def _command(proc: Mapping[str, Any]) -> tuple[str, ...]:
     cmdline = proc.get("cmdline") or [proc.get("name") or "?"]
-    return (" ".join(str(part) for part in cmdline)[:200],)
+    return ("process: " + " ".join(str(part) for part in cmdline)[:200],)
 
 
 def exhaustion_series(

@@ -329,8 +329,7 @@ def class_sentence(entry: ClassSurvival) -> str:
     if entry.hours_to_exhaustion_lower is not None:
         text += f", exhausted no sooner than {duration_text(entry.hours_to_exhaustion_lower)}"
     if entry.attribution:
-        label = "process" if entry.scope != "tree" else "grew"
-        text += f"; {label}: {', '.join(entry.attribution[:3])}"
+        text += f"; grew: {', '.join(entry.attribution[:3])}"
     return text + f" ({entry.reason})"
 
 

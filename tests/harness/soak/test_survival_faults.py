@@ -41,6 +41,10 @@ def test_an_fd_leak_under_the_process_own_limit_fails_and_names_pid_role_limit_a
     [fds] = [c for c in _classes(outcome, "fds") if c["verdict"] == "fails"]
     assert fds["limit"] == 160 and "soft RLIMIT_NOFILE" in fds["limit_source"]
     assert fds["hours_to_exhaustion_lower"] < 1.0
+    assert fds["attribution"][0].startswith("+") and fds["attribution"][0].endswith(" pipe")  # what grew
+    assert (
+        fds["attribution"][-1].startswith("process: ") and "leak_fd_under_limit.py" in fds["attribution"][-1]
+    )
     reason = artifact["failure_reason"]
     assert f"pid {fds['scope']} ({fds['role']})" in reason
     assert "of 160 (soft RLIMIT_NOFILE" in reason and "no sooner than" in reason
@@ -81,6 +85,7 @@ def test_zombies_are_counted_as_a_class_with_the_parent_that_does_not_reap_them(
     assert outcome.returncode in (0, 1), outcome.stdout + outcome.stderr
     [zombies] = _classes(outcome, "zombies")
     assert zombies["level"] >= 10
+    assert _classes(outcome, "process_count")[0]["attribution"] == []  # a zombie is no live process
     root = outcome.monitor["root_pid"]
     assert any(f"parent pid {root}:" in text for text in zombies["attribution"])
     last = max(_samples(outcome), key=lambda s: s["totals"]["zombies"])
@@ -103,6 +108,7 @@ def test_bytes_written_under_a_watched_path_are_projected_to_its_free_space(tmp_
     [disk] = _classes(outcome, f"disk:{watched}")
     assert disk["verdict"] == "fails" and disk["rate_lower_per_hour"] > 0
     assert disk["limit_source"].startswith(f"statvfs of {watched}")
+    assert disk["attribution"] and disk["attribution"][0].startswith(". +")  # the files at its top grew
     assert any(
         entry["path"] == str(watched) for entry in outcome.artifact["limits"]["limits"] if entry["path"]
     )

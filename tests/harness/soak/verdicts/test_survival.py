@@ -135,7 +135,7 @@ def test_an_fd_leak_fails_against_the_process_own_limit_naming_pid_and_role():
     fds = _class(judgement, "fds")
     assert (fds.verdict, fds.scope, fds.role, fds.limit) == ("fails", "4242", "collector", 256.0)
     assert "pid 4242 (collector)" in (judgement.evaluation.failure_reason or "")
-    assert fds.attribution == ("python collector.py",)
+    assert fds.attribution == ("process: python collector.py",)
 
 
 def test_the_same_leak_under_a_large_limit_survives():

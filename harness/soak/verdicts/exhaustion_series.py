@@ -152,10 +152,15 @@ def _arrays(points: Sequence[tuple[float, float | None]]) -> tuple[np.ndarray, n
 
 
 def tree_series(
-    window: Sequence[Mapping[str, Any]], limits: Sequence[KnownLimit], *, first: Mapping[str, Any]
+    window: Sequence[Mapping[str, Any]],
+    limits: Sequence[KnownLimit],
+    *,
+    first: Mapping[str, Any],
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> Iterator[ExhaustionSeries]:
     """The tree classes of ``TREE_CLASSES`` that the window's totals carry (``first``: the run's first
-    sample, taken when the limits were read)."""
+    sample, taken when the limits were read; ``history``: the samples up to the window's end, whose
+    sparse detail records name the threads that grew)."""
     for name, (key, unit, resource) in TREE_CLASSES.items():
         t, x = _arrays([(float(s["t"]), _numeric((s.get("totals") or {}).get(key))) for s in window])
         if x.size == 0:
@@ -168,17 +173,20 @@ def tree_series(
         )
         if resource == "gpu_memory" and room.limit is not None:
             room = _gpu_room(window[-1], room)
-        yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, _tree_attribution(name, window))
+        grew = _tree_attribution(name, window, history or window)
+        yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, grew)
 
 
-def _tree_attribution(name: str, window: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+def _tree_attribution(
+    name: str, window: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
+) -> tuple[str, ...]:
     """What grew in a tree class: the zombies' parents, new child processes, threads by name."""
     if name == "zombies":
         return _zombie_parents(window[-1])
     if name == "process_count":
         return child_growth(window)
     if name == "threads":
-        return detail_growth(window, "threads")
+        return detail_growth(history, "threads")
     return ()
 
 
@@ -239,10 +247,13 @@ def _disk_bytes(sample: Mapping[str, Any], index: int, path: str) -> float | Non
 
 
 def process_series(
-    window: Sequence[Mapping[str, Any]], limits: Sequence[KnownLimit]
+    window: Sequence[Mapping[str, Any]],
+    limits: Sequence[KnownLimit],
+    history: Sequence[Mapping[str, Any]] = (),
 ) -> Iterator[ExhaustionSeries]:
     """Each long-lived process's fds (against its own soft RLIMIT_NOFILE) and mappings (against
-    vm.max_map_count)."""
+    vm.max_map_count); ``history``: the samples up to the window's end (their sparse detail records
+    name the fd families that grew)."""
     by_identity: dict[tuple[int, int], list[tuple[float, Mapping[str, Any]]]] = {}
     for sample in window:
         for proc in sample.get("processes") or ():
@@ -266,7 +277,7 @@ def process_series(
                     limit=None, source="not_observable: the process's fd limit was not read", headroom=None
                 )
             )
-            grew = detail_growth(window, "fds", pid=str(pid))
+            grew = detail_growth(history or window, "fds", pid=str(pid))
             yield ExhaustionSeries("fds", str(pid), role, "count", t, x, level, room, grew + _command(last))
         t, x = _arrays([(t, _numeric(p.get("map_count"))) for t, p in points])
         if x.size and map_limits:
@@ -287,8 +298,9 @@ def exhaustion_series(
     window = _window(samples, t_start, t_end)
     if not window:
         return []
+    history = [s for s in samples if float(s["t"]) <= t_end]  # attribution: the sparse detail records too
     return [
-        *tree_series(window, limits, first=samples[0]),
+        *tree_series(window, limits, first=samples[0], history=history),
         *filesystem_series(window),
-        *process_series(window, limits),
+        *process_series(window, limits, history),
     ]

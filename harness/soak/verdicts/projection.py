@@ -35,6 +35,13 @@ The steps, each for a reason:
    every line; periodic use cannot show growth with confidence at all three resolutions; and growth
    that is slowing down (a buffer a few minutes from full, a warm-up longer than the cut could see)
    must still hold in the later half to fail, while growth that began late raises the upper end.
+6. **The future's own randomness.** The rate bound is on the mean growth; the run that follows is one
+   path around it. Poisson-like leaks (an fd per request) and allocator churn add up like a random walk:
+   over T hours the path strays by about ``σ √(T / Δt)``, σ the spread of the series' detrended
+   sample-to-sample increments and Δt the sample interval. The time bound adds ``z σ √(T / Δt)`` (z the
+   one-sided ``CONFIDENCE`` quantile) to the growth at the upper rate (``exhaustion_hours``), so it bounds
+   the time this path takes, not the mean one; and ``fails`` asks the lower rate to exhaust the limit
+   even with the path that much below it. A steady count has no spread and loses nothing.
 5. **Count series** (fds, processes, threads, zombies) move in steps. Zero net growth over a window of
    W hours does not prove a rate of 0: a leak of one fd every W/2 would look the same. The upper bound
    is at least ``COUNT_EVENTS / W`` (the rule of three: no event seen in W bounds the event rate at
@@ -266,3 +273,32 @@ def decide_after_s(bound: RateBound, *, lethal_per_hour: float) -> float | None:
         return None
     needed_h = span_h * (width / gap) ** (1.0 / WIDTH_EXPONENT) if width > 0 else span_h
     return max(needed_h, floor_h) * 3600.0
+
+
+def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> float:
+    """``z σ / √Δt`` in the series' unit per √hour (module docstring, step 6): σ the standard deviation of
+    the increments between consecutive samples once the growth at ``rate_per_hour`` is taken out, Δt the
+    median sample interval in hours; 0 with fewer than three samples."""
+    from scipy.stats import norm
+
+    tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
+    if tt.size < 3:
+        return 0.0
+    dt_h = np.diff(tt) / 3600.0
+    step_h = float(np.median(dt_h))
+    if not step_h > 0:
+        return 0.0
+    increments = np.diff(xx) - rate_per_hour * dt_h
+    return float(norm.ppf(CONFIDENCE)) * float(np.std(increments)) / math.sqrt(step_h)
+
+
+def exhaustion_hours(rate_per_hour: float, spread: float, headroom: float) -> float | None:
+    """The hours until ``rate T + spread √T`` reaches ``headroom`` (None: never, nothing grows)."""
+    if headroom <= 0:
+        return 0.0
+    if rate_per_hour <= 0 and spread <= 0:
+        return None
+    if rate_per_hour <= 0:
+        return (headroom / spread) ** 2  # the path alone reaches it, as a random walk would
+    root = (-spread + math.sqrt(spread * spread + 4.0 * rate_per_hour * headroom)) / (2.0 * rate_per_hour)
+    return root * root

@@ -44,6 +44,8 @@ from soakbench.harness.soak.verdicts.projection import (
     RateBound,
     WarmupCut,
     decide_after_s,
+    exhaustion_hours,
+    path_spread,
     rate_bound,
     warmup_cut,
 )
@@ -80,6 +82,7 @@ class ClassSurvival:
     level: float
     headroom: float | None
     bound: RateBound | None
+    spread: float | None  # z σ / √Δt per √hour: the future path's own randomness (projection, step 6)
     cut: WarmupCut | None
     hours_to_exhaustion_lower: float | None
     units_to_exhaustion_lower: Mapping[str, float]
@@ -105,6 +108,7 @@ class ClassSurvival:
             "variance_inflation": None if bound is None else bound.variance_inflation,
             "count_floor_per_hour": None if bound is None else bound.count_floor_per_hour,
             "analysed_seconds": None if bound is None else bound.span_s,
+            "spread_per_sqrt_hour": self.spread,
             "warmup": None if self.cut is None else {"method": self.cut.method, "t_cut": self.cut.t_cut},
             "hours_to_exhaustion_lower": self.hours_to_exhaustion_lower,
             "units_to_exhaustion_lower": dict(self.units_to_exhaustion_lower),
@@ -170,23 +174,24 @@ def _units_per_hour(samples: Sequence[Mapping[str, Any]], t_start: float, t_end:
 
 
 def _verdict(
-    bound: RateBound, headroom: float, target_h: float | None
+    bound: RateBound, *, headroom: float, spread: float, target_h: float | None
 ) -> tuple[ClassVerdict, float | None, str]:
     """The class verdict, the soak length that would decide (inconclusive only) and the reason."""
-    hours = headroom / bound.upper_per_hour if bound.upper_per_hour > 0 else None
+    hours = exhaustion_hours(bound.upper_per_hour, spread, headroom)
     said = "never at the upper bound" if hours is None else f"not before {duration_text(hours)}"
     if target_h is None:
         return "projected", None, f"exhaustion {said}"
     if headroom <= 0:
         return "fails", None, "no headroom is left: the limit is reached"
-    lethal = headroom / target_h
-    if bound.upper_per_hour <= lethal:
+    if hours is None or hours >= target_h:
         return "survives", None, f"exhaustion {said}, at least the target {duration_text(target_h)}"
-    if bound.lower_per_hour > lethal:
-        at = headroom / bound.lower_per_hour
+    optimistic = bound.lower_per_hour * target_h - spread * math.sqrt(target_h)
+    if optimistic > headroom:
+        at = exhaustion_hours(bound.lower_per_hour, -spread, headroom) or target_h
         return "fails", None, f"exhausted within {duration_text(at)} even at the lowest rate the data allow"
+    lethal = headroom / target_h
     after = decide_after_s(bound, lethal_per_hour=lethal)
-    return "inconclusive", after, f"the rate bound straddles the lethal rate {lethal:.4g}/h"
+    return "inconclusive", after, f"the bounds straddle the target (lethal rate {lethal:.4g}/h)"
 
 
 def project_series(
@@ -201,7 +206,7 @@ def project_series(
     keep = series.t >= (cut.t_cut if cut is not None else -math.inf)
     bound = rate_bound(series.t[keep], series.x[keep], counts=series.unit == "count")
     room = series.room
-    hours = None
+    hours, spread = None, None
     verdict: ClassVerdict
     after = None
     if room.headroom is None:
@@ -209,9 +214,9 @@ def project_series(
     elif bound is None:
         verdict, reason = "insufficient_data", "too few samples after the warm-up for a rate bound"
     else:
-        if bound.upper_per_hour > 0:
-            hours = max(0.0, room.headroom) / bound.upper_per_hour
-        verdict, after, reason = _verdict(bound, room.headroom, target_h)
+        spread = path_spread(series.t[keep], series.x[keep], rate_per_hour=bound.rate_per_hour)
+        hours = exhaustion_hours(bound.upper_per_hour, spread, max(0.0, room.headroom))
+        verdict, after, reason = _verdict(bound, headroom=room.headroom, spread=spread, target_h=target_h)
     units = {unit: hours * rate for unit, rate in units_per_hour.items()} if hours is not None else {}
     return ClassSurvival(
         resource_class=series.resource_class,
@@ -223,6 +228,7 @@ def project_series(
         level=series.level,
         headroom=room.headroom,
         bound=bound,
+        spread=spread,
         cut=cut,
         hours_to_exhaustion_lower=hours,
         units_to_exhaustion_lower=units,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +116,10 @@ def train_command(route: TrainRoute) -> list[str]:
 
 def run_settings(route: TrainRoute, options: MonitorOptions) -> MonitorSettings:
     """Monitor settings of a `soak run` of the owner-routed trainer; every other field from ``options``
-    (whose ``log_dir`` is the route's)."""
+    (whose ``log_dir`` is the route's). The trainer's checkpoint folder is watched on disk by itself,
+    before any ``--watch-path``: checkpoints are what fills a disk over days."""
+    checkpoints = Path(route.log_dir) / "checkpoints"
+    options = replace(options, watch_path=[checkpoints, *(options.watch_path or ())])
     return options.settings(
         command=tuple(train_command(route)),
         mode="run",

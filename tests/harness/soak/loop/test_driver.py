@@ -267,6 +267,7 @@ def test_soak_run_and_demo_build_the_same_owner_routed_settings(tmp_path: Path) 
         "algo": "sac", "task": "g1_walk_flat", "sim": "mujoco", "num_envs": 16, "iterations": 800,
         "extra_overrides": ["a.b=1"],
     }  # fmt: skip
+    assert settings.watch_paths == (tmp_path / "run" / "checkpoints",)  # soak run watches them by itself
     validate_settings(settings)
 
 

@@ -49,7 +49,7 @@ def merge_command(
         except OSError as exc:
             raise _fail(f"--output {target}: cannot write: {exc.strerror or exc}", 2) from None
     _print_verdict(verdict)
-    raise typer.Exit(0 if verdict["status"] == "passed" else 1)
+    raise typer.Exit({"passed": 0, "failed": 1, "inconclusive": 3}[verdict["status"]])
 
 
 def _fail(message: str, code: int) -> typer.Exit:

@@ -36,13 +36,18 @@ def merge(nodes: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
                     f"rank {rank['rank']} is in both {seen[rank['rank']]} and {entry['artifact']}"
                 )
             seen[rank["rank"]] = entry["artifact"]
-    failed = [e for e in entries if e["status"] != "passed"]
+    failed = [e for e in entries if e["status"] == "failed"]
+    undecided = [e for e in entries if e["status"] == "inconclusive"]
     first = _first_failure(failed)
+    status = "failed" if failed else "inconclusive" if undecided else "passed"
+    reason = _sentence(first) if first is not None else None
+    if status == "inconclusive":  # no node failed; one could not decide its survival target
+        reason = "; ".join(f"{e['artifact']}: {e['failure_reason']}" for e in undecided)
     return {
         "merge_schema_version": MERGE_SCHEMA_VERSION,
         "run_id": run_id,
-        "status": "failed" if failed else "passed",
-        "failure_reason": _sentence(first) if first is not None else None,
+        "status": status,
+        "failure_reason": reason,
         "first_failure": first,
         "nodes": entries,
     }

@@ -68,3 +68,16 @@ def test_a_ranks_own_failure_beats_an_earlier_consequence() -> None:
 def test_artifacts_that_are_not_one_jobs_nodes_are_refused(nodes: list[Any], message: str) -> None:
     with pytest.raises(MergeError, match=message):
         merge(nodes)
+
+
+def test_a_node_that_could_not_decide_its_survival_target_leaves_the_job_inconclusive() -> None:
+    undecided = {**_node([_rank(1, 1, 50.0)]), "status": "inconclusive"}
+    undecided["failure_reason"] = "criterion survival inconclusive: fds of pid 7 (collector): inconclusive"
+    verdict = merge([("a.json", _node([_rank(0, 0, 50.0)])), ("b.json", undecided)])
+    assert verdict["status"] == "inconclusive" and verdict["first_failure"] is None
+    assert verdict["failure_reason"].startswith("b.json: criterion survival inconclusive")
+    assert sorted_errors(verdict, "soak-merge-1.schema.json") == []
+    failing = merge(
+        [("a.json", _node([_rank(0, 0, 50.0, "failed", "rank_failure")], "failed")), ("b.json", undecided)]
+    )
+    assert failing["status"] == "failed"  # a failure outranks an undecided node

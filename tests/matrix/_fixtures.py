@@ -158,6 +158,22 @@ SOAK_SAMPLES = SOAK_FIXTURES / "samples_clean.jsonl"  # copied beside each soak 
 SOAK_SAMPLES_NAME = "soak.samples.jsonl"
 
 
+def _limit(resource: str, value: int, in_use: int | None, scope: str = "tree") -> dict[str, Any]:
+    return {"resource": resource, "scope": scope, "value": value, "source": f"fixture {resource}",
+            "in_use": in_use, "reason": None, "path": None}  # fmt: skip
+
+
+#: the limits a fixture soak recorded: a 16 GiB host with 4 GiB in use, room for 100,000 tasks
+SOAK_LIMITS: dict[str, Any] = {
+    "read_at_wall": 1_750_000_000.0,
+    "limits": [
+        _limit("memory", 16 << 30, 4 << 30),
+        _limit("tasks", 100_000, 500),
+        _limit("map_count", 65_530, None, "process"),
+    ],
+}
+
+
 def soak_artifact(
     commit: str,
     *,
@@ -175,10 +191,12 @@ def soak_artifact(
     nproc_per_node: int = 1,
     world_size: int | None = None,
     inputs: dict[str, Any] | None = None,
+    must_survive_s: float | None = 8 * 3600.0,
 ) -> dict[str, Any]:
-    """An honest ``soak run`` artifact (0.3.0), built by the monitor's own code over the soak fixtures'
+    """An honest ``soak run`` artifact (0.4.0), built by the monitor's own code over the soak fixtures'
     clean samples (``SOAK_SAMPLES``) and a completed (or, ``passed=False``, collector-failure)
-    run_summary, so that ``matrix ingest`` re-derives the same verdicts. ``nproc_per_node`` > 1 is a
+    run_summary, so that ``matrix ingest`` re-derives the same verdicts. Its survival is judged against
+    ``must_survive_s`` (the shipped linux-cpu cells declare 8 h) under ``SOAK_LIMITS``. ``nproc_per_node`` > 1 is a
     ``soak run --nproc-per-node N`` artifact with a ``ranks`` section of ``world_size`` ranks (default N;
     0: no section)."""
     import hashlib
@@ -186,7 +204,8 @@ def soak_artifact(
     from soakbench.harness.soak.evidence.artifact import MonitorRecord, build_artifact
     from soakbench.harness.soak.verdicts.judgement import judgement_of
     from soakbench.harness.soak.verdicts.observation import observe_classes
-    from soakbench.harness.soak.verdicts.trends import leak_verdicts
+    from soakbench.harness.soak.verdicts.survival import assess_survival
+    from soakbench.harness.soak.verdicts.trends import analysis_span, leak_verdicts
     from tests.harness.soak._observations import split
 
     text = SOAK_SAMPLES.read_text()
@@ -204,6 +223,14 @@ def soak_artifact(
         duration_s=duration_s,
         min_duration_s=60.0,
         observation=observe_classes(samples, leak, 30),
+        survival=assess_survival(
+            samples,
+            limits=SOAK_LIMITS,
+            window=(40.0, float((analysis_span(samples, 40.0) or {})["t_end"])),
+            target_s=must_survive_s,
+            warmup_s=None,
+        ),
+        must_survive_s=must_survive_s,
     )
     timing = {"sample_interval_s": 5.0, "startup_timeout_s": 60.0, "stale_progress_s": 60.0,
               "post_shutdown_grace_s": 1.0, "min_duration_s": 60.0, "duration_s": duration_s,
@@ -227,6 +254,7 @@ def soak_artifact(
         ranks=ranks_section(nproc_per_node if world_size is None else world_size, iterations),
         samples_sha256=hashlib.sha256(text.encode()).hexdigest(),
         inputs=inputs,
+        limits=SOAK_LIMITS,
     )
     return build_artifact(
         judgement=judgement_of(*obs),

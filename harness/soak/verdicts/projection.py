@@ -36,12 +36,13 @@ The steps, each for a reason:
    that is slowing down (a buffer a few minutes from full, a warm-up longer than the cut could see)
    must still hold in the later half to fail, while growth that began late raises the upper end.
 6. **The future's own randomness.** The rate bound is on the mean growth; the run that follows is one
-   path around it. Poisson-like leaks (an fd per request) and allocator churn add up like a random walk:
-   over T hours the path strays by about ``σ √(T / Δt)``, σ the spread of the series' detrended
-   sample-to-sample increments and Δt the sample interval. The time bound adds ``z σ √(T / Δt)`` (z the
-   one-sided ``CONFIDENCE`` quantile) to the growth at the upper rate (``exhaustion_hours``), so it bounds
-   the time this path takes, not the mean one; and ``fails`` asks the lower rate to exhaust the limit
-   even with the path that much below it. A steady count has no spread and loses nothing.
+   path around it. Poisson-like leaks (an fd per request) add up like a random walk and stray further
+   the longer the run; memory that jitters around its level strays no further than it already does.
+   The series' variogram tells which: D(h), the spread of the detrended change over h samples, measured
+   up to half the window, and its growth exponent (0 stationary, 0.5 a random walk). The time bound adds
+   z·D extrapolated to T (``PathSpread``) to the growth at the upper rate (``exhaustion_hours``), so it
+   bounds the time this path takes, not the mean one; ``fails`` asks the lower rate to exhaust the limit
+   even with the path that much below its line. A steady count has no spread and loses nothing.
 5. **Count series** (fds, processes, threads, zombies) move in steps. Zero net growth over a window of
    W hours does not prove a rate of 0: a leak of one fd every W/2 would look the same. The upper bound
    is at least ``COUNT_EVENTS / W`` (the rule of three: no event seen in W bounds the event rate at
@@ -275,30 +276,77 @@ def decide_after_s(bound: RateBound, *, lethal_per_hour: float) -> float | None:
     return max(needed_h, floor_h) * 3600.0
 
 
-def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> float:
-    """``z σ / √Δt`` in the series' unit per √hour (module docstring, step 6): σ the standard deviation of
-    the increments between consecutive samples once the growth at ``rate_per_hour`` is taken out, Δt the
-    median sample interval in hours; 0 with fewer than three samples."""
+@dataclass(frozen=True)
+class PathSpread:
+    """How far a run's path strays from its growth line (module docstring, step 6): ``at_lag`` is z times
+    the spread of the detrended changes over the longest lag measured (``lag_hours``), in the series'
+    unit; beyond it the spread grows as ``(T / lag_hours) ** exponent`` (0: stationary noise, 0.5: a
+    random walk)."""
+
+    at_lag: float
+    lag_hours: float
+    exponent: float
+
+    def at(self, hours: float) -> float:
+        """The spread after ``hours`` (never below the spread already measured)."""
+        if self.at_lag <= 0 or self.lag_hours <= 0:
+            return 0.0
+        return self.at_lag * max(1.0, hours / self.lag_hours) ** self.exponent
+
+
+NO_SPREAD = PathSpread(at_lag=0.0, lag_hours=1.0, exponent=0.0)
+#: lags (in samples) the variogram is measured at: geometric from 1 to half the window
+VARIOGRAM_LAGS = 8
+
+
+def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> PathSpread:
+    """The path's spread from the series' variogram (module docstring, step 6): D(h), the standard
+    deviation of the detrended change over h samples, at ``VARIOGRAM_LAGS`` lags up to half the window;
+    the exponent is the slope of log D against log h, held to [0, 0.5]."""
     from scipy.stats import norm
 
     tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
-    if tt.size < 3:
-        return 0.0
-    dt_h = np.diff(tt) / 3600.0
-    step_h = float(np.median(dt_h))
-    if not step_h > 0:
-        return 0.0
-    increments = np.diff(xx) - rate_per_hour * dt_h
-    return float(norm.ppf(CONFIDENCE)) * float(np.std(increments)) / math.sqrt(step_h)
+    if tt.size < 8:
+        return NO_SPREAD
+    step_h = float(np.median(np.diff(tt))) / 3600.0
+    residual = xx - rate_per_hour * tt / 3600.0
+    lags = np.unique(np.geomspace(1, tt.size // 2, VARIOGRAM_LAGS).astype(int))
+    spreads = np.array([float(np.std(residual[k:] - residual[:-k])) for k in lags])
+    if not step_h > 0 or not spreads[-1] > 0:
+        return NO_SPREAD
+    positive = spreads > 0
+    exponent = 0.0
+    if positive.sum() >= 2:
+        exponent = float(np.polyfit(np.log(lags[positive]), np.log(spreads[positive]), 1)[0])
+    return PathSpread(
+        at_lag=float(norm.ppf(CONFIDENCE)) * float(spreads[-1]),
+        lag_hours=float(lags[-1]) * step_h,
+        exponent=min(0.5, max(0.0, exponent)),
+    )
 
 
-def exhaustion_hours(rate_per_hour: float, spread: float, headroom: float) -> float | None:
-    """The hours until ``rate T + spread √T`` reaches ``headroom`` (None: never, nothing grows)."""
+#: the longest time to exhaustion searched for (hours; a century): beyond it, "never"
+MAX_HOURS = 876_000.0
+
+
+def exhaustion_hours(rate_per_hour: float, spread: PathSpread, headroom: float) -> float | None:
+    """The first T (hours) at which ``rate T + spread.at(T)`` reaches ``headroom`` (None: not within
+    ``MAX_HOURS``). Both terms only grow, so bisection finds it."""
     if headroom <= 0:
         return 0.0
-    if rate_per_hour <= 0 and spread <= 0:
-        return None
-    if rate_per_hour <= 0:
-        return (headroom / spread) ** 2  # the path alone reaches it, as a random walk would
-    root = (-spread + math.sqrt(spread * spread + 4.0 * rate_per_hour * headroom)) / (2.0 * rate_per_hour)
-    return root * root
+
+    def reached(hours: float) -> bool:
+        return rate_per_hour * hours + spread.at(hours) >= headroom
+
+    if reached(0.0):
+        return 0.0
+    high = 1.0 / 64.0
+    while not reached(high):
+        high *= 2.0
+        if high > MAX_HOURS:
+            return None
+    low = high / 2.0 if high > 1.0 / 64.0 else 0.0
+    for _ in range(60):
+        middle = (low + high) / 2.0
+        low, high = (low, middle) if reached(middle) else (middle, high)
+    return high

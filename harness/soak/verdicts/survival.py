@@ -40,7 +40,9 @@ from soakbench.harness.soak.verdicts.exhaustion_series import (
     known_limits,
 )
 from soakbench.harness.soak.verdicts.projection import (
+    NO_SPREAD,
     RATE_METHOD,
+    PathSpread,
     RateBound,
     WarmupCut,
     decide_after_s,
@@ -82,7 +84,7 @@ class ClassSurvival:
     level: float
     headroom: float | None
     bound: RateBound | None
-    spread: float | None  # z σ / √Δt per √hour: the future path's own randomness (projection, step 6)
+    spread: PathSpread | None  # the future path's own randomness (projection, step 6)
     cut: WarmupCut | None
     hours_to_exhaustion_lower: float | None
     units_to_exhaustion_lower: Mapping[str, float]
@@ -108,7 +110,13 @@ class ClassSurvival:
             "variance_inflation": None if bound is None else bound.variance_inflation,
             "count_floor_per_hour": None if bound is None else bound.count_floor_per_hour,
             "analysed_seconds": None if bound is None else bound.span_s,
-            "spread_per_sqrt_hour": self.spread,
+            "path_spread": None
+            if self.spread is None
+            else {
+                "at_lag": self.spread.at_lag,
+                "lag_hours": self.spread.lag_hours,
+                "exponent": self.spread.exponent,
+            },
             "warmup": None if self.cut is None else {"method": self.cut.method, "t_cut": self.cut.t_cut},
             "hours_to_exhaustion_lower": self.hours_to_exhaustion_lower,
             "units_to_exhaustion_lower": dict(self.units_to_exhaustion_lower),
@@ -174,7 +182,7 @@ def _units_per_hour(samples: Sequence[Mapping[str, Any]], t_start: float, t_end:
 
 
 def _verdict(
-    bound: RateBound, *, headroom: float, spread: float, target_h: float | None
+    bound: RateBound, *, headroom: float, spread: PathSpread, target_h: float | None
 ) -> tuple[ClassVerdict, float | None, str]:
     """The class verdict, the soak length that would decide (inconclusive only) and the reason."""
     hours = exhaustion_hours(bound.upper_per_hour, spread, headroom)
@@ -185,9 +193,9 @@ def _verdict(
         return "fails", None, "no headroom is left: the limit is reached"
     if hours is None or hours >= target_h:
         return "survives", None, f"exhaustion {said}, at least the target {duration_text(target_h)}"
-    optimistic = bound.lower_per_hour * target_h - spread * math.sqrt(target_h)
+    optimistic = bound.lower_per_hour * target_h - spread.at(target_h)
     if optimistic > headroom:
-        at = exhaustion_hours(bound.lower_per_hour, -spread, headroom) or target_h
+        at = exhaustion_hours(bound.lower_per_hour, NO_SPREAD, headroom) or target_h
         return "fails", None, f"exhausted within {duration_text(at)} even at the lowest rate the data allow"
     lethal = headroom / target_h
     after = decide_after_s(bound, lethal_per_hour=lethal)

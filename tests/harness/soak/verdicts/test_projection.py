@@ -8,8 +8,11 @@ import pytest
 
 from soakbench.harness.soak.verdicts.projection import (
     COUNT_EVENTS,
+    PathSpread,
     decide_after_s,
     equal_time_bins,
+    exhaustion_hours,
+    path_spread,
     rate_bound,
     warmup_cut,
 )
@@ -120,3 +123,24 @@ def test_a_count_series_needs_three_lethal_events_of_window_to_survive():
     assert bound is not None
     lethal = 6.0  # per hour: the floor of a 10 min window is 18/h
     assert decide_after_s(bound, lethal_per_hour=lethal) == pytest.approx(COUNT_EVENTS / lethal * 3600.0)
+
+
+def test_the_path_spread_stays_flat_for_jitter_and_grows_as_a_random_walk_for_counts():
+    rng = np.random.default_rng(5)
+    t = np.arange(0.0, 600.0)
+    jitter = path_spread(t, 1e9 + rng.normal(0.0, 4 * MIB, t.size), rate_per_hour=0.0)
+    walk = path_spread(t, np.cumsum(rng.poisson(0.5, t.size)).astype(float), rate_per_hour=1800.0)
+    assert jitter.exponent < 0.1 and walk.exponent > 0.35
+    assert jitter.at(72.0) < 2.0 * jitter.at_lag  # a band does not widen with the horizon
+    assert walk.at(72.0) > 10.0 * walk.at_lag  # a random walk strays further the longer it runs
+    assert path_spread(t, np.full(t.size, 7.0), rate_per_hour=0.0).at(72.0) == 0.0
+
+
+def test_the_time_to_exhaustion_adds_the_path_spread_to_the_rate():
+    spread = PathSpread(at_lag=10.0, lag_hours=0.1, exponent=0.5)
+    plain = exhaustion_hours(100.0, PathSpread(0.0, 1.0, 0.0), 1000.0)
+    assert plain == pytest.approx(10.0, rel=1e-6)
+    with_path = exhaustion_hours(100.0, spread, 1000.0)
+    assert with_path is not None and with_path < plain
+    assert with_path * 100.0 + spread.at(with_path) == pytest.approx(1000.0, rel=1e-6)
+    assert exhaustion_hours(0.0, PathSpread(0.0, 1.0, 0.0), 1000.0) is None

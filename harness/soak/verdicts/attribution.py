@@ -33,7 +33,7 @@ def _bytes(value: float) -> str:
     return f"{value:.0f} B"
 
 
-def _details(window: Sequence[Mapping[str, Any]], pid: str | None) -> list[Mapping[str, Any]]:
+def _details(window: Sequence[Mapping[str, Any]], pid: str | None) -> list[dict[str, Counter[str]]]:
     """The ``detail`` records of the window, in order: of one process, or summed over the tree."""
     out = []
     for sample in window:

@@ -291,7 +291,7 @@ class PathSpread:
         """The spread after ``hours`` (never below the spread already measured)."""
         if self.at_lag <= 0 or self.lag_hours <= 0:
             return 0.0
-        return self.at_lag * max(1.0, hours / self.lag_hours) ** self.exponent
+        return float(self.at_lag * max(1.0, hours / self.lag_hours) ** self.exponent)
 
 
 NO_SPREAD = PathSpread(at_lag=0.0, lag_hours=1.0, exponent=0.0)

@@ -39,7 +39,8 @@ The steps, each for a reason:
    path around it. Poisson-like leaks (an fd per request) add up like a random walk and stray further
    the longer the run; memory that jitters around its level strays no further than it already does.
    The series' variogram tells which: D(h), the spread of the detrended change over h samples, measured
-   up to half the window, and its growth exponent (0 stationary, 0.5 a random walk). The time bound adds
+   up to an eighth of the window (the series is detrended by its own slope, which absorbs a walk's slow
+   wander at long lags), and its growth exponent (0 stationary, 0.5 a random walk). The time bound adds
    z·D extrapolated to T (``PathSpread``) to the growth at the upper rate (``exhaustion_hours``), so it
    bounds the time this path takes, not the mean one; ``fails`` asks the lower rate to exhaust the limit
    even with the path that much below its line. A steady count has no spread and loses nothing.
@@ -295,14 +296,18 @@ class PathSpread:
 
 
 NO_SPREAD = PathSpread(at_lag=0.0, lag_hours=1.0, exponent=0.0)
-#: lags (in samples) the variogram is measured at: geometric from 1 to half the window
+#: lags (in samples) the variogram is measured at: geometric from 1 to ``VARIOGRAM_REACH`` of the window
 VARIOGRAM_LAGS = 8
+#: the longest lag, as a share of the window: the series is detrended by its own fitted slope, which
+#: absorbs a random walk's slow wander, so a long lag reads a walk as a band (an exponent biased to 0)
+VARIOGRAM_REACH = 0.125
 
 
 def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> PathSpread:
     """The path's spread from the series' variogram (module docstring, step 6): D(h), the standard
-    deviation of the detrended change over h samples, at ``VARIOGRAM_LAGS`` lags up to half the window;
-    the exponent is the slope of log D against log h, held to [0, 0.5]."""
+    deviation of the detrended change over h samples, at ``VARIOGRAM_LAGS`` lags up to
+    ``VARIOGRAM_REACH`` of the window; the exponent is the slope of log D against log h, held to
+    [0, 0.5]."""
     from scipy.stats import norm
 
     tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
@@ -310,7 +315,7 @@ def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> 
         return NO_SPREAD
     step_h = float(np.median(np.diff(tt))) / 3600.0
     residual = xx - rate_per_hour * tt / 3600.0
-    lags = np.unique(np.geomspace(1, tt.size // 2, VARIOGRAM_LAGS).astype(int))
+    lags = np.unique(np.geomspace(1, max(2, int(VARIOGRAM_REACH * tt.size)), VARIOGRAM_LAGS).astype(int))
     spreads = np.array([float(np.std(residual[k:] - residual[:-k])) for k in lags])
     if not step_h > 0 or not spreads[-1] > 0:
         return NO_SPREAD

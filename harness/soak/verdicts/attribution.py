@@ -15,6 +15,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from soakbench.harness.soak.verdicts.trends import level_text
+
 #: phrases kept per class (the largest growth first)
 MAX_PHRASES = 5
 _DIGITS = re.compile(r"\d+")
@@ -24,13 +26,6 @@ def _grown(before: Mapping[str, float], after: Mapping[str, float]) -> list[tupl
     """Keys whose value rose, with the rise, largest first."""
     rises = [(key, float(after[key]) - float(before.get(key, 0))) for key in after]
     return sorted(((k, d) for k, d in rises if d > 0), key=lambda item: -item[1])[:MAX_PHRASES]
-
-
-def _bytes(value: float) -> str:
-    for scale, suffix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if value >= scale:
-            return f"{value / scale:.3g} {suffix}"
-    return f"{value:.0f} B"
 
 
 def _details(window: Sequence[Mapping[str, Any]], pid: str | None) -> list[dict[str, Counter[str]]]:
@@ -89,11 +84,12 @@ def disk_growth(window: Sequence[Mapping[str, Any]], path: str) -> tuple[str, ..
     if len(entries) < 2:
         return ()
     return tuple(
-        f"{name}{'' if name == '.' else '/'} +{_bytes(d)}" for name, d in _grown(entries[0], entries[-1])
+        f"{name}{'' if name == '.' else '/'} +{level_text(d, 'bytes')}"
+        for name, d in _grown(entries[0], entries[-1])
     )
 
 
 def shm_growth(window: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """``name +size`` for the run's ``/dev/shm`` segments that grew (new ones included)."""
     first, last = ((s.get("shm") or {}).get("segments") or {} for s in (window[0], window[-1]))
-    return tuple(f"{name} +{_bytes(d)}" for name, d in _grown(first, last))
+    return tuple(f"{name} +{level_text(d, 'bytes')}" for name, d in _grown(first, last))

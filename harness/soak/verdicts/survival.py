@@ -51,6 +51,7 @@ from soakbench.harness.soak.verdicts.projection import (
     rate_bound,
     warmup_cut,
 )
+from soakbench.harness.soak.verdicts.trends import level_text
 
 ClassVerdict = Literal[
     "survives", "fails", "inconclusive", "projected", "not_observable", "insufficient_data"
@@ -136,10 +137,6 @@ class Survival:
     classes: tuple[ClassSurvival, ...]
     warmup_seconds: float | None = None
     window: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def failing(self) -> tuple[ClassSurvival, ...]:
-        return tuple(c for c in self.classes if c.verdict == "fails")
 
     @property
     def ruled_leak_classes(self) -> frozenset[str]:
@@ -310,14 +307,7 @@ def assess_survival(
 
 
 def _amount(value: float | None, unit: str) -> str:
-    if value is None:
-        return "?"
-    if unit != "bytes":
-        return f"{value:.4g}"
-    for scale, suffix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {suffix}"
-    return f"{value:.3g} B"
+    return "?" if value is None else level_text(value, unit)
 
 
 def duration_text(hours: float) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from jsonschema import Draft202012Validator
+
 from soakbench.foundation import schema
 
 EXPECTED = {
@@ -29,6 +31,7 @@ EXPECTED = {
 def test_every_schema_ships_and_checks() -> None:
     assert set(schema.schema_names()) == EXPECTED
     for name in schema.schema_names():
+        Draft202012Validator.check_schema(schema.load_schema(name))  # raises SchemaError on a bad schema
         validator = schema.schema_validator(name)
         assert validator.schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 

@@ -48,6 +48,10 @@ MonitorFailure = Literal[
 ]
 MONITOR_FAILURES: tuple[MonitorFailure, ...] = get_args(MonitorFailure)
 
+# Why the monitor stopped a run that had not failed (`--until-decided`): not a failure class.
+MonitorStopReason = Literal["survival_decided", "max_duration"]
+MONITOR_STOP_REASONS: tuple[MonitorStopReason, ...] = get_args(MonitorStopReason)
+
 # Every soak failure class, in no particular precedence (the pass table orders its rows itself).
 SOAK_FAILURE_CLASSIFICATIONS: tuple[str, ...] = tuple(
     dict.fromkeys(

@@ -47,6 +47,7 @@ from soakbench.harness.soak.options import (
     Startup,
     TermGrace,
     TrendSamples,
+    UntilDecided,
     WarmupSeconds,
     WatchPath,
 )
@@ -87,6 +88,7 @@ class MonitorOptions:
     must_survive: MustSurvive = None
     warmup_seconds: WarmupSeconds = None
     watch_path: WatchPath = None
+    until_decided: UntilDecided = None
 
     def settings(
         self,
@@ -127,6 +129,7 @@ class MonitorOptions:
             must_survive_s=self.must_survive,
             warmup_s=self.warmup_seconds,
             watch_paths=tuple(self.watch_path or ()),
+            until_decided_s=self.until_decided,
         )
 
 

@@ -166,6 +166,17 @@ WarmupSeconds = Annotated[
         "in each series' growth rate finds the warm-up)",
     ),
 ]
+UntilDecided = Annotated[
+    float | None,
+    typer.Option(
+        "--until-decided",
+        parser=_duration_option,
+        metavar="MAX_DURATION",
+        help="stop the run as soon as every resource with a limit survives --must-survive or one fails "
+        "(looks spend 5 % error in all; a fail is stopped with stacks), or after MAX_DURATION undecided "
+        "(exit 3)",
+    ),
+]
 WatchPath = Annotated[
     list[Path] | None,
     typer.Option(

@@ -43,6 +43,7 @@ def monitor_block(settings: MonitorSettings, result: MonitorResult) -> dict[str,
         "progress_parse_errors": result.progress_parse_errors,
         "known_processes": result.known_processes,
         "killed_by_monitor": result.killed_by_monitor,
+        "stop": None if result.stop is None else result.stop.to_json(),
     }
 
 
@@ -101,6 +102,7 @@ def _facts(
         result.reaped,
         result.killed_by_monitor,
         result.fork_events.get("reason", "the process-events connector was not opened"),
+        stopped_t=None if result.stop is None else result.stop.t,
     )
     return RecordedFacts(
         mode=settings.mode,
@@ -119,6 +121,7 @@ def _facts(
         gpu_record=result.gpu_health,
         sampler=result.sampler,
         limits=result.limits,
+        stop=result.stop,
         reaped=result.reaped,
         exits=result.exits,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from jsonschema import Draft202012Validator
 
 from soakbench.foundation import schema

@@ -22,33 +22,32 @@ Life of one monitored run:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from soakbench.foundation.vocab import MonitorFailure
-from soakbench.harness.soak.evidence.live import LiveView, summarize
+from soakbench.harness.soak.evidence.live import LiveView
 from soakbench.harness.soak.host.forensics import Forensics
 from soakbench.harness.soak.host.forks import ForkWatch
 from soakbench.harness.soak.host.gpu_watch import GpuWatch
 from soakbench.harness.soak.host.pressure import HostReader
-from soakbench.harness.soak.host.sampler import JobProgress, LivenessState, Sampler
+from soakbench.harness.soak.host.sampler import Sampler
 from soakbench.harness.soak.host.sampling import ProcessSampler, make_sampler
 from soakbench.harness.soak.host.shm import ShmSnapshot, TreeEvidence, attribute_orphans
 from soakbench.harness.soak.host.token import RUN_TOKEN_ENV
+from soakbench.harness.soak.loop.decide import UntilDecided
 from soakbench.harness.soak.loop.leftovers import OwnershipGuard, leftover_problem
-from soakbench.harness.soak.loop.settings import Mode, MonitorSettings, SettingsError
+from soakbench.harness.soak.loop.sample_step import LoopState, SampleStep
+from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError
 from soakbench.harness.soak.loop.spawn_limits import limits_at_spawn
 from soakbench.harness.soak.loop.supervisor import Supervisor
-from soakbench.harness.soak.verdicts.hang import Limits
+from soakbench.harness.soak.verdicts.looks import MonitorStop
 
 
 @dataclass(frozen=True)
@@ -83,6 +82,7 @@ class MonitorResult:
     sampler: dict[str, Any] = field(default_factory=dict)  # the artifact's `sampler` section
     gpu_health: dict[str, Any] | None = None  # GpuWatch.finish(): the run's GPUs, start to end
     limits: dict[str, Any] | None = None  # HostLimits.to_json(): read right after the spawn
+    stop: MonitorStop | None = None  # --until-decided stopped the run (not a failure)
 
 
 @dataclass(frozen=True)
@@ -111,17 +111,6 @@ class _Spawned:
     limits: dict[str, Any]
 
 
-@dataclass
-class _LoopState:
-    """What the sampling loop accumulates while the command runs (private to the observe phase)."""
-
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    sample_ms: list[float] = field(default_factory=list)
-    startup_end_t: float | None = None
-    monitor_failure: MonitorFailure | None = None
-    monitor_detail: str | None = None
-
-
 @dataclass(frozen=True)
 class _Observed:
     """The observe phase: the samples, the limit a run broke (or the monitor's own error), the GPUs'
@@ -138,6 +127,7 @@ class _Observed:
     loop_wall_s: float
     progress_parse_errors: int
     rank_progress: dict[int, dict[str, Any]]
+    stop: MonitorStop | None
 
 
 @dataclass(frozen=True)
@@ -171,13 +161,6 @@ def _cancellation_flag() -> Iterator[threading.Event]:
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
-
-
-def _progress_started(mode: Mode, liveness: LivenessState, progress: JobProgress) -> bool:
-    """Start-up is over at the first progress record (run mode) or the first file change (monitor)."""
-    if mode == "run":
-        return progress.last is not None
-    return liveness.ever_changed
 
 
 def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
@@ -224,6 +207,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
             sampler=reader.capabilities.describe(reader.name),
             gpu_health=observed.gpu_health,
             limits=spawned.limits,
+            stop=observed.stop,
         )
     raise AssertionError("unreachable: the ExitStack returns or raises")  # for type checkers
 
@@ -321,11 +305,14 @@ def _observe(
 ) -> _Observed:
     """Sample the tree until the command exits, a limit is hit or the monitor is cancelled. A monitor bug
     is recorded, not raised: the run must still be stopped and leave evidence."""
-    state, sampler = _LoopState(), spawned.sampler
+    state, sampler = LoopState(), spawned.sampler
     view.note(f"started pid {spawned.proc.pid}: {' '.join(settings.command)}")
     cpu_before, error = time.process_time(), None
+    until = None if settings.until_decided_s is None else UntilDecided(settings, spawned.limits, view)
     try:
-        _loop(settings, state, spawned.supervisor, sampler, view, cancelled)
+        _loop(
+            settings, spawned.supervisor, SampleStep(settings, state, sampler, view, until=until), cancelled
+        )
     except Exception as exc:
         state.monitor_failure = "monitor_error"
         error = f"{type(exc).__name__}: {exc}"
@@ -344,6 +331,7 @@ def _observe(
         loop_wall_s=time.monotonic() - spawned.t0,
         progress_parse_errors=sampler.progress.parse_errors,
         rank_progress=sampler.progress.final_by_rank(),
+        stop=state.stop,
     )
 
 
@@ -359,11 +347,16 @@ def _wind_down(
     if failure is not None:
         view.note(f"{failure}: terminating process group {proc.pid}")
         killed = supervisor.terminate(settings.termination_grace_s, failure)
+    elif observed.stop is not None:  # stacks of a run stopped because it fails: what grew, and where
+        view.note(f"{observed.stop.reason} ({observed.stop.verdict}): stopping process group {proc.pid}")
+        trigger = "survival_fails" if observed.stop.verdict == "fails" else None
+        killed = supervisor.terminate(settings.termination_grace_s, trigger)
     duration_s = time.monotonic() - t0
     returncode = proc.poll()  # the loop may stop at the root's zombie: reap it
     view.note(f"command exited with {proc.returncode}; post-shutdown grace {settings.post_shutdown_grace_s}s")
     supervisor.wait_quiet(settings.post_shutdown_grace_s, until_all_dead=True)
-    tail.append(_tail_reading(supervisor, hold.host, t0, signalled=failure is not None))
+    signalled = failure is not None or observed.stop is not None
+    tail.append(_tail_reading(supervisor, hold.host, t0, signalled=signalled))
     residual = supervisor.alive()
     if residual:
         view.note(f"{len(residual)} residual process(es); killing them")
@@ -405,17 +398,12 @@ def _orphaned_segments(
 
 
 def _loop(
-    settings: MonitorSettings,
-    state: _LoopState,
-    supervisor: Supervisor,
-    sampler: Sampler,
-    view: LiveView,
-    cancelled: threading.Event,
+    settings: MonitorSettings, supervisor: Supervisor, samples: SampleStep, cancelled: threading.Event
 ) -> None:
-    """Sample until the command exits, a limit is hit or the monitor is cancelled (sets
-    ``state.monitor_failure`` for the latter two)."""
-    proc = supervisor.proc
-    samples = _SampleStep(settings, state, sampler, view)
+    """Sample until the command exits, a limit is hit, the monitor is cancelled (sets
+    ``state.monitor_failure`` for the latter two) or ``--until-decided`` stops the run (sets
+    ``state.stop``)."""
+    proc, state, sampler = supervisor.proc, samples.state, samples.sampler
     next_sample = sampler.t0
     while True:
         now = time.monotonic()
@@ -434,6 +422,9 @@ def _loop(
             if failure is not None:
                 state.monitor_failure = failure
                 return
+            state.stop = samples.stop()
+            if state.stop is not None:
+                return
             next_sample = max(next_sample + settings.sample_interval_s, now + 0.001)
         if proc.poll() is not None:
             return
@@ -442,58 +433,3 @@ def _loop(
             return
         supervisor.reap_adopted()
         time.sleep(min(0.25, max(0.0, next_sample - time.monotonic())))
-
-
-class _SampleStep:
-    """What the loop does with each sample of the live tree: record it, mark the end of start-up,
-    update the view with a recent-rate ETA, and check the limits (harness.soak.verdicts.hang)."""
-
-    def __init__(
-        self, settings: MonitorSettings, state: _LoopState, sampler: Sampler, view: LiveView
-    ) -> None:
-        self.settings = settings
-        self.state = state
-        self.sampler = sampler
-        self.view = view
-        self.recent: deque[tuple[float, int]] = deque(maxlen=12)  # (t, iteration) of the last samples
-        self.limits = Limits.of(settings)
-
-    def record(self, sample: dict[str, Any], now: float) -> MonitorFailure | None:
-        """Record ``sample`` (taken at monotonic ``now``); the limit it breaks, or None."""
-        settings, state, sampler = self.settings, self.state, self.sampler
-        state.samples.append(sample)
-        state.sample_ms.append(sample["sample_ms"])
-        _append_jsonl(settings.samples_path, sample)
-        started = _progress_started(settings.mode, sampler.liveness, sampler.progress)
-        if started and state.startup_end_t is None:
-            state.startup_end_t = sample["t"]
-        self.view.update(
-            summarize(
-                sample,
-                phase="running" if started else "startup",
-                max_iterations=settings.max_iterations,
-                min_duration_s=settings.min_duration_s,
-                iterations_per_s=self._iteration_rate(sample),
-            )
-        )
-        last_change = sampler.liveness.last_change_mono(sampler.t0)
-        failure = self.limits.check(sample["progress"], now, sampler.t0, started, last_change)
-        state.monitor_detail = self.limits.detail(failure, state.samples)
-        return failure
-
-    def _iteration_rate(self, sample: Mapping[str, Any]) -> float | None:
-        """Iterations per second over the last samples that reported one, or None."""
-        iteration = (sample["progress"] or {}).get("iteration")
-        if isinstance(iteration, int):
-            self.recent.append((sample["t"], iteration))
-        recent = self.recent
-        if len(recent) >= 2 and recent[-1][0] > recent[0][0]:
-            return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
-        return None
-
-
-def _append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
-    """Append one JSON line and flush it to the OS, so a monitor crash loses no sample already taken."""
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, separators=(",", ":")) + "\n")
-        fh.flush()

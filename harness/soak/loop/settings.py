@@ -55,6 +55,7 @@ class MonitorSettings:
     must_survive_s: float | None = None  # the run length to survive (harness.soak.verdicts.survival)
     warmup_s: float | None = None  # a declared warm-up after start-up, left out of the projection
     watch_paths: tuple[Path, ...] = ()  # directories whose bytes on disk are sampled besides the log dir
+    until_decided_s: float | None = None  # stop once survival decides, or after this long (seconds)
 
     @property
     def judges_summary(self) -> bool:
@@ -72,7 +73,13 @@ class MonitorSettings:
             allow_restarts=self.allow_restarts,
             must_survive_s=self.must_survive_s,
             warmup_s=self.warmup_s,
+            first_look_s=self._first_look_s(),
         )
+
+    def _first_look_s(self) -> float | None:
+        from soakbench.harness.soak.verdicts.looks import first_look_s
+
+        return None if self.until_decided_s is None else first_look_s(self.sample_interval_s)
 
     @property
     def samples_path(self) -> Path:
@@ -170,6 +177,11 @@ def _survival_problem(s: MonitorSettings) -> str | None:
         return f"--must-survive: must be a duration > 0 (90m, 72h, 3d), got {target} s"
     if warmup is not None and not 0 <= warmup < float("inf"):
         return f"--warmup-seconds: must be a number of seconds >= 0, got {warmup}"
+    until = s.until_decided_s
+    if until is not None and target is None:
+        return "--until-decided: needs --must-survive (the target a look decides against)"
+    if until is not None and not 0 < until < float("inf"):
+        return f"--until-decided: must be a duration > 0 (the longest the run may go on), got {until} s"
     for path in s.watch_paths:
         if not path.is_absolute():
             return f"--watch-path: must be an absolute path, got {str(path)!r}"

@@ -60,6 +60,13 @@ The GPU rows are ``not_applicable`` with NVML's reason where NVML is absent or d
 In ``monitor`` mode without ``--run-contract`` the schema, shutdown and run_contract rows are
 ``not_applicable`` (they need a run_summary).
 
+A run that ``--until-decided`` stopped (``stop``: survival decided, or its maximum duration passed) did
+not fail for it: ``monitor_status`` passes and names the stop, and ``trainer_returncode``,
+``min_duration`` and every row that needs the completed run's summary are ``not_applicable`` (the exit
+status and the length are the stop's). A stop
+for a decision that the survival verdict, replayed from the samples, does not hold fails
+``monitor_status`` as ``monitor_error``.
+
 ``failure_classification`` is one of the closed vocabulary ``foundation.vocab.SOAK_FAILURE_CLASSIFICATIONS``; the first failed
 row decides it (rows are ordered by precedence):
 
@@ -105,6 +112,7 @@ from soakbench.harness.soak.verdicts.criterion import Criterion
 from soakbench.harness.soak.verdicts.first_death import FirstDeath, death_sentence
 from soakbench.harness.soak.verdicts.gates import Gates
 from soakbench.harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, died_after_xid, gpu_rows
+from soakbench.harness.soak.verdicts.looks import MonitorStop
 from soakbench.harness.soak.verdicts.per_process import PerProcessVerdicts, leak_row
 from soakbench.harness.soak.verdicts.reasons import UNAVAILABLE, failure_reason, row_reason
 from soakbench.harness.soak.verdicts.summary_rows import (
@@ -188,6 +196,7 @@ class MonitorObservation:
     survival: Survival | None = (
         None  # harness.soak.verdicts.survival.assess_survival(...); None: not recorded
     )
+    stop: MonitorStop | None = None  # --until-decided stopped the run (not a failure)
 
 
 @dataclass(frozen=True)
@@ -221,8 +230,8 @@ _ROW_CLASS = {
 
 
 def _classify(obs: MonitorObservation, first: Criterion, failed: Sequence[Criterion]) -> str:
-    if first.name == "monitor_status":
-        return str(obs.monitor_failure)  # evaluate() checked it is in MONITOR_FAILURES
+    if first.name == "monitor_status":  # evaluate() checked it is in MONITOR_FAILURES; none: a stop
+        return str(obs.monitor_failure or "monitor_error")  # the samples do not hold
     if first.name == "trainer_returncode":
         if any(c.name == "shutdown_contract" for c in failed) and obs.run_summary is not None:
             return "shutdown_contract_violation"  # e.g. exit 1 while the summary claims normal_completion
@@ -249,6 +258,9 @@ def _judged_summary_rows(obs: MonitorObservation, gates: Gates) -> list[Criterio
     rows = [by_name[name] for name in CRITERIA if name in NEEDS_SUMMARY]
     if not gates.judges_summary(obs.mode):
         return [Criterion(c.name, c.expected, None, "not_applicable") for c in rows]
+    if obs.stop is not None:
+        why = f"the monitor stopped the run before it completed ({obs.stop.reason})"
+        return [Criterion(c.name, c.expected, why, "not_applicable") for c in rows]
     if obs.run_summary is None:
         why = obs.run_summary_error or "no run_summary.json was found in the log dir"
         return [Criterion(c.name, c.expected, f"{UNAVAILABLE}{why}", "fail") for c in rows]
@@ -291,14 +303,18 @@ def _resource_rows(obs: MonitorObservation, verdicts: Mapping[str, str], gates: 
         _shm_row(obs),
         row("leak_verdicts", "no resource class growing", leak_value, leak_ok),
         *_survival_rows(obs.survival),
-        row(
-            "min_duration",
-            f">= {gates.min_duration_s:g} s",
-            round(float(obs.duration_s), 3),
-            obs.duration_s >= gates.min_duration_s,
-        ),
+        _duration_row(obs, gates),
         _observation_row(obs.observation),
     ]
+
+
+def _duration_row(obs: MonitorObservation, gates: Gates) -> Criterion:
+    """``min_duration``; ``not_applicable`` once ``--until-decided`` stopped the run (its own rule)."""
+    expected, duration = f">= {gates.min_duration_s:g} s", round(float(obs.duration_s), 3)
+    if obs.stop is not None:
+        why = f"{duration} (the monitor stopped the run: {obs.stop.reason})"
+        return Criterion("min_duration", expected, why, "not_applicable")
+    return row("min_duration", expected, duration, obs.duration_s >= gates.min_duration_s)
 
 
 def _survival_rows(survival: Survival | None) -> list[Criterion]:
@@ -312,6 +328,34 @@ def _survival_rows(survival: Survival | None) -> list[Criterion]:
     expected = f"every class with a limit survives {survival.target_seconds / 3600.0:.4g} h (--must-survive)"
     result = {"survives": "pass", "fails": "fail"}.get(survival.verdict, "inconclusive")
     return [Criterion("survival", expected, value, result)]  # type: ignore[arg-type]
+
+
+_MONITOR_EXPECTED = (
+    "completed (no start-up timeout, stale progress, shutdown hang, cancellation or monitor error), or "
+    "stopped by --until-decided"
+)
+
+
+def _monitor_rows(obs: MonitorObservation) -> list[Criterion]:
+    """``monitor_status`` and ``trainer_returncode``: how the run ended, and whether that was a failure."""
+    code = row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0)
+    stop = obs.stop
+    if obs.monitor_failure is not None or stop is None:
+        failure = obs.monitor_failure
+        return [row("monitor_status", _MONITOR_EXPECTED, failure or "completed", failure is None), code]
+    said = f"stopped at t={stop.t:g} s: " + (
+        f"survival decided ({stop.verdict})" if stop.reason == "survival_decided" else "maximum duration"
+    )
+    held = stop.reason != "survival_decided" or (
+        obs.survival is not None and obs.survival.decided and obs.survival.verdict == stop.verdict
+    )
+    if not held:
+        said += "; the survival verdict replayed from the samples does not decide so"
+    why = f"{obs.trainer_returncode} (the exit status of the monitor's stop)"
+    return [
+        row("monitor_status", _MONITOR_EXPECTED, said, held),
+        Criterion("trainer_returncode", "0", why, "not_applicable"),
+    ]
 
 
 def _shm_row(obs: MonitorObservation) -> Criterion:
@@ -349,13 +393,7 @@ def evaluate(obs: MonitorObservation, gates: Gates) -> Evaluation:
         )
     verdicts = obs.leak_verdicts.verdicts
     rows = [
-        row(
-            "monitor_status",
-            "completed (no start-up timeout, stale progress, shutdown hang, cancellation or monitor error)",
-            obs.monitor_failure or "completed",
-            obs.monitor_failure is None,
-        ),
-        row("trainer_returncode", "0", obs.trainer_returncode, obs.trainer_returncode == 0),
+        *_monitor_rows(obs),
         *_judged_summary_rows(obs, gates),
         *_resource_rows(obs, verdicts, gates),
         _drift_row(obs, gates),

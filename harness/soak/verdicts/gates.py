@@ -14,7 +14,9 @@ class Gates:
     a verdict (>= 1); ``allow_restarts`` elastic restarts a job may take (>= 0); ``must_survive_s`` the
     run length every class with a limit must survive (``--must-survive``, seconds > 0; None: no
     target); ``warmup_s`` a declared warm-up after start-up (``--warmup-seconds``, seconds >= 0; None:
-    a change point finds it).
+    a change point finds it); ``first_look_s`` the analysed span of the first look of a soak that stops
+    when it has decided (``--until-decided``, seconds > 0, harness.soak.verdicts.looks; None: judged
+    once, at the end).
     """
 
     min_duration_s: float
@@ -25,6 +27,7 @@ class Gates:
     allow_restarts: int = 0
     must_survive_s: float | None = None
     warmup_s: float | None = None
+    first_look_s: float | None = None
 
     def judges_summary(self, mode: str) -> bool:
         """Whether the trainer's run summary is judged: always by `soak run`, by `soak monitor` only

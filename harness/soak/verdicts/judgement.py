@@ -18,6 +18,7 @@ How the pieces relate, in the order ``judge`` runs them:
   death worth naming;
 - ``survival.assess_survival``: each class with a limit projected to it, against ``--must-survive``
   (over the post-start-up samples, before the finalize phase and teardown: ``trends.analysis_span``);
+  for a soak that ran ``--until-decided``, ``looks.replay`` takes its looks again, as the monitor did;
 - ``evaluation.evaluate``: the pass table over all of the above, its failure class and reason.
 
 May import: foundation, harness.two_runs, harness.soak.verdicts.
@@ -35,6 +36,7 @@ from soakbench.harness.soak.verdicts.evaluation import Evaluation, MonitorObserv
 from soakbench.harness.soak.verdicts.first_death import Exits, Identity, Restarts, death_to_name
 from soakbench.harness.soak.verdicts.gates import Gates
 from soakbench.harness.soak.verdicts.gpu import GPU_ROWS, GpuAssessment, annotate_drift, assess_gpu
+from soakbench.harness.soak.verdicts.looks import MonitorStop, SurvivalInputs, replay
 from soakbench.harness.soak.verdicts.observation import declared_limits, observe_classes
 from soakbench.harness.soak.verdicts.oom import describe
 from soakbench.harness.soak.verdicts.per_process import per_process_verdicts
@@ -96,6 +98,7 @@ class RecordedFacts:
     limits: Mapping[str, Any] | None = (
         None  # harness.soak.host.limits.HostLimits.to_json(): the artifact's ``limits``
     )
+    stop: MonitorStop | None = None  # --until-decided stopped the run (the artifact's ``monitor.stop``)
     reaped: Mapping[Identity, int] = field(default_factory=dict)
     exits: Exits | None = None
     absent: frozenset[str] = frozenset()
@@ -192,6 +195,7 @@ def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: 
         tree_exits=facts.tree_exits,
         gpu_health=gpu,
         survival=survival,
+        stop=facts.stop,
     )
     return judgement_of(observation, gates)
 
@@ -202,6 +206,9 @@ def _survival(samples: Sequence[Mapping[str, Any]], facts: RecordedFacts, gates:
     startup = facts.startup_end_t
     span = analysis_span(samples, startup) if startup is not None and samples else None
     window = None if span is None or startup is None else (startup, float(span["t_end"]))
+    if gates.first_look_s is not None:
+        inputs = SurvivalInputs(limits=facts.limits, target_s=gates.must_survive_s, warmup_s=gates.warmup_s)
+        return replay(samples, window=window, first_s=gates.first_look_s, inputs=inputs)
     return assess_survival(
         samples, limits=facts.limits, window=window, target_s=gates.must_survive_s, warmup_s=gates.warmup_s
     )
@@ -244,6 +251,7 @@ def facts_from_artifact(artifact: Mapping[str, Any]) -> RecordedFacts:
         gpu_record=_section(artifact, "gpu_health"),
         sampler=_section(artifact, "sampler"),
         limits=_section(artifact, "limits"),
+        stop=MonitorStop.from_json(dig(artifact, "monitor.stop")),
         absent=_absent(artifact),
     )
 
@@ -264,6 +272,7 @@ def gates_from_artifact(artifact: Mapping[str, Any]) -> Gates:
         allow_restarts=int(dig(artifact, "ranks.allowed_restarts") or 0),
         must_survive_s=_number_or_none(dig(artifact, "survival.target_seconds")),
         warmup_s=_number_or_none(dig(artifact, "survival.warmup_seconds")),
+        first_look_s=_number_or_none(dig(artifact, "survival.looks.first_look_s")),
     )
 
 

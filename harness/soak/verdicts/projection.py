@@ -46,20 +46,25 @@ The steps, each for a reason:
    even with the path that much below its line. A steady count has no spread and loses nothing.
 5. **Count series** (fds, processes, threads, zombies) move in steps. Zero net growth over a window of
    W hours does not prove a rate of 0: a leak of one fd every W/2 would look the same. The upper bound
-   is at least ``COUNT_EVENTS / W`` (the rule of three: no event seen in W bounds the event rate at
-   3/W with 95 % confidence).
+   is at least ``count_events(confidence) / W`` (the rule of three: no event seen in W bounds the event
+   rate at ``-ln(1 - confidence) / W``, 3/W at 95 %).
+
+Every bound is one-sided at ``confidence``: 95 % for a soak judged once at its end, more for each look
+of a soak that stops when it has decided (harness.soak.verdicts.looks spends the 5 % over its looks).
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-#: One-sided confidence of each rate bound: the upper bound exceeds the true rate with this probability.
+#: One-sided confidence of each rate bound of a soak judged once: the upper bound exceeds the true rate
+#: with this probability.
 CONFIDENCE = 0.95
 #: The most equal-time bins a series is reduced to (the statistics are O(bins²); 240 bins of a 10 min
 #: soak are 2.5 s each, of a 72 h soak 18 min each).
@@ -83,10 +88,10 @@ MIN_SEGMENT_BINS = 3
 #: length that would decide is extrapolated with this exponent.
 WIDTH_EXPONENT = 1.5
 RATE_METHOD = (
-    "Sen's slope over equal-time bin means; one-sided 95 % bounds from Sen's rank interval with "
-    "Mann–Kendall's variance inflated by the Hamed–Rao effective sample size (pyMannKendall), united "
-    "over 240, 60 and 15 bins and the window's later half; count series bounded above by at least "
-    "3 / window"
+    "Sen's slope over equal-time bin means; one-sided bounds (at the section's confidence) from Sen's rank "
+    "interval with Mann–Kendall's variance inflated by the Hamed–Rao effective sample size (pyMannKendall), "
+    "united over 240, 60 and 15 bins and the window's later half; count series bounded above by at least "
+    "-ln(1 - confidence) / window (3 / window at 95 %)"
 )
 
 CutMethod = Literal["declared", "change_point", "none"]
@@ -191,21 +196,26 @@ def _variance_inflation(x: np.ndarray) -> float:
     return max(1.0, ratio) if math.isfinite(ratio) else 1.0
 
 
-def _interval_confidence(inflation: float) -> float:
+def count_events(confidence: float) -> float:
+    """The events a Poisson rate could have had in a window where none was seen, at one-sided
+    ``confidence``: ``-ln(1 - confidence)`` (``COUNT_EVENTS`` at 95 %)."""
+    return COUNT_EVENTS if confidence == CONFIDENCE else -math.log(1.0 - confidence)
+
+
+def _interval_confidence(inflation: float, confidence: float) -> float:
     """The two-sided confidence to ask scipy's Sen interval for, so that each of its ends is a one-sided
-    ``CONFIDENCE`` bound under Mann–Kendall's variance times ``inflation``."""
-    from scipy.stats import norm
+    ``confidence`` bound under Mann–Kendall's variance times ``inflation``."""
+    normal = statistics.NormalDist()
+    z = normal.inv_cdf(confidence) * math.sqrt(inflation)
+    return min(2.0 * normal.cdf(z) - 1.0, 1.0 - 1e-12)
 
-    z = float(norm.ppf(CONFIDENCE)) * math.sqrt(inflation)
-    return min(2.0 * float(norm.cdf(z)) - 1.0, 1.0 - 1e-12)
 
-
-def _sen_interval(t: np.ndarray, x: np.ndarray) -> tuple[float, float, float, float]:
+def _sen_interval(t: np.ndarray, x: np.ndarray, confidence: float) -> tuple[float, float, float, float]:
     """Sen's slope, its one-sided lower and upper bounds (per second) and the variance inflation used."""
     from scipy.stats import theilslopes
 
     inflation = _variance_inflation(x)
-    fit = theilslopes(x, t, alpha=_interval_confidence(inflation))
+    fit = theilslopes(x, t, alpha=_interval_confidence(inflation, confidence))
     low, high = float(fit.low_slope), float(fit.high_slope)
     if not (math.isfinite(low) and math.isfinite(high)):  # the interval ran off the slopes: all of them
         slopes = np.diff(x) / np.diff(t)
@@ -213,26 +223,30 @@ def _sen_interval(t: np.ndarray, x: np.ndarray) -> tuple[float, float, float, fl
     return float(fit.slope), low, high, inflation
 
 
-def rate_bound(t: npt.ArrayLike, x: npt.ArrayLike, *, counts: bool) -> RateBound | None:
+def rate_bound(
+    t: npt.ArrayLike, x: npt.ArrayLike, *, counts: bool, confidence: float = CONFIDENCE
+) -> RateBound | None:
     """The growth rate of ``(t, x)`` (the analysed window, raw samples) and its bounds per hour, or None
     when fewer than ``MIN_BINS`` bins or no time span remain (module docstring, steps 3 to 5).
 
     Args:
         t: [n] sample times in seconds, non-decreasing.
         x: [n] levels (bytes or counts).
-        counts: whether ``x`` counts things (fds, processes): its upper bound is held to ``3 / W``.
+        counts: whether ``x`` counts things (fds, processes): its upper bound is held to
+            ``count_events(confidence) / W``.
+        confidence: each bound's one-sided confidence, in (0.5, 1).
     """
     tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
     fits = []
     for resolution in RESOLUTIONS:
         tb, xb = equal_time_bins(tt, xx, resolution)
         if tb.size >= MIN_BINS and tb[-1] > tb[0]:
-            fits.append((tb, _sen_interval(tb, xb)))
+            fits.append((tb, _sen_interval(tb, xb, confidence)))
     if fits:  # the later half: growth that is slowing (a fill about to settle) must hold to fail
         later = tt >= tt[0] + LATER_FRACTION * (tt[-1] - tt[0])
         tb, xb = equal_time_bins(tt[later], xx[later], MAX_BINS)
         if tb.size >= MIN_BINS and tb[-1] > tb[0]:
-            fits.append((tb, _sen_interval(tb, xb)))
+            fits.append((tb, _sen_interval(tb, xb, confidence)))
     if not fits:
         return None
     finest_t, (slope, _, _, inflation) = fits[0]
@@ -242,7 +256,7 @@ def rate_bound(t: npt.ArrayLike, x: npt.ArrayLike, *, counts: bool) -> RateBound
     upper = high * 3600.0
     floor = None
     if counts:
-        floor = COUNT_EVENTS / (span_s / 3600.0)
+        floor = count_events(confidence) / (span_s / 3600.0)
         upper = max(upper, floor)
     return RateBound(
         rate_per_hour=slope * 3600.0,
@@ -261,14 +275,15 @@ def decide_after_s(bound: RateBound, *, lethal_per_hour: float) -> float | None:
     ``lethal_per_hour``, if the rate estimate held and the interval narrowed as W^(-3/2); None when the
     estimate is the lethal rate itself (no length decides it).
 
-    The count floor must also fall below the lethal rate to decide ``survives``: ``W >= 3 / lethal``.
+    The count floor must also fall below the lethal rate to decide ``survives``: ``W >= E / lethal``,
+    with E the events the floor was set from.
     """
     rate, span_h = bound.rate_per_hour, bound.span_s / 3600.0
     floor_h = 0.0
     if rate < lethal_per_hour:
         width, gap = bound.sen_upper_per_hour - rate, lethal_per_hour - rate
         if bound.count_floor_per_hour is not None:
-            floor_h = COUNT_EVENTS / lethal_per_hour
+            floor_h = bound.count_floor_per_hour * span_h / lethal_per_hour
     elif rate > lethal_per_hour:
         width, gap = rate - bound.lower_per_hour, rate - lethal_per_hour
     else:
@@ -303,13 +318,13 @@ VARIOGRAM_LAGS = 8
 VARIOGRAM_REACH = 0.125
 
 
-def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> PathSpread:
+def path_spread(
+    t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float, confidence: float = CONFIDENCE
+) -> PathSpread:
     """The path's spread from the series' variogram (module docstring, step 6): D(h), the standard
     deviation of the detrended change over h samples, at ``VARIOGRAM_LAGS`` lags up to
     ``VARIOGRAM_REACH`` of the window; the exponent is the slope of log D against log h, held to
-    [0, 0.5]."""
-    from scipy.stats import norm
-
+    [0, 0.5]; z is the one-sided normal quantile at ``confidence``."""
     tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
     if tt.size < 8:
         return NO_SPREAD
@@ -324,7 +339,7 @@ def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> 
     if positive.sum() >= 2:
         exponent = float(np.polyfit(np.log(lags[positive]), np.log(spreads[positive]), 1)[0])
     return PathSpread(
-        at_lag=float(norm.ppf(CONFIDENCE)) * float(spreads[-1]),
+        at_lag=statistics.NormalDist().inv_cdf(confidence) * float(spreads[-1]),
         lag_hours=float(lags[-1]) * step_h,
         exponent=min(0.5, max(0.0, exponent)),
     )

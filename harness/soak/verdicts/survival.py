@@ -40,6 +40,7 @@ from soakbench.harness.soak.verdicts.exhaustion_series import (
     known_limits,
 )
 from soakbench.harness.soak.verdicts.projection import (
+    CONFIDENCE,
     NO_SPREAD,
     RATE_METHOD,
     PathSpread,
@@ -137,6 +138,13 @@ class Survival:
     classes: tuple[ClassSurvival, ...]
     warmup_seconds: float | None = None
     window: Mapping[str, float] = field(default_factory=dict)
+    confidence: float = CONFIDENCE  # each rate bound's one-sided confidence
+    looks: Mapping[str, Any] | None = None  # harness.soak.verdicts.looks.LookRecord.to_json(); None: one look
+
+    @property
+    def decided(self) -> bool:
+        """Whether the verdict is one a soak may stop on: every class with a limit survives, or one fails."""
+        return self.verdict in ("survives", "fails")
 
     @property
     def ruled_leak_classes(self) -> frozenset[str]:
@@ -155,6 +163,8 @@ class Survival:
             "method": RATE_METHOD,
             "warmup_seconds": self.warmup_seconds,
             "window": dict(self.window),
+            "confidence": self.confidence,
+            **({} if self.looks is None else {"looks": dict(self.looks)}),
             "horizon_hours": horizon_hours(self),
             "classes": [c.to_json() for c in self.classes],
         }
@@ -205,11 +215,13 @@ def project_series(
     target_h: float | None,
     declared_cut_t: float | None,
     units_per_hour: Mapping[str, float],
+    confidence: float = CONFIDENCE,
 ) -> ClassSurvival:
-    """One series' projection and verdict."""
+    """One series' projection and verdict, every bound one-sided at ``confidence``."""
     cut = warmup_cut(series.t, series.x, declared_t=declared_cut_t) if series.t.size else None
     keep = series.t >= (cut.t_cut if cut is not None else -math.inf)
-    bound = rate_bound(series.t[keep], series.x[keep], counts=series.unit == "count")
+    counts = series.unit == "count"
+    bound = rate_bound(series.t[keep], series.x[keep], counts=counts, confidence=confidence)
     room = series.room
     hours, spread = None, None
     verdict: ClassVerdict
@@ -219,7 +231,9 @@ def project_series(
     elif bound is None:
         verdict, reason = "insufficient_data", "too few samples after the warm-up for a rate bound"
     else:
-        spread = path_spread(series.t[keep], series.x[keep], rate_per_hour=bound.rate_per_hour)
+        spread = path_spread(
+            series.t[keep], series.x[keep], rate_per_hour=bound.rate_per_hour, confidence=confidence
+        )
         hours = exhaustion_hours(bound.upper_per_hour, spread, max(0.0, room.headroom))
         verdict, after, reason = _verdict(bound, headroom=room.headroom, spread=spread, target_h=target_h)
     units = {unit: hours * rate for unit, rate in units_per_hour.items()} if hours is not None else {}
@@ -277,8 +291,9 @@ def assess_survival(
     window: tuple[float, float] | None,
     target_s: float | None,
     warmup_s: float | None,
+    confidence: float = CONFIDENCE,
 ) -> Survival:
-    """The survival verdict of one soak.
+    """The survival verdict of one soak, or of one look at it (harness.soak.verdicts.looks).
 
     Args:
         samples: monitor samples in time order.
@@ -287,9 +302,12 @@ def assess_survival(
             (harness.soak.verdicts.trends.analysis_span), or None when none remain.
         target_s: ``--must-survive`` in seconds, or None.
         warmup_s: ``--warmup-seconds`` (after ``t_start``), or None for the change-point cut.
+        confidence: each rate bound's one-sided confidence.
     """
     if window is None or not samples:
-        return Survival(target_s, "inconclusive" if target_s else "no_target", (), warmup_s)
+        return Survival(
+            target_s, "inconclusive" if target_s else "no_target", (), warmup_s, confidence=confidence
+        )
     t_start, t_end = window
     declared = None if warmup_s is None else t_start + warmup_s
     units = _units_per_hour(samples, t_start, t_end)
@@ -297,12 +315,19 @@ def assess_survival(
     series = exhaustion_series(samples, known_limits(limits), t_start=t_start, t_end=t_end)
     with np.errstate(invalid="ignore", divide="ignore"):
         projected = [
-            project_series(s, target_h=target_h, declared_cut_t=declared, units_per_hour=units)
+            project_series(
+                s, target_h=target_h, declared_cut_t=declared, units_per_hour=units, confidence=confidence
+            )
             for s in series
         ]
     classes = _kept(projected)
     return Survival(
-        target_s, _run_verdict(classes, target_s), classes, warmup_s, {"t_start": t_start, "t_end": t_end}
+        target_s,
+        _run_verdict(classes, target_s),
+        classes,
+        warmup_s,
+        {"t_start": t_start, "t_end": t_end},
+        confidence=confidence,
     )
 
 

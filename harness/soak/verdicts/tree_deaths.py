@@ -4,7 +4,8 @@ A trainer that carries on after one of its workers is SIGKILLed, and exits 0, wo
 kill is visible only in the samples. Every sampled process other than the root whose exit status is known
 (the kernel's exit event, or the monitor's own waitpid of an adopted orphan) is recorded in the
 artifact's ``tree_exits``; one killed by a signal fails the row ``tree_deaths``, named with its pid and
-role, unless the monitor killed it itself (a timeout or residual clean-up, judged by its own rows), its
+role, unless the monitor killed it itself (a timeout or residual clean-up, judged by its own rows; or,
+once ``--until-decided`` stopped the run, any exit after the stop), its
 role is declared allowed (``--allow-signal-death ROLE``), or it is a rank of a job allowed to restart
 (``--allow-restarts``: the launcher stops the ranks of a failed attempt).
 
@@ -44,6 +45,7 @@ class KnownExits:
     reaped: Mapping[Identity, int]
     killed_by_monitor: Iterable[Mapping[str, Any]]
     connector_reason: str | None
+    stopped_t: float | None = None  # when --until-decided stopped the run (samples' clock)
 
 
 def tree_exits_section(
@@ -77,7 +79,7 @@ def tree_exits_section(
                 "returncode": code,
                 "exited_t": exited_t,
                 "seen_by": seen_by,
-                "killed_by_monitor": (pid, ticks) in by_monitor,
+                "killed_by_monitor": (pid, ticks) in by_monitor or _after_stop(exited_t, known_exits),
             }
         )
     return {
@@ -86,6 +88,13 @@ def tree_exits_section(
         "allowed_roles": sorted(allowed_roles),
         "exits": listed,
     }
+
+
+def _after_stop(exited_t: float | None, known_exits: KnownExits) -> bool:
+    """Whether an exit came after the monitor's ``--until-decided`` stop. An exit with no time (an
+    orphan the monitor reaped itself) is not excused: it may have died before the stop."""
+    stopped_t = known_exits.stopped_t
+    return stopped_t is not None and exited_t is not None and exited_t >= stopped_t
 
 
 def _signal_name(returncode: int) -> str:

@@ -18,50 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from soakbench.foundation.limits import Limit
 from soakbench.harness.soak.host.cgroups import MEMORY, PIDS, Membership, cgroup_limit, parse_membership
 from soakbench.harness.soak.host.disk import fs_space
 from soakbench.harness.soak.host.limits_text import OPEN_FILES, PROCESSES, LimitPair, parse_limits
 
 RESOURCES = ("memory", "tasks", "shm_bytes", "disk", "map_count", "fds", "gpu_memory")
-_FIELDS = ("resource", "scope", "value", "source", "in_use", "reason", "path")
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-@dataclass(frozen=True)
-class Limit:
-    """One limit: ``value`` in bytes or a count (None when not observable, with ``reason``), ``source``
-    where it was read, ``in_use`` what its whole domain used at read time (None where unknown or per
-    process), ``path`` the watched path of a ``disk`` limit."""
-
-    resource: str
-    scope: str
-    value: int | None
-    source: str
-    in_use: int | None
-    reason: str | None
-    path: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _FIELDS}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Limit:
-        return cls(
-            resource=str(data["resource"]),
-            scope=str(data["scope"]),
-            value=_optional_int(data.get("value")),
-            source=str(data["source"]),
-            in_use=_optional_int(data.get("in_use")),
-            reason=_optional_str(data.get("reason")),
-            path=_optional_str(data.get("path")),
-        )
 
 
 @dataclass(frozen=True)

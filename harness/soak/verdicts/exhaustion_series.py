@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from soakbench.foundation.limits import Limit
 from soakbench.harness.soak.verdicts.attribution import child_growth, detail_growth, disk_growth, shm_growth
 
 Unit = Literal["bytes", "count"]
@@ -54,36 +55,11 @@ END_FRACTION = 0.1
 MIN_PROCESS_SAMPLES = 8
 
 
-@dataclass(frozen=True)
-class KnownLimit:
-    """One limit as the artifact's ``limits`` section records it (harness.soak.host.limits.Limit)."""
-
-    resource: str
-    scope: str
-    value: int | None
-    source: str
-    in_use: int | None
-    reason: str | None
-    path: str | None = None
-
-    @classmethod
-    def of(cls, data: Mapping[str, Any]) -> KnownLimit:
-        return cls(
-            resource=str(data["resource"]),
-            scope=str(data["scope"]),
-            value=data.get("value"),
-            source=str(data.get("source") or ""),
-            in_use=data.get("in_use"),
-            reason=data.get("reason"),
-            path=data.get("path"),
-        )
-
-
-def known_limits(section: Mapping[str, Any] | None) -> tuple[KnownLimit, ...]:
+def known_limits(section: Mapping[str, Any] | None) -> tuple[Limit, ...]:
     """The limits of an artifact's ``limits`` section (``{read_at_wall, limits: [...]}``); none without."""
     if not isinstance(section, Mapping):
         return ()
-    return tuple(KnownLimit.of(item) for item in section.get("limits") or () if isinstance(item, Mapping))
+    return tuple(Limit.from_json(item) for item in section.get("limits") or () if isinstance(item, Mapping))
 
 
 @dataclass(frozen=True)
@@ -117,7 +93,7 @@ def end_level(x: np.ndarray) -> float:
     return float(x[-tail:].max())
 
 
-def _room_from_limits(limits: Sequence[KnownLimit], *, first_level: float, level: float) -> Room:
+def _room_from_limits(limits: Sequence[Limit], *, first_level: float, level: float) -> Room:
     """The tightest room among ``limits`` (one resource) for a tree series whose level was
     ``first_level`` when the limits were read (the run's first sample) and is ``level`` at the end."""
     observable = [lim for lim in limits if lim.value is not None]
@@ -153,7 +129,7 @@ def _arrays(points: Sequence[tuple[float, float | None]]) -> tuple[np.ndarray, n
 
 def tree_series(
     window: Sequence[Mapping[str, Any]],
-    limits: Sequence[KnownLimit],
+    limits: Sequence[Limit],
     *,
     first: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]] = (),
@@ -248,7 +224,7 @@ def _disk_bytes(sample: Mapping[str, Any], index: int, path: str) -> float | Non
 
 def process_series(
     window: Sequence[Mapping[str, Any]],
-    limits: Sequence[KnownLimit],
+    limits: Sequence[Limit],
     history: Sequence[Mapping[str, Any]] = (),
 ) -> Iterator[ExhaustionSeries]:
     """Each long-lived process's fds (against its own soft RLIMIT_NOFILE) and mappings (against
@@ -292,7 +268,7 @@ def _command(proc: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def exhaustion_series(
-    samples: Sequence[Mapping[str, Any]], limits: Sequence[KnownLimit], *, t_start: float, t_end: float
+    samples: Sequence[Mapping[str, Any]], limits: Sequence[Limit], *, t_start: float, t_end: float
 ) -> list[ExhaustionSeries]:
     """Every projected series of the window ``[t_start, t_end]`` (seconds on the samples' clock)."""
     window = _window(samples, t_start, t_end)

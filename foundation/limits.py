@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_FIELDS = ("resource", "scope", "value", "source", "in_use", "reason", "path")
+_FIELDS = ("resource", "scope", "value", "source", "in_use", "reason", "path", "usage_file")
 
 
 def _optional_int(value: Any) -> int | None:
@@ -26,8 +26,9 @@ def _optional_str(value: Any) -> str | None:
 class Limit:
     """One limit: ``value`` in bytes or a count (None when not observable, with ``reason``), ``source``
     where it was read, ``in_use`` what its whole domain used at read time (None where unknown or per
-    process), ``path`` the watched path of a ``disk`` limit. ``scope`` is ``tree`` (the whole run shares
-    it) or ``process`` (each process has its own)."""
+    process), ``path`` the watched path of a ``disk`` limit, ``usage_file`` the file the domain's current
+    use is read from at every sample (a cgroup's usage file; None where there is none). ``scope`` is
+    ``tree`` (the whole run shares it) or ``process`` (each process has its own)."""
 
     resource: str
     scope: str
@@ -36,6 +37,7 @@ class Limit:
     in_use: int | None
     reason: str | None
     path: str | None = None
+    usage_file: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _FIELDS}
@@ -51,4 +53,5 @@ class Limit:
             in_use=_optional_int(data.get("in_use")),
             reason=_optional_str(data.get("reason")),
             path=_optional_str(data.get("path")),
+            usage_file=_optional_str(data.get("usage_file")),
         )

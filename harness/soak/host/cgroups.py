@@ -57,6 +57,7 @@ class CgroupLimit:
     in_use: int | None
     source: str
     reason: str | None
+    usage_file: str | None = None  # the usage file of the level that set it, read again each sample
 
 
 def parse_membership(text: str) -> Membership:
@@ -171,4 +172,29 @@ def cgroup_limit(membership: Membership, controller: Controller, *, sys_root: Pa
         return CgroupLimit(None, None, f"cgroup {where.version} {where.limit_file}", reason)
     value, level = found
     source = f"cgroup {where.version} {where.limit_file} ({level}{note})"
-    return CgroupLimit(value, _usage(level / where.usage_file), source, None)
+    usage = level / where.usage_file
+    in_use = domain_use(controller.name, usage)
+    return CgroupLimit(value, in_use, source, None, str(usage) if usage.is_file() else None)
+
+
+#: memory.stat keys of the file cache the kernel reclaims before an OOM kill (v1 hierarchical, v1, v2)
+INACTIVE_FILE_KEYS = ("total_inactive_file", "inactive_file")
+
+
+def working_set(usage_file: Path) -> int | None:
+    """A memory cgroup's working set: its usage less its inactive file cache (``memory.stat`` beside the
+    usage file), as the kubelet and cAdvisor count it. The page cache a run's logs and checkpoints fill
+    is charged to the cgroup but reclaimed before the OOM killer acts; counting it would bring a healthy
+    cgroup's headroom to nothing. None when the usage cannot be read."""
+    usage = _usage(usage_file)
+    if usage is None:
+        return None
+    stat = _read_file(usage_file.with_name("memory.stat")) or ""
+    fields = dict(line.split(" ", 1) for line in stat.splitlines() if " " in line)
+    inactive = next((fields[key] for key in INACTIVE_FILE_KEYS if key in fields), "0").strip()
+    return max(0, usage - (int(inactive) if inactive.isdigit() else 0))
+
+
+def domain_use(resource: str, usage_file: Path) -> int | None:
+    """A limit's domain use now: the memory working set, or the usage file's count (tasks)."""
+    return working_set(usage_file) if resource == "memory" else _usage(usage_file)

@@ -105,7 +105,9 @@ def memory_limit(pid: int, *, proc_root: Path, sys_root: Path) -> Limit:
     if membership is not None:
         found = cgroup_limit(membership, MEMORY, sys_root=sys_root)
         if found.value is not None:
-            return Limit("memory", "tree", found.value, found.source, found.in_use, None)
+            return Limit(
+                "memory", "tree", found.value, found.source, found.in_use, None, usage_file=found.usage_file
+            )
     return _memtotal_limit(proc_root)
 
 
@@ -115,7 +117,9 @@ def _cgroup_tasks_limit(pid: int, *, proc_root: Path, sys_root: Path) -> Limit:
         reason = f"{proc_root}/{pid}/cgroup cannot be read"
         return Limit("tasks", "tree", None, "cgroup pids.max", None, reason)
     found = cgroup_limit(membership, PIDS, sys_root=sys_root)
-    return Limit("tasks", "tree", found.value, found.source, found.in_use, found.reason)
+    return Limit(
+        "tasks", "tree", found.value, found.source, found.in_use, found.reason, usage_file=found.usage_file
+    )
 
 
 def _status_fields(path: Path) -> dict[str, str]:

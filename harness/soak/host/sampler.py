@@ -17,6 +17,11 @@ holds")::
      "shm": {run_bytes, segments: {name: bytes}, fs_used_bytes, fs_size_bytes} (harness.soak.host.shm),
      "disk": [{path, bytes, files, fs_free_bytes, fs_size_bytes, age_samples}] (the log dir, then each
              watch path; harness.soak.host.disk),
+     "domains": {resource: int | null} (each limit's domain's current use, read from its ``usage_file``
+                (harness.soak.host.limits): a cgroup's task count, or its memory working set (usage less
+                the inactive file cache the kernel reclaims before it kills: what the OOM killer is
+                near), every process of the cgroup included, the monitor too; only where a limit names
+                such a file),
      "gpu": {available, reason, devices: [{index, uuid, used_bytes}], process_memory_reason: str | null},
      "gpu_health": the run's GPUs (harness.soak.host.gpu_watch): {available, reason, devices: [{index,
                    uuid, sm_clock_mhz, mem_clock_mhz, clock_event_reasons, temperature_c, power_w,
@@ -42,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from soakbench.foundation.nvml import NvmlReader, memory_by_pid
+from soakbench.harness.soak.host.cgroups import domain_use
 from soakbench.harness.soak.host.detail import DETAIL_EVERY, process_detail
 from soakbench.harness.soak.host.disk import DiskWatch, watched_paths
 from soakbench.harness.soak.host.gpu_watch import GpuWatch
@@ -215,6 +221,7 @@ class Sampler:
     ranks: RankLabels = field(default_factory=RankLabels)
     watch_paths: tuple[Path, ...] = ()  # folders whose disk use is sampled besides the log dir
     samples_taken: int = 0  # samples taken so far (the detail schedule)
+    domain_files: dict[str, Path] = field(default_factory=dict)  # resource -> its domain's usage file
     liveness: LivenessState = field(init=False)
     progress: JobProgress = field(init=False)
     disk: DiskWatch = field(init=False)
@@ -282,6 +289,10 @@ class Sampler:
         found = sorted(self.tracker.zombies, key=lambda st: st.pid)
         return [{"pid": st.pid, "ppid": st.ppid, "name": st.comm} for st in found]
 
+    def _domains(self) -> dict[str, int | None]:
+        """Each watched domain's use now (None where its usage file cannot be read)."""
+        return {resource: domain_use(resource, path) for resource, path in self.domain_files.items()}
+
     def _detail_due(self) -> bool:
         """Whether this sample records each process's fds and threads by family (harness.soak.host.detail):
         the first sample and every ``DETAIL_EVERY``-th, on a sampler that reads ``/proc``."""
@@ -318,6 +329,7 @@ class Sampler:
             "zombies": zombies,
             "shm": shm_usage(self.reader.capabilities.shm_root, self.shm_seen).to_json(),
             "disk": [usage.to_json() for usage in self.disk.sample()],
+            **({"domains": self._domains()} if self.domain_files else {}),
             "gpu": gpu_block,
             "host": host,
             "liveness": liveness,

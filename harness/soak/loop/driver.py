@@ -45,7 +45,7 @@ from soakbench.harness.soak.loop.decide import UntilDecided
 from soakbench.harness.soak.loop.leftovers import OwnershipGuard, leftover_problem
 from soakbench.harness.soak.loop.sample_step import LoopState, SampleStep
 from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError
-from soakbench.harness.soak.loop.spawn_limits import limits_at_spawn
+from soakbench.harness.soak.loop.spawn_limits import domain_files, limits_at_spawn
 from soakbench.harness.soak.loop.supervisor import Supervisor
 from soakbench.harness.soak.verdicts.looks import MonitorStop
 
@@ -275,6 +275,7 @@ def _spawn(settings: MonitorSettings, hold: _Hold, stack: contextlib.ExitStack) 
         watch_paths=settings.watch_paths,
     )  # fmt: skip
     limits = limits_at_spawn(proc.pid, settings, hold.reader, sampler.nvml)
+    sampler.domain_files = domain_files(limits)
     return _Spawned(proc=proc, t0=t0, started_at=started_at, forensics=forensics, supervisor=supervisor,
                     sampler=sampler, limits=limits)  # fmt: skip
 

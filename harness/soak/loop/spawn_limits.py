@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from soakbench.foundation.nvml import NvmlReader
@@ -26,3 +28,12 @@ def limits_at_spawn(
         gpu_totals=totals,
         gpu_reason=None if snap["available"] else str(snap["reason"] or "NVML unavailable"),
     ).to_json()
+
+
+def domain_files(limits: Mapping[str, Any]) -> dict[str, Path]:
+    """resource -> the usage file of its tightest domain limit (the sampler reads it every sample)."""
+    files: dict[str, Path] = {}
+    observed = [item for item in limits["limits"] if item.get("usage_file") and item.get("value") is not None]
+    for item in sorted(observed, key=lambda item: int(item["value"]) - int(item.get("in_use") or 0)):
+        files.setdefault(str(item["resource"]), Path(item["usage_file"]))
+    return files

@@ -93,9 +93,14 @@ def end_level(x: np.ndarray) -> float:
     return float(x[-tail:].max())
 
 
-def _room_from_limits(limits: Sequence[Limit], *, first_level: float, level: float) -> Room:
+def _room_from_limits(
+    limits: Sequence[Limit], *, first_level: float, level: float, domain_level: float | None = None
+) -> Room:
     """The tightest room among ``limits`` (one resource) for a tree series whose level was
-    ``first_level`` when the limits were read (the run's first sample) and is ``level`` at the end."""
+    ``first_level`` when the limits were read (the run's first sample) and is ``level`` at the end.
+    ``domain_level``: the use of the limit's whole domain at the end, sampled from its usage file (a
+    cgroup's working set or task count, every process in it counted): it replaces the use at the start
+    plus the tree's growth for the limit that names that file."""
     observable = [lim for lim in limits if lim.value is not None]
     if not observable:
         reasons = "; ".join(f"{lim.source or lim.resource}: {lim.reason}" for lim in limits)
@@ -104,6 +109,8 @@ def _room_from_limits(limits: Sequence[Limit], *, first_level: float, level: flo
     rooms = []
     for lim in observable:
         used = float(lim.in_use) + grown if lim.in_use is not None else level
+        if lim.usage_file is not None and domain_level is not None:
+            used = domain_level
         rooms.append(
             Room(limit=float(lim.value or 0), source=lim.source, headroom=float(lim.value or 0) - used)
         )
@@ -145,12 +152,21 @@ def tree_series(
         first_level = _numeric((first.get("totals") or {}).get(key))
         matching = [lim for lim in limits if lim.resource == resource]
         room = _room_from_limits(
-            matching, first_level=x[0] if first_level is None else first_level, level=level
+            matching,
+            first_level=x[0] if first_level is None else first_level,
+            level=level,
+            domain_level=_domain_level(window, resource),
         )
         if resource == "gpu_memory" and room.limit is not None:
             room = _gpu_room(window[-1], room)
         grew = _tree_attribution(name, window, history or window)
         yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, grew)
+
+
+def _domain_level(window: Sequence[Mapping[str, Any]], resource: str) -> float | None:
+    """The end level (``end_level``) of the window's sampled domain use of ``resource``, or None."""
+    _, x = _arrays([(float(s["t"]), _numeric((s.get("domains") or {}).get(resource))) for s in window])
+    return end_level(x) if x.size else None
 
 
 def _tree_attribution(

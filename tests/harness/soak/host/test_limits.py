@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from soakbench.harness.soak.host.cgroups import domain_use
 from soakbench.harness.soak.host.limits import HostLimits, Limit, format_bytes, read_limits
 from soakbench.harness.soak.host.limits_text import OPEN_FILES, PROCESSES, parse_limits, soft_limit
 from soakbench.harness.soak.host.procs import ProcReader
@@ -241,6 +242,26 @@ def test_cgroup_v1_memory_and_pids_walk_up_the_hierarchy(tmp_path: Path) -> None
     assert memory.source == f"cgroup v1 memory.limit_in_bytes ({sys_root}/fs/cgroup/memory/api)"
     pids = _one(limits, "tasks", "pids.max")
     assert (pids.value, pids.in_use) == (64, 5) and pids.source.startswith("cgroup v1 pids.max")
+    assert memory.usage_file == f"{sys_root}/fs/cgroup/memory/api/memory.usage_in_bytes"
+    assert pids.usage_file == f"{sys_root}/fs/cgroup/pids/api/pids.current"
+
+
+def test_a_memory_domain_counts_its_working_set_not_the_cache_it_will_reclaim(tmp_path: Path) -> None:
+    """usage 900 with 700 of inactive file cache: 200 stand between the cgroup and its OOM killer."""
+    proc = _fake_proc(tmp_path, "4:memory:/api\n8:pids:/api\n0::/\n")
+    sys_root = tmp_path / "sys"
+    _write(sys_root / "fs" / "cgroup", {
+        "memory/api/memory.limit_in_bytes": "1000\n", "memory/api/memory.usage_in_bytes": "900\n",
+        "memory/api/memory.stat": "cache 750\nrss 150\ninactive_file 690\ntotal_inactive_file 700\n",
+    })  # fmt: skip
+    limits = read_limits(root_pid=PID, watch_paths=[], shm_root=None, proc_root=proc, sys_root=sys_root)
+    [memory] = limits.of("memory")
+    assert (memory.value, memory.in_use) == (1000, 200)  # the hierarchical total_inactive_file wins
+    usage = Path(str(memory.usage_file))
+    assert domain_use("memory", usage) == 200
+    (usage.parent / "memory.stat").write_text("rss 999\n")  # no file cache at all: the whole usage
+    assert domain_use("memory", usage) == 900
+    assert domain_use("tasks", usage) == 900 and domain_use("memory", tmp_path / "gone") is None
 
 
 def test_no_cgroup_limit_falls_back_to_memtotal_and_says_swap_is_not_counted(tmp_path: Path) -> None:
@@ -274,7 +295,7 @@ def test_limits_round_trip_through_json() -> None:
     assert again == limits and again.to_json() == limits.to_json()
     assert set(limits.to_json()) == {"read_at_wall", "limits"}
     assert set(limits.limits[0].to_json()) == {
-        "resource", "scope", "value", "source", "in_use", "reason", "path",
+        "resource", "scope", "value", "source", "in_use", "reason", "path", "usage_file",
     }  # fmt: skip
 
 

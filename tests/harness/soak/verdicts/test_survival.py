@@ -204,3 +204,16 @@ def test_an_artifact_without_a_survival_section_is_judged_without_the_row():
 def test_no_window_under_a_target_is_inconclusive():
     survival = assess_survival(_samples(), limits=None, window=None, target_s=3600.0, warmup_s=None)
     assert survival.verdict == "inconclusive" and survival.classes == ()
+
+
+def test_a_cgroup_whose_other_processes_fill_it_leaves_the_room_its_sampled_working_set_leaves():
+    """The tree holds 1 GiB, but the cgroup's working set (the monitor and every other process in it,
+    sampled from the limit's usage file) reaches 15.5 GiB of 16: only 0.5 GiB is left, not the 8 GiB that
+    the use at the start plus the tree's growth would say."""
+    memory = {**_limit("memory", int(16 * GIB), in_use=int(8 * GIB)), "usage_file": "/cg/memory.usage_in_bytes"}
+    samples = _samples()
+    for sample in samples:
+        sample["domains"] = {"memory": int(15.5 * GIB)}
+    pss = _class(_judge(samples, limits=[memory]), "pss")
+    assert pss.headroom == pytest.approx(0.5 * GIB, rel=0.01)
+    assert _class(_judge(_samples(), limits=[memory]), "pss").headroom == pytest.approx(8 * GIB, rel=0.01)

@@ -210,7 +210,10 @@ def test_a_cgroup_whose_other_processes_fill_it_leaves_the_room_its_sampled_work
     """The tree holds 1 GiB, but the cgroup's working set (the monitor and every other process in it,
     sampled from the limit's usage file) reaches 15.5 GiB of 16: only 0.5 GiB is left, not the 8 GiB that
     the use at the start plus the tree's growth would say."""
-    memory = {**_limit("memory", int(16 * GIB), in_use=int(8 * GIB)), "usage_file": "/cg/memory.usage_in_bytes"}
+    memory = {
+        **_limit("memory", int(16 * GIB), in_use=int(8 * GIB)),
+        "usage_file": "/cg/memory.usage_in_bytes",
+    }
     samples = _samples()
     for sample in samples:
         sample["domains"] = {"memory": int(15.5 * GIB)}

@@ -28,7 +28,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 
-class Progress(BaseCallback):
+class Progress(BaseCallback):  # type: ignore[misc]  # Stable-Baselines3 is not installed for mypy
     """One progress record per rollout; stops training once the time budget is spent."""
 
     def __init__(self, log_dir: Path, seconds: float) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +26,18 @@ def progress(log_dir: Path, iteration: int) -> None:
     record = {"schema": 1, "time": time.time(), "iteration": iteration, "pid": os.getpid()}
     with open(log_dir / "progress.jsonl", "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
+
+
+def poisson_count(rng: random.Random, lam: float) -> int:
+    """A Poisson draw of mean ``lam`` by inversion (``random`` has no Poisson draw)."""
+    count, u = 0, rng.random()
+    term = math.exp(-lam)
+    p = term
+    while u > p:
+        count += 1
+        term *= lam / count
+        p += term
+    return count
 
 
 def heartbeat_loop(

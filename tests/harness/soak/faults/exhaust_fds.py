@@ -11,7 +11,7 @@ import random
 import resource
 import time
 
-from _common import args, progress
+from _common import args, poisson_count, progress
 
 log_dir, (rate, limit, seed) = args((5.0, 256.0, 0.0))
 _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -21,18 +21,12 @@ held: list[int] = []
 tick_s, i = 0.1, 0
 try:
     while True:
-        # Poisson count per tick by inversion (random has no poisson draw)
-        lam, count, p, u = rate * tick_s, 0, 0.0, rng.random()
-        term = pow(2.718281828459045, -lam)
-        p = term
-        while u > p:
-            count += 1
-            term *= lam / count
-            p += term
+        count = poisson_count(rng, rate * tick_s)
         for _ in range(count):
             held.extend(os.pipe())
         progress(log_dir, i)
         i += 1
         time.sleep(tick_s)
 except OSError:
+    os.close(held.pop())  # the refusal left no fd to write the record with
     (log_dir / "exhausted.json").write_text(json.dumps({"wall": time.time(), "fds": len(held)}))

@@ -10,7 +10,7 @@ import json
 import random
 import time
 
-from _common import args, progress
+from _common import args, poisson_count, progress
 
 MIB = 1 << 20
 PAGE = 4096
@@ -21,13 +21,7 @@ held: list[bytearray] = []
 tick_s, i = 0.1, 0
 try:
     while True:
-        lam, count, u = rate * tick_s, 0, rng.random()
-        term = pow(2.718281828459045, -lam)
-        p = term
-        while u > p:
-            count += 1
-            term *= lam / count
-            p += term
+        count = poisson_count(rng, rate * tick_s)
         for _ in range(count):
             block = bytearray(MIB)
             block[::PAGE] = b"\x01" * (MIB // PAGE)  # touch every page: resident, not just reserved

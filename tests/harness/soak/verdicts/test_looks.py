@@ -22,9 +22,6 @@ from soakbench.harness.soak.verdicts.looks import (
     replay,
 )
 
-#: no host limit is needed: each sampled process carries its own soft RLIMIT_NOFILE (``fd_limit``)
-FD_LIMITS = None
-
 
 def _samples(fds: list[int], *, step_s: float = 1.0, finalize_at: int | None = None) -> list[dict[str, Any]]:
     out = []
@@ -32,6 +29,7 @@ def _samples(fds: list[int], *, step_s: float = 1.0, finalize_at: int | None = N
         progress: dict[str, Any] = {"iteration": i}
         if finalize_at is not None and i >= finalize_at:
             progress["phase"] = "finalize"
+        # no host limit is needed: each sampled process carries its own soft RLIMIT_NOFILE (fd_limit)
         process = {"pid": 10, "start_ticks": 1, "role": "trainer", "fds": {"total": count}, "fd_limit": 1024}
         out.append(
             {"t": i * step_s, "processes": [process], "totals": {"fd_total": count}, "progress": progress}
@@ -67,7 +65,7 @@ def test_the_clock_names_each_look_once_and_none_after_the_finalize_phase() -> N
 
 def test_a_steep_leak_is_decided_at_the_first_look_and_a_replay_finds_the_same_look() -> None:
     samples = _samples([20 + 8 * i for i in range(100)])
-    inputs = SurvivalInputs(limits=FD_LIMITS, target_s=3600.0, warmup_s=0.0)
+    inputs = SurvivalInputs(limits=None, target_s=3600.0, warmup_s=0.0)
     verdict = replay(samples, window=(0.0, 90.0), first_s=24.0, inputs=inputs)
     assert verdict.verdict == "fails" and verdict.looks is not None
     assert verdict.looks["count"] == 1 and verdict.looks["t"] == 24.0 and verdict.looks["decided"] is True
@@ -79,7 +77,7 @@ def test_a_steep_leak_is_decided_at_the_first_look_and_a_replay_finds_the_same_l
 def test_an_undecided_run_is_judged_once_more_at_its_end_as_the_next_look() -> None:
     rng = np.random.default_rng(3)
     samples = _samples([int(v) for v in 200 + rng.integers(-2, 3, size=120)])
-    inputs = SurvivalInputs(limits=FD_LIMITS, target_s=72 * 3600.0, warmup_s=0.0)
+    inputs = SurvivalInputs(limits=None, target_s=72 * 3600.0, warmup_s=0.0)
     verdict = replay(samples, window=(0.0, 110.0), first_s=24.0, inputs=inputs)
     assert verdict.verdict == "inconclusive"
     assert verdict.looks is not None and verdict.looks["final"] is True and verdict.looks["decided"] is False
@@ -91,7 +89,7 @@ def test_each_look_is_stricter_than_a_soak_judged_once() -> None:
     """The later the look, the wider its bound: a growth a single end-of-run look calls fails may stay
     inconclusive at the tenth look."""
     samples = _samples([20 + i // 4 for i in range(400)])
-    inputs = SurvivalInputs(limits=FD_LIMITS, target_s=48 * 3600.0, warmup_s=0.0)
+    inputs = SurvivalInputs(limits=None, target_s=48 * 3600.0, warmup_s=0.0)
     once = look(samples, t_start=0.0, t_end=399.0, index=1, inputs=inputs)
     late = look(samples, t_start=0.0, t_end=399.0, index=10, inputs=inputs)
     [early_fd] = [c for c in once.classes if c.resource_class == "fds"]

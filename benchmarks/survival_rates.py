@@ -22,6 +22,7 @@ Not a test: the figures are printed (and written with ``--json``).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,6 +31,7 @@ import numpy as np
 import typer
 
 from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room
+from soakbench.harness.soak.verdicts.projection import CONFIDENCE
 from soakbench.harness.soak.verdicts.survival import project_series
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "matrix" / "evidence" / "soak"
@@ -100,12 +102,43 @@ def _room(series: Healthy, *, memory_headroom: float, fd_limit: float) -> tuple[
 
 
 def verdict(
-    series: Healthy, x: np.ndarray, *, target_h: float, memory_headroom: float, fd_limit: float
+    series: Healthy,
+    x: np.ndarray,
+    limits: Mapping[str, float],
+    *,
+    end: int | None = None,
+    confidence: float = CONFIDENCE,
 ) -> str:
-    room, unit = _room(series, memory_headroom=memory_headroom, fd_limit=fd_limit)
-    level = float(x[-max(1, x.size // 10) :].max())
-    projected = ExhaustionSeries(series.name, "tree", None, unit, series.t, x, level, room)  # type: ignore[arg-type]
-    return project_series(projected, target_h=target_h, declared_cut_t=None, units_per_hour={}).verdict
+    """The class verdict over the first ``end`` samples of ``(series.t, x)`` (all: None), every bound at
+    ``confidence``; ``limits``: the example host's ``target_h``, ``memory_headroom`` and ``fd_limit``
+    (the room is taken from the whole series)."""
+    target_h = limits["target_h"]
+    room, unit = _room(series, memory_headroom=limits["memory_headroom"], fd_limit=limits["fd_limit"])
+    t, xs = series.t[:end], x[:end]
+    level = float(xs[-max(1, xs.size // 10) :].max())
+    projected = ExhaustionSeries(series.name, "tree", None, unit, t, xs, level, room)  # type: ignore[arg-type]
+    return project_series(
+        projected, target_h=target_h, declared_cut_t=None, units_per_hour={}, confidence=confidence
+    ).verdict
+
+
+def healthy_pool(
+    paths: list[Path], *, seconds: float, resamples: int, block: int, rng: np.random.Generator
+) -> list[tuple[Healthy, np.ndarray]]:
+    """Each stream's healthy series as it is, then ``resamples`` block-bootstrap resamples of it."""
+    pool: list[tuple[Healthy, np.ndarray]] = []
+    for series in (s for path in paths for s in healthy_series(path, seconds)):
+        pool.append((series, series.x))
+        pool += [(series, block_bootstrap(series.x, block, rng)) for _ in range(resamples)]
+    return pool
+
+
+def print_report(report: dict[str, Any], json_out: Path | None) -> None:
+    """The figures on stdout, and in ``json_out`` when given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if json_out is not None:
+        json_out.write_text(text + "\n")
 
 
 def _lethal(series: Healthy, *, target_h: float, memory_headroom: float, fd_limit: float) -> float:
@@ -128,24 +161,20 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
 ) -> None:
     rng = np.random.default_rng(seed)
     paths = files or sorted(EVIDENCE.glob("*.samples.jsonl"))
-    originals = [s for path in paths for s in healthy_series(path, seconds)]
     limits = {"target_h": target_hours, "memory_headroom": memory_headroom_gib * GIB, "fd_limit": fd_limit}
-    pool: list[tuple[Healthy, np.ndarray]] = []
-    for series in originals:
-        pool.append((series, series.x))
-        pool += [(series, block_bootstrap(series.x, block, rng)) for _ in range(resamples)]
+    pool = healthy_pool(paths, seconds=seconds, resamples=resamples, block=block, rng=rng)
     report: dict[str, Any] = {"files": [p.name for p in paths], "seconds": seconds, **limits, "classes": {}}
     for name in ("pss", "fds"):
         mine = [(s, x) for s, x in pool if s.name == name]
         if not mine:
             continue
-        healthy = [verdict(s, x, **limits) for s, x in mine]
+        healthy = [verdict(s, x, limits) for s, x in mine]
         rows = {}
         for multiple in MULTIPLES:
             verdicts = []
             for s, x in mine:
                 leak = multiple * _lethal(s, **limits) / 3600.0 * (s.t - s.t[0])
-                verdicts.append(verdict(s, x + leak, **limits))
+                verdicts.append(verdict(s, x + leak, limits))
             rows[multiple] = sum(v == "fails" for v in verdicts) / len(verdicts)
         slowest = next((m for m in MULTIPLES if rows[m] >= 0.95), None)
         lethal = float(np.median([_lethal(s, **limits) for s, _ in mine]))
@@ -162,10 +191,7 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
             "slowest_fails_per_hour": None if slowest is None else slowest * lethal,
             "floor_rule_slowest_growing_per_hour": floor / (span_h * 2.0 / 3.0),
         }
-    text = json.dumps(report, indent=2)
-    print(text)
-    if json_out is not None:
-        json_out.write_text(text + "\n")
+    print_report(report, json_out)
 
 
 if __name__ == "__main__":

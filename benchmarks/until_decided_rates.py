@@ -24,7 +24,6 @@ Not a test: the figures are printed (and written with ``--json``).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,16 +34,14 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling benchmark
 
-from survival_rates import EVIDENCE, GIB, Healthy, _lethal, _room, block_bootstrap, healthy_series
+from survival_rates import EVIDENCE, GIB, Healthy, _lethal, healthy_pool, print_report, verdict
 
-from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries
 from soakbench.harness.soak.verdicts.looks import (
     FIRST_LOOK_SAMPLES,
     LOOK_RATIO,
     look_alpha,
 )
 from soakbench.harness.soak.verdicts.projection import CONFIDENCE
-from soakbench.harness.soak.verdicts.survival import project_series
 
 #: multiples of the lethal rate added to each series: below 1 a ``fails`` is wrong, above 1 a ``survives``
 MULTIPLES = (0.0, 0.5, 0.8, 1.25, 2.0)
@@ -52,13 +49,7 @@ MULTIPLES = (0.0, 0.5, 0.8, 1.25, 2.0)
 
 def _verdict(series: Healthy, x: np.ndarray, end: int, confidence: float, limits: dict[str, float]) -> str:
     """The class verdict over the first ``end`` samples of ``(series.t, x)``."""
-    room, unit = _room(series, memory_headroom=limits["memory_headroom"], fd_limit=limits["fd_limit"])
-    t, xs = series.t[:end], x[:end]
-    level = float(xs[-max(1, xs.size // 10) :].max())
-    projected = ExhaustionSeries(series.name, "tree", None, unit, t, xs, level, room)  # type: ignore[arg-type]
-    return project_series(
-        projected, target_h=limits["target_h"], declared_cut_t=None, units_per_hour={}, confidence=confidence
-    ).verdict
+    return verdict(series, x, limits, end=end, confidence=confidence)
 
 
 def _look_points(t: np.ndarray, first_s: float) -> Iterator[tuple[int, int]]:
@@ -119,10 +110,8 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
 ) -> None:
     rng = np.random.default_rng(seed)
     paths = files or sorted(EVIDENCE.glob("*.samples.jsonl"))
-    originals = [s for path in paths for s in healthy_series(path, seconds)]
     limits = {"target_h": target_hours, "memory_headroom": 8.0 * GIB, "fd_limit": 1024.0}
-    pool = [(s, s.x) for s in originals]
-    pool += [(s, block_bootstrap(s.x, block, rng)) for s in originals for _ in range(resamples)]
+    pool = healthy_pool(paths, seconds=seconds, resamples=resamples, block=block, rng=rng)
     report: dict[str, Any] = {
         "files": [p.name for p in paths],
         "seconds": seconds,
@@ -144,10 +133,7 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
                 "naive": _rates(naive, multiple),
             }
         report[name] = rows
-    text = json.dumps(report, indent=2)
-    print(text)
-    if json_out is not None:
-        json_out.write_text(text + "\n")
+    print_report(report, json_out)
 
 
 if __name__ == "__main__":

@@ -141,6 +141,18 @@ def print_report(report: dict[str, Any], json_out: Path | None) -> None:
         json_out.write_text(text + "\n")
 
 
+def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
+    """``x`` with a linear leak of ``per_hour`` added as the sampler would have recorded it. PSS is read
+    on a cost schedule and repeats between reads, so its leak is added at each fresh read (a level that
+    differs from the one before) and held until the next: a smooth ramp over the repeats would be reads
+    the sampler never made. An fd count is read at every sample."""
+    if series.name != "pss":
+        return x + per_hour / 3600.0 * (series.t - series.t[0])
+    fresh = np.r_[True, np.diff(x) != 0]
+    read_at = series.t[np.maximum.accumulate(np.where(fresh, np.arange(x.size), 0))]
+    return x + per_hour / 3600.0 * (read_at - series.t[0])
+
+
 def _lethal(series: Healthy, *, target_h: float, memory_headroom: float, fd_limit: float) -> float:
     room, _ = _room(series, memory_headroom=memory_headroom, fd_limit=fd_limit)
     return float(room.headroom or 0.0) / target_h
@@ -173,8 +185,7 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
         for multiple in MULTIPLES:
             verdicts = []
             for s, x in mine:
-                leak = multiple * _lethal(s, **limits) / 3600.0 * (s.t - s.t[0])
-                verdicts.append(verdict(s, x + leak, limits))
+                verdicts.append(verdict(s, leaked(s, x, multiple * _lethal(s, **limits)), limits))
             rows[multiple] = sum(v == "fails" for v in verdicts) / len(verdicts)
         slowest = next((m for m in MULTIPLES if rows[m] >= 0.95), None)
         lethal = float(np.median([_lethal(s, **limits) for s, _ in mine]))

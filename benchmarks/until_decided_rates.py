@@ -34,7 +34,7 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling benchmark
 
-from survival_rates import EVIDENCE, GIB, Healthy, _lethal, healthy_pool, print_report, verdict
+from survival_rates import EVIDENCE, GIB, Healthy, _lethal, healthy_pool, leaked, print_report, verdict
 
 from soakbench.harness.soak.verdicts.looks import (
     FIRST_LOOK_SAMPLES,
@@ -125,9 +125,9 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
         for multiple in MULTIPLES:
             looks, naive = [], []
             for s, x in mine:
-                leaked = x + multiple * _lethal(s, **limits) / 3600.0 * (s.t - s.t[0])
-                looks.append(watch_with_looks(s, leaked, limits))
-                naive.append(watch_naively(s, leaked, limits, naive_every))
+                with_leak = leaked(s, x, multiple * _lethal(s, **limits))
+                looks.append(watch_with_looks(s, with_leak, limits))
+                naive.append(watch_naively(s, with_leak, limits, naive_every))
             rows[f"{multiple:g}x_lethal"] = {
                 "looks": _rates(looks, multiple),
                 "naive": _rates(naive, multiple),

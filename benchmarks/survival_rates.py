@@ -146,11 +146,11 @@ def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
     on a cost schedule and repeats between reads, so its leak is added at each fresh read (a level that
     differs from the one before) and held until the next: a smooth ramp over the repeats would be reads
     the sampler never made. An fd count is read at every sample."""
-    if series.name != "pss":
-        return x + per_hour / 3600.0 * (series.t - series.t[0])
-    fresh = np.r_[True, np.diff(x) != 0]
-    read_at = series.t[np.maximum.accumulate(np.where(fresh, np.arange(x.size), 0))]
-    return x + per_hour / 3600.0 * (read_at - series.t[0])
+    read_at = series.t
+    if series.name == "pss":
+        fresh = np.r_[True, np.diff(x) != 0]
+        read_at = series.t[np.maximum.accumulate(np.where(fresh, np.arange(x.size), 0))]
+    return np.asarray(x + per_hour / 3600.0 * (read_at - series.t[0]), dtype=np.float64)
 
 
 def _lethal(series: Healthy, *, target_h: float, memory_headroom: float, fd_limit: float) -> float:

@@ -206,7 +206,9 @@ def test_a_harness_only_install_soaks_an_outside_project_without_the_training_st
     argv = [
         str(bin_dir / "soak"), "monitor", "--cell", "toy/count/py", "--log-dir", str(root / "log"),
         "--output", str(output), "--sample-interval-seconds", "0.25", "--min-trend-samples", "8",
-        "--post-shutdown-grace-seconds", "1", "--live", "off", "--",
+        "--post-shutdown-grace-seconds", "1", "--live", "off",
+        # the suite's fault programs leave /dev/shm litter on purpose, beside this run (xdist)
+        "--shm-attribution", "evidence", "--",
         str(bin_dir / "python"), "job.py", str(root / "log"),
     ]  # fmt: skip
     done = subprocess.run(

@@ -12,7 +12,8 @@ How the pieces relate, by role:
   enough samples to be judged), ``drift`` (the trainer's env steps/s).
 - Survival: ``survival`` (will the run outlive ``--must-survive``?) projects each ``exhaustion_series``
   (a class beside the limit that would end the run) with ``projection`` (the warm-up cut and a bounded
-  growth rate).
+  growth rate) and ``walk`` (how the series wanders: a random walk's share of the rate's error, and
+  the spread of the path a run takes to its limit).
 - Per process and per rank: ``per_process`` (the trends of each long-lived process), ``first_death``
   (who died first), ``tree_deaths`` (no silent death), ``oom`` (the kernel's OOM kills), ``ranks`` (a
   job of several ranks, rank by rank).

@@ -41,18 +41,15 @@ from soakbench.harness.soak.verdicts.exhaustion_series import (
 )
 from soakbench.harness.soak.verdicts.projection import (
     CONFIDENCE,
-    NO_SPREAD,
     RATE_METHOD,
-    PathSpread,
     RateBound,
     WarmupCut,
     decide_after_s,
-    exhaustion_hours,
-    path_spread,
     rate_bound,
     warmup_cut,
 )
 from soakbench.harness.soak.verdicts.trends import level_text
+from soakbench.harness.soak.verdicts.walk import NO_SPREAD, PathSpread, exhaustion_hours, path_spread
 
 ClassVerdict = Literal[
     "survives", "fails", "inconclusive", "projected", "not_observable", "insufficient_data"
@@ -86,7 +83,7 @@ class ClassSurvival:
     level: float
     headroom: float | None
     bound: RateBound | None
-    spread: PathSpread | None  # the future path's own randomness (projection, step 6)
+    spread: PathSpread | None  # the future path's own randomness (harness.soak.verdicts.walk)
     cut: WarmupCut | None
     hours_to_exhaustion_lower: float | None
     units_to_exhaustion_lower: Mapping[str, float]

@@ -3,18 +3,25 @@ rate is known."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from soakbench.harness.soak.verdicts.projection import (
+    CONFIDENCE,
     COUNT_EVENTS,
-    PathSpread,
     decide_after_s,
     equal_time_bins,
-    exhaustion_hours,
-    path_spread,
     rate_bound,
     warmup_cut,
+)
+from soakbench.harness.soak.verdicts.walk import (
+    PathSpread,
+    exhaustion_hours,
+    fresh_levels,
+    path_spread,
+    walk_variance_per_s,
 )
 
 MIB = float(1 << 20)
@@ -128,12 +135,14 @@ def test_a_count_series_needs_three_lethal_events_of_window_to_survive():
 def test_the_path_spread_stays_flat_for_jitter_and_grows_as_a_random_walk_for_counts():
     rng = np.random.default_rng(5)
     t = np.arange(0.0, 600.0)
-    jitter = path_spread(t, 1e9 + rng.normal(0.0, 4 * MIB, t.size), rate_per_hour=0.0)
-    walk = path_spread(t, np.cumsum(rng.poisson(0.5, t.size)).astype(float), rate_per_hour=1800.0)
+    jitter = path_spread(t, 1e9 + rng.normal(0.0, 4 * MIB, t.size), rate_per_hour=0.0, confidence=CONFIDENCE)
+    walk = path_spread(
+        t, np.cumsum(rng.poisson(0.5, t.size)).astype(float), rate_per_hour=1800.0, confidence=CONFIDENCE
+    )
     assert jitter.exponent < 0.1 and walk.exponent > 0.35
     assert jitter.at(72.0) < 2.0 * jitter.at_lag  # a band does not widen with the horizon
     assert walk.at(72.0) > 10.0 * walk.at_lag  # a random walk strays further the longer it runs
-    assert path_spread(t, np.full(t.size, 7.0), rate_per_hour=0.0).at(72.0) == 0.0
+    assert path_spread(t, np.full(t.size, 7.0), rate_per_hour=0.0, confidence=CONFIDENCE).at(72.0) == 0.0
 
 
 def test_the_time_to_exhaustion_adds_the_path_spread_to_the_rate():
@@ -144,3 +153,73 @@ def test_the_time_to_exhaustion_adds_the_path_spread_to_the_rate():
     assert with_path is not None and with_path < plain
     assert with_path * 100.0 + spread.at(with_path) == pytest.approx(1000.0, rel=1e-6)
     assert exhaustion_hours(0.0, PathSpread(0.0, 1.0, 0.0), 1000.0) is None
+
+
+def _poisson_walk(rng: np.random.Generator, *, per_s: float, seconds: float, step_s: float) -> np.ndarray:
+    """Counts of a Poisson process of ``per_s`` events a second, read every ``step_s``: an fd leaked
+    per request, or a file written per checkpoint."""
+    return np.cumsum(rng.poisson(per_s * step_s, int(seconds / step_s))).astype(float)
+
+
+def test_the_upper_bound_covers_a_random_walks_drift_as_often_as_it_promises():
+    """The calibration runs' case (benchmarks/survival_calibration.py), simulated: 300 Poisson fd leaks
+    observed for 20 s at 0.5 s. The one-sided 95 % upper end must hold the true rate in at least 90 %
+    of them (it holds in 81 % without the walk's term, step 7), and the walk's term must be what lifts it."""
+    rng = np.random.default_rng(11)
+    t = np.arange(0.0, 20.0, 0.5)
+    held = sen_held = 0
+    for _ in range(300):
+        per_s = rng.uniform(2.0, 8.0)
+        bound = rate_bound(t, _poisson_walk(rng, per_s=per_s, seconds=20.0, step_s=0.5), counts=True)
+        assert bound is not None
+        held += bound.upper_per_hour >= per_s * 3600.0
+        sen_held += bound.sen_upper_per_hour >= per_s * 3600.0
+    assert held >= 270
+    assert sen_held < held - 15
+
+
+def test_the_walk_variance_is_read_from_a_walk_and_not_from_jitter_around_a_line():
+    rng = np.random.default_rng(12)
+    t = np.arange(0.0, 600.0)
+    walk = np.cumsum(rng.normal(0.0, 2.0, t.size))  # variance 4 per second
+    assert 2.0 <= walk_variance_per_s(t, walk, rate_per_hour=0.0) <= 8.0
+    jitter = 100.0 + 0.01 * t + rng.normal(0.0, 2.0, t.size)
+    assert walk_variance_per_s(t, jitter, rate_per_hour=36.0) < 0.05 * 4.0
+
+
+def test_a_level_that_steps_once_is_not_read_as_a_walk():
+    """An allocator arena released mid-soak: one step of 64 MiB. A plain variance of the lagged changes
+    would grow with the lag as a walk's does; the robust one sees the step in a minority of pairs."""
+    rng = np.random.default_rng(13)
+    t = np.arange(0.0, 600.0)
+    x = 2e9 + np.where(t < 200.0, 64 * MIB, 0.0) + rng.normal(0.0, 1 * MIB, t.size)
+    step_as_walk = (64 * MIB) ** 2 / 600.0  # the variance per second a walk reaching the step would have
+    assert walk_variance_per_s(t, x, rate_per_hour=0.0) < 0.01 * step_as_walk
+
+
+def test_repeated_reads_are_not_fresh_levels_and_do_not_change_the_walk():
+    """PSS read every 8th sample repeats in between: the repeats are dropped, so the held series gives
+    the walk of its reads, not a staircase's."""
+    rng = np.random.default_rng(14)
+    reads = np.cumsum(rng.normal(0.0, 3.0, 75))
+    t = np.arange(0.0, 600.0)
+    held = np.repeat(reads, 8)
+    fresh_t, fresh_x = fresh_levels(t, held)
+    assert fresh_x.tolist() == reads.tolist() and fresh_t.tolist() == t[::8].tolist()
+    assert walk_variance_per_s(t, held, rate_per_hour=0.0) == pytest.approx(
+        walk_variance_per_s(t[::8], reads, rate_per_hour=0.0)
+    )
+
+
+def test_a_walk_needs_a_longer_soak_to_decide_than_noise_around_a_line():
+    """Sen's part of the interval narrows as W^(-3/2), a walk's only as W^(-1/2)."""
+    rng = np.random.default_rng(15)
+    t = np.arange(0.0, 600.0)
+    walk = rate_bound(t, _poisson_walk(rng, per_s=1.0, seconds=600.0, step_s=1.0), counts=True)
+    assert walk is not None and walk.walk_per_hour > 0
+    lethal = walk.rate_per_hour + (walk.upper_per_hour - walk.rate_per_hour) / 2.0
+    without = dataclasses.replace(walk, walk_per_hour=0.0, upper_per_hour=walk.sen_upper_per_hour)
+    with_walk_s = decide_after_s(walk, lethal_per_hour=lethal)
+    sen_only_s = decide_after_s(without, lethal_per_hour=lethal)
+    assert with_walk_s is not None and sen_only_s is not None
+    assert with_walk_s > sen_only_s

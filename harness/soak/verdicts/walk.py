@@ -32,7 +32,7 @@ def robust_spread(values: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class PathSpread:
-    """How far a run's path strays from its growth line (module docstring, step 6): ``at_lag`` is z times
+    """How far a run's path strays from its growth line (projection, step 6): ``at_lag`` is z times
     the spread of the detrended changes over the longest lag measured (``lag_hours``), in the series'
     unit; beyond it the spread grows as ``(T / lag_hours) ** exponent`` (0: stationary noise, 0.5: a
     random walk)."""
@@ -108,7 +108,7 @@ def variogram(
 
 
 def walk_variance_per_s(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> float:
-    """σ_w², a random walk's variance per second in ``x`` (squared units; module docstring, step 7): the
+    """σ_w², a random walk's variance per second in ``x`` (squared units; projection, step 7): the
     non-negative least-squares fit of D²(h) = a + σ_w² Δt_h (1 − h/n) to the robust variogram of the
     fresh levels; 0 when the series is too short for one."""
     from scipy.optimize import nnls
@@ -125,7 +125,7 @@ def walk_variance_per_s(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: fl
 def walk_half_width_per_s(
     t: np.ndarray, x: np.ndarray, *, rate_per_hour: float, span_s: float, confidence: float
 ) -> float:
-    """The walk's term of the rate interval (module docstring, step 7): Student's t quantile at
+    """The walk's term of the rate interval (projection, step 7): Student's t quantile at
     ``confidence`` (the walk's variance is estimated, from the fresh levels less the variogram's two
     fitted parameters) times the standard error σ_w √(``SEN_WALK_VARIANCE`` / T) of Sen's slope."""
     from scipy.stats import t as student_t
@@ -139,7 +139,7 @@ def walk_half_width_per_s(
 
 
 def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float, confidence: float) -> PathSpread:
-    """The path's spread from the series' robust variogram (module docstring, step 6): D(h) at
+    """The path's spread from the series' robust variogram (projection, step 6): D(h) at
     ``VARIOGRAM_LAGS`` lags from 1 to ``VARIOGRAM_REACH`` of the fresh levels; the exponent is
     the slope of log D against log h, held to [0, 0.5]; z is the one-sided normal quantile at
     ``confidence``."""

@@ -223,3 +223,16 @@ def test_a_walk_needs_a_longer_soak_to_decide_than_noise_around_a_line():
     sen_only_s = decide_after_s(without, lethal_per_hour=lethal)
     assert with_walk_s is not None and sen_only_s is not None
     assert with_walk_s > sen_only_s
+
+
+def test_sens_slope_over_a_random_walk_has_the_variance_the_walk_term_assumes():
+    """SEN_WALK_VARIANCE, measured again: Sen's slope over Gaussian walks of 200 steps (seeded) varies
+    by about 1.3 σ²/T, more than least squares' 6/5."""
+    from scipy.stats import theilslopes
+
+    from soakbench.harness.soak.verdicts.walk import SEN_WALK_VARIANCE
+
+    rng = np.random.default_rng(16)
+    t = np.arange(200.0)
+    slopes = [theilslopes(np.cumsum(rng.normal(0.0, 1.0, t.size)), t).slope for _ in range(600)]
+    assert abs(float(np.var(slopes)) * t.size - SEN_WALK_VARIANCE) < 0.2

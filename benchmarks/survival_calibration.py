@@ -29,6 +29,7 @@ from typing import Annotated, Any
 
 import typer
 
+from soakbench.foundation.atomic import write_atomic
 from soakbench.harness.soak.verdicts.survival import assess_survival
 
 FAULTS = Path(__file__).resolve().parents[1] / "tests" / "harness" / "soak" / "faults"
@@ -200,7 +201,7 @@ def main(
     text = json.dumps(report, indent=2)
     print(text)
     if json_out is not None:
-        json_out.write_text(text + "\n")
+        write_atomic(json_out, text + "\n")
 
 
 if __name__ == "__main__":

@@ -30,9 +30,11 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from soakbench.foundation.atomic import write_atomic
 from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room
 from soakbench.harness.soak.verdicts.projection import CONFIDENCE
 from soakbench.harness.soak.verdicts.survival import project_series
+from soakbench.harness.soak.verdicts.walk import last_read_index
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "matrix" / "evidence" / "soak"
 GIB = float(1 << 30)
@@ -138,7 +140,7 @@ def print_report(report: dict[str, Any], json_out: Path | None) -> None:
     text = json.dumps(report, indent=2)
     print(text)
     if json_out is not None:
-        json_out.write_text(text + "\n")
+        write_atomic(json_out, text + "\n")
 
 
 def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
@@ -146,10 +148,7 @@ def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
     on a cost schedule and repeats between reads, so its leak is added at each fresh read (a level that
     differs from the one before) and held until the next: a smooth ramp over the repeats would be reads
     the sampler never made. An fd count is read at every sample."""
-    read_at = series.t
-    if series.name == "pss":
-        fresh = np.r_[True, np.diff(x) != 0]
-        read_at = series.t[np.maximum.accumulate(np.where(fresh, np.arange(x.size), 0))]
+    read_at = series.t[last_read_index(x)] if series.name == "pss" else series.t
     return np.asarray(x + per_hour / 3600.0 * (read_at - series.t[0]), dtype=np.float64)
 
 

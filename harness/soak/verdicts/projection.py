@@ -77,7 +77,12 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from soakbench.harness.soak.verdicts.walk import robust_spread, walk_half_width_per_s
+from soakbench.harness.soak.verdicts.walk import (
+    FreshLevels,
+    fresh_levels,
+    robust_spread,
+    walk_half_width_per_s,
+)
 
 #: One-sided confidence of each rate bound of a soak judged once: the upper bound exceeds the true rate
 #: with this probability.
@@ -239,7 +244,12 @@ def _sen_interval(t: np.ndarray, x: np.ndarray, confidence: float) -> tuple[floa
 
 
 def rate_bound(
-    t: npt.ArrayLike, x: npt.ArrayLike, *, counts: bool, confidence: float = CONFIDENCE
+    t: npt.ArrayLike,
+    x: npt.ArrayLike,
+    *,
+    counts: bool,
+    confidence: float = CONFIDENCE,
+    fresh: FreshLevels | None = None,
 ) -> RateBound | None:
     """The growth rate of ``(t, x)`` (the analysed window, raw samples) and its bounds per hour, or None
     when fewer than ``MIN_BINS`` bins or no time span remain (module docstring, steps 3 to 5).
@@ -250,6 +260,8 @@ def rate_bound(
         counts: whether ``x`` counts things (fds, processes): its upper bound is held to
             ``count_events(confidence) / W``.
         confidence: each bound's one-sided confidence, in (0.5, 1).
+        fresh: ``fresh_levels(t, x)``, when the caller has built them already (the path's spread
+            reads the same ones).
     """
     tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
     fits = []
@@ -266,7 +278,8 @@ def rate_bound(
         return None
     finest_t, (slope, _, _, inflation) = fits[0]
     span_s = float(finest_t[-1] - finest_t[0])
-    walk = walk_half_width_per_s(tt, xx, rate_per_hour=slope * 3600.0, span_s=span_s, confidence=confidence)
+    fresh = fresh if fresh is not None else fresh_levels(tt, xx)
+    walk = walk_half_width_per_s(fresh, rate_per_hour=slope * 3600.0, span_s=span_s, confidence=confidence)
     low = slope - math.hypot(slope - min(fit[1] for _, fit in fits), walk)
     high = max(fit[2] for _, fit in fits)
     upper = (slope + math.hypot(high - slope, walk)) * 3600.0

@@ -49,7 +49,13 @@ from soakbench.harness.soak.verdicts.projection import (
     warmup_cut,
 )
 from soakbench.harness.soak.verdicts.trends import level_text
-from soakbench.harness.soak.verdicts.walk import NO_SPREAD, PathSpread, exhaustion_hours, path_spread
+from soakbench.harness.soak.verdicts.walk import (
+    NO_SPREAD,
+    PathSpread,
+    exhaustion_hours,
+    fresh_levels,
+    path_spread,
+)
 
 ClassVerdict = Literal[
     "survives", "fails", "inconclusive", "projected", "not_observable", "insufficient_data"
@@ -218,7 +224,8 @@ def project_series(
     cut = warmup_cut(series.t, series.x, declared_t=declared_cut_t) if series.t.size else None
     keep = series.t >= (cut.t_cut if cut is not None else -math.inf)
     counts = series.unit == "count"
-    bound = rate_bound(series.t[keep], series.x[keep], counts=counts, confidence=confidence)
+    fresh = fresh_levels(series.t[keep], series.x[keep])
+    bound = rate_bound(series.t[keep], series.x[keep], counts=counts, confidence=confidence, fresh=fresh)
     room = series.room
     hours, spread = None, None
     verdict: ClassVerdict
@@ -228,9 +235,7 @@ def project_series(
     elif bound is None:
         verdict, reason = "insufficient_data", "too few samples after the warm-up for a rate bound"
     else:
-        spread = path_spread(
-            series.t[keep], series.x[keep], rate_per_hour=bound.rate_per_hour, confidence=confidence
-        )
+        spread = path_spread(fresh, rate_per_hour=bound.rate_per_hour, confidence=confidence)
         hours = exhaustion_hours(bound.upper_per_hour, spread, max(0.0, room.headroom))
         verdict, after, reason = _verdict(bound, headroom=room.headroom, spread=spread, target_h=target_h)
     units = {unit: hours * rate for unit, rate in units_per_hour.items()} if hours is not None else {}

@@ -81,23 +81,43 @@ class Variogram:
     n: int
 
 
-def fresh_levels(t: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class FreshLevels:
+    """The samples of a series that observe its path (``fresh_levels``): times ``t`` (seconds) and
+    levels ``x``, built once per series and shared by every step that reads the walk."""
+
+    t: np.ndarray
+    x: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.t.size)
+
+
+def last_read_index(x: npt.ArrayLike) -> np.ndarray:
+    """For each sample, the index of the latest fresh level at or before it: the first sample, and each
+    whose level differs from the one before (a level read on a cost schedule repeats until its next
+    read)."""
+    levels = np.asarray(x, dtype=np.float64)
+    fresh = np.r_[True, np.diff(levels) != 0]
+    return np.maximum.accumulate(np.where(fresh, np.arange(levels.size), 0))
+
+
+def fresh_levels(t: npt.ArrayLike, x: npt.ArrayLike) -> FreshLevels:
     """The first level and each one that differs from the level before it: a level read on a cost
     schedule (PSS, a disk walk) repeats between reads, and a count that rarely moves repeats between
     its steps; the repeats are no new observation of the path."""
-    keep = np.r_[True, np.diff(x) != 0]
-    return t[keep], x[keep]
+    tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
+    keep = np.unique(last_read_index(xx))
+    return FreshLevels(t=tt[keep], x=xx[keep])
 
 
-def variogram(
-    t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float, reach: float, lags: int
-) -> Variogram | None:
-    """The robust variogram of ``x``'s fresh levels detrended by ``rate_per_hour``, at up to ``lags``
+def variogram(fresh: FreshLevels, *, rate_per_hour: float, reach: float, lags: int) -> Variogram | None:
+    """The robust variogram of the ``fresh`` levels detrended by ``rate_per_hour``, at up to ``lags``
     geometric lags from 1 to ``reach`` of them (None when fewer than 8 fresh levels, or no time
     passes between them)."""
-    tt, xx = fresh_levels(np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64))
-    stride = max(1, -(-tt.size // VARIOGRAM_POINTS))
-    tt, xx = tt[::stride], xx[::stride]
+    stride = max(1, -(-fresh.size // VARIOGRAM_POINTS))
+    tt, xx = fresh.t[::stride], fresh.x[::stride]
     if tt.size < 8 or not tt[-1] > tt[0]:
         return None
     at = np.unique(np.geomspace(1, max(2, int(reach * tt.size)), lags).astype(int))
@@ -107,13 +127,13 @@ def variogram(
     return Variogram(lags=at, lag_s=lag_s, spreads=spreads, n=int(tt.size))
 
 
-def walk_variance_per_s(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float) -> float:
-    """σ_w², a random walk's variance per second in ``x`` (squared units; projection, step 7): the
-    non-negative least-squares fit of D²(h) = a + σ_w² Δt_h (1 − h/n) to the robust variogram of the
-    fresh levels; 0 when the series is too short for one."""
+def walk_variance_per_s(fresh: FreshLevels, *, rate_per_hour: float) -> float:
+    """σ_w², a random walk's variance per second in the ``fresh`` levels (squared units; projection,
+    step 7): the non-negative least-squares fit of D²(h) = a + σ_w² Δt_h (1 − h/n) to their robust
+    variogram; 0 when the series is too short for one."""
     from scipy.optimize import nnls
 
-    gram = variogram(t, x, rate_per_hour=rate_per_hour, reach=WALK_REACH, lags=WALK_LAGS)
+    gram = variogram(fresh, rate_per_hour=rate_per_hour, reach=WALK_REACH, lags=WALK_LAGS)
     if gram is None or gram.lags.size < 2:
         return 0.0
     walk_term = gram.lag_s * (1.0 - gram.lags / gram.n)
@@ -123,27 +143,26 @@ def walk_variance_per_s(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: fl
 
 
 def walk_half_width_per_s(
-    t: np.ndarray, x: np.ndarray, *, rate_per_hour: float, span_s: float, confidence: float
+    fresh: FreshLevels, *, rate_per_hour: float, span_s: float, confidence: float
 ) -> float:
     """The walk's term of the rate interval (projection, step 7): Student's t quantile at
     ``confidence`` (the walk's variance is estimated, from the fresh levels less the variogram's two
     fitted parameters) times the standard error σ_w √(``SEN_WALK_VARIANCE`` / T) of Sen's slope."""
     from scipy.stats import t as student_t
 
-    fresh = int(fresh_levels(t, x)[0].size)
-    variance = walk_variance_per_s(t, x, rate_per_hour=rate_per_hour)
-    if variance <= 0 or fresh < 4 or not span_s > 0:
+    variance = walk_variance_per_s(fresh, rate_per_hour=rate_per_hour)
+    if variance <= 0 or fresh.size < 4 or not span_s > 0:
         return 0.0
-    quantile = float(student_t.ppf(confidence, fresh - 2))
+    quantile = float(student_t.ppf(confidence, fresh.size - 2))
     return quantile * math.sqrt(SEN_WALK_VARIANCE * variance / span_s)
 
 
-def path_spread(t: npt.ArrayLike, x: npt.ArrayLike, *, rate_per_hour: float, confidence: float) -> PathSpread:
-    """The path's spread from the series' robust variogram (projection, step 6): D(h) at
+def path_spread(fresh: FreshLevels, *, rate_per_hour: float, confidence: float) -> PathSpread:
+    """The path's spread from the ``fresh`` levels' robust variogram (projection, step 6): D(h) at
     ``VARIOGRAM_LAGS`` lags from 1 to ``VARIOGRAM_REACH`` of the fresh levels; the exponent is
     the slope of log D against log h, held to [0, 0.5]; z is the one-sided normal quantile at
     ``confidence``."""
-    gram = variogram(t, x, rate_per_hour=rate_per_hour, reach=VARIOGRAM_REACH, lags=VARIOGRAM_LAGS)
+    gram = variogram(fresh, rate_per_hour=rate_per_hour, reach=VARIOGRAM_REACH, lags=VARIOGRAM_LAGS)
     if gram is None or not gram.spreads[-1] > 0:
         return NO_SPREAD
     positive = gram.spreads > 0

@@ -135,14 +135,21 @@ def test_a_count_series_needs_three_lethal_events_of_window_to_survive():
 def test_the_path_spread_stays_flat_for_jitter_and_grows_as_a_random_walk_for_counts():
     rng = np.random.default_rng(5)
     t = np.arange(0.0, 600.0)
-    jitter = path_spread(t, 1e9 + rng.normal(0.0, 4 * MIB, t.size), rate_per_hour=0.0, confidence=CONFIDENCE)
+    jitter = path_spread(
+        fresh_levels(t, 1e9 + rng.normal(0.0, 4 * MIB, t.size)), rate_per_hour=0.0, confidence=CONFIDENCE
+    )
     walk = path_spread(
-        t, np.cumsum(rng.poisson(0.5, t.size)).astype(float), rate_per_hour=1800.0, confidence=CONFIDENCE
+        fresh_levels(t, np.cumsum(rng.poisson(0.5, t.size)).astype(float)),
+        rate_per_hour=1800.0,
+        confidence=CONFIDENCE,
     )
     assert jitter.exponent < 0.1 and walk.exponent > 0.35
     assert jitter.at(72.0) < 2.0 * jitter.at_lag  # a band does not widen with the horizon
     assert walk.at(72.0) > 10.0 * walk.at_lag  # a random walk strays further the longer it runs
-    assert path_spread(t, np.full(t.size, 7.0), rate_per_hour=0.0, confidence=CONFIDENCE).at(72.0) == 0.0
+    assert (
+        path_spread(fresh_levels(t, np.full(t.size, 7.0)), rate_per_hour=0.0, confidence=CONFIDENCE).at(72.0)
+        == 0.0
+    )
 
 
 def test_the_time_to_exhaustion_adds_the_path_spread_to_the_rate():
@@ -182,9 +189,9 @@ def test_the_walk_variance_is_read_from_a_walk_and_not_from_jitter_around_a_line
     rng = np.random.default_rng(12)
     t = np.arange(0.0, 600.0)
     walk = np.cumsum(rng.normal(0.0, 2.0, t.size))  # variance 4 per second
-    assert 2.0 <= walk_variance_per_s(t, walk, rate_per_hour=0.0) <= 8.0
+    assert 2.0 <= walk_variance_per_s(fresh_levels(t, walk), rate_per_hour=0.0) <= 8.0
     jitter = 100.0 + 0.01 * t + rng.normal(0.0, 2.0, t.size)
-    assert walk_variance_per_s(t, jitter, rate_per_hour=36.0) < 0.05 * 4.0
+    assert walk_variance_per_s(fresh_levels(t, jitter), rate_per_hour=36.0) < 0.05 * 4.0
 
 
 def test_a_level_that_steps_once_is_not_read_as_a_walk():
@@ -194,7 +201,7 @@ def test_a_level_that_steps_once_is_not_read_as_a_walk():
     t = np.arange(0.0, 600.0)
     x = 2e9 + np.where(t < 200.0, 64 * MIB, 0.0) + rng.normal(0.0, 1 * MIB, t.size)
     step_as_walk = (64 * MIB) ** 2 / 600.0  # the variance per second a walk reaching the step would have
-    assert walk_variance_per_s(t, x, rate_per_hour=0.0) < 0.01 * step_as_walk
+    assert walk_variance_per_s(fresh_levels(t, x), rate_per_hour=0.0) < 0.01 * step_as_walk
 
 
 def test_repeated_reads_are_not_fresh_levels_and_do_not_change_the_walk():
@@ -204,10 +211,10 @@ def test_repeated_reads_are_not_fresh_levels_and_do_not_change_the_walk():
     reads = np.cumsum(rng.normal(0.0, 3.0, 75))
     t = np.arange(0.0, 600.0)
     held = np.repeat(reads, 8)
-    fresh_t, fresh_x = fresh_levels(t, held)
-    assert fresh_x.tolist() == reads.tolist() and fresh_t.tolist() == t[::8].tolist()
-    assert walk_variance_per_s(t, held, rate_per_hour=0.0) == pytest.approx(
-        walk_variance_per_s(t[::8], reads, rate_per_hour=0.0)
+    fresh = fresh_levels(t, held)
+    assert fresh.x.tolist() == reads.tolist() and fresh.t.tolist() == t[::8].tolist()
+    assert walk_variance_per_s(fresh_levels(t, held), rate_per_hour=0.0) == pytest.approx(
+        walk_variance_per_s(fresh_levels(t[::8], reads), rate_per_hour=0.0)
     )
 
 

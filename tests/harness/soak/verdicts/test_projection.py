@@ -20,6 +20,7 @@ from soakbench.harness.soak.verdicts.walk import (
     PathSpread,
     exhaustion_hours,
     fresh_levels,
+    last_read_index,
     path_spread,
     walk_variance_per_s,
 )
@@ -216,6 +217,16 @@ def test_repeated_reads_are_not_fresh_levels_and_do_not_change_the_walk():
     assert walk_variance_per_s(fresh_levels(t, held), rate_per_hour=0.0) == pytest.approx(
         walk_variance_per_s(fresh_levels(t[::8], reads), rate_per_hour=0.0)
     )
+
+
+def test_each_sample_knows_its_last_fresh_read():
+    """A held level points back to the read that set it; a level read again at the same value cannot be
+    told from a repeat and counts as held (fresh_levels keeps exactly the indices pointed to)."""
+    levels = np.array([5.0, 5.0, 7.0, 7.0, 7.0, 6.0, 6.0, 9.0])
+    assert last_read_index(levels).tolist() == [0, 0, 2, 2, 2, 5, 5, 7]
+    fresh = fresh_levels(np.arange(8.0) * 5.0, levels)
+    assert fresh.t.tolist() == [0.0, 10.0, 25.0, 35.0] and fresh.x.tolist() == [5.0, 7.0, 6.0, 9.0]
+    assert fresh.size == 4
 
 
 def test_a_walk_needs_a_longer_soak_to_decide_than_noise_around_a_line():

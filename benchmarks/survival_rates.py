@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,10 +31,9 @@ import numpy as np
 import typer
 
 from soakbench.foundation.atomic import write_atomic
-from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room
+from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room, tree_read
 from soakbench.harness.soak.verdicts.projection import CONFIDENCE
 from soakbench.harness.soak.verdicts.survival import project_series
-from soakbench.harness.soak.verdicts.walk import last_read_index
 
 EVIDENCE = Path(__file__).resolve().parents[1] / "matrix" / "evidence" / "soak"
 GIB = float(1 << 30)
@@ -44,12 +43,14 @@ MULTIPLES = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 
 @dataclass(frozen=True)
 class Healthy:
-    """One healthy series: its class (``pss`` or ``fds``), where it came from, times [n] and levels [n]."""
+    """One healthy series: its class (``pss`` or ``fds``), where it came from, times [n], levels [n] and
+    which samples read the level afresh [n] (the sampler carries PSS between reads; fds: every one)."""
 
     name: str
     source: str
     t: np.ndarray
     x: np.ndarray
+    read: np.ndarray
 
 
 def _post_startup(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -66,12 +67,12 @@ def healthy_series(path: Path, seconds: float) -> list[Healthy]:
     t0 = float(samples[0]["t"])
     window = [s for s in samples if float(s["t"]) - t0 <= seconds]
     out = []
-    pss = [(float(s["t"]), s["totals"].get("pss_bytes")) for s in window]
-    kept = [(t, v) for t, v in pss if v is not None]
+    kept = [s for s in window if s["totals"].get("pss_bytes") is not None]
     if len(kept) >= 16:
-        out.append(
-            Healthy("pss", path.name, np.array([t for t, _ in kept]), np.array([v for _, v in kept], float))
-        )
+        t = np.array([float(s["t"]) for s in kept])
+        x = np.array([s["totals"]["pss_bytes"] for s in kept], float)
+        read = np.array([tree_read(s, "pss_bytes") for s in kept], dtype=bool)
+        out.append(Healthy("pss", path.name, t, x, read))
     by_pid: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for sample in window:
         for proc in sample.get("processes") or ():
@@ -85,15 +86,19 @@ def healthy_series(path: Path, seconds: float) -> list[Healthy]:
                     f"{path.name}:{pid}",
                     np.array([p[0] for p in points]),
                     np.array([p[1] for p in points]),
+                    np.ones(len(points), dtype=bool),
                 )
             )
     return out
 
 
-def block_bootstrap(x: np.ndarray, block: int, rng: np.random.Generator) -> np.ndarray:
-    """A series as long as ``x`` of blocks of ``block`` consecutive levels drawn with replacement."""
-    starts = rng.integers(0, max(1, x.size - block + 1), size=int(np.ceil(x.size / block)))
-    return np.concatenate([x[s : s + block] for s in starts])[: x.size]
+def block_bootstrap(series: Healthy, block: int, rng: np.random.Generator) -> Healthy:
+    """``series`` with its levels (and which were read) replaced by blocks of ``block`` consecutive
+    samples drawn with replacement, as many as it had; its times stay."""
+    n = series.x.size
+    starts = rng.integers(0, max(1, n - block + 1), size=int(np.ceil(n / block)))
+    index = np.concatenate([np.arange(s, min(n, s + block)) for s in starts])[:n]
+    return replace(series, x=series.x[index], read=series.read[index])
 
 
 def _room(series: Healthy, *, memory_headroom: float, fd_limit: float) -> tuple[Room, str]:
@@ -118,7 +123,8 @@ def verdict(
     room, unit = _room(series, memory_headroom=limits["memory_headroom"], fd_limit=limits["fd_limit"])
     t, xs = series.t[:end], x[:end]
     level = float(xs[-max(1, xs.size // 10) :].max())
-    projected = ExhaustionSeries(series.name, "tree", None, unit, t, xs, level, room)  # type: ignore[arg-type]
+    read = series.read[:end]
+    projected = ExhaustionSeries(series.name, "tree", None, unit, t, xs, level, room, (), read)  # type: ignore[arg-type]
     return project_series(
         projected, target_h=target_h, declared_cut_t=None, units_per_hour={}, confidence=confidence
     ).verdict
@@ -131,7 +137,8 @@ def healthy_pool(
     pool: list[tuple[Healthy, np.ndarray]] = []
     for series in (s for path in paths for s in healthy_series(path, seconds)):
         pool.append((series, series.x))
-        pool += [(series, block_bootstrap(series.x, block, rng)) for _ in range(resamples)]
+        resampled = [block_bootstrap(series, block, rng) for _ in range(resamples)]
+        pool += [(one, one.x) for one in resampled]
     return pool
 
 
@@ -144,11 +151,11 @@ def print_report(report: dict[str, Any], json_out: Path | None) -> None:
 
 
 def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
-    """``x`` with a linear leak of ``per_hour`` added as the sampler would have recorded it. PSS is read
-    on a cost schedule and repeats between reads, so its leak is added at each fresh read (a level that
-    differs from the one before) and held until the next: a smooth ramp over the repeats would be reads
-    the sampler never made. An fd count is read at every sample."""
-    read_at = series.t[last_read_index(x)] if series.name == "pss" else series.t
+    """``x`` with a linear leak of ``per_hour`` added as the sampler would have recorded it: at each
+    sample that read the level afresh (``series.read``: for PSS, those that read the members holding
+    most of it), held until the next read; a smooth ramp over the carried samples would be reads the
+    sampler never made. An fd count is read at every sample."""
+    read_at = series.t[np.maximum.accumulate(np.where(series.read, np.arange(x.size), 0))]
     return np.asarray(x + per_hour / 3600.0 * (read_at - series.t[0]), dtype=np.float64)
 
 

@@ -74,7 +74,9 @@ class Room:
 @dataclass(frozen=True, eq=False)
 class ExhaustionSeries:
     """One projected resource: its window samples ``t`` [n] (seconds) and ``x`` [n], its level at the end,
-    and its room. ``scope`` is ``tree`` or the process's pid; ``role`` the process's role."""
+    and its room. ``scope`` is ``tree`` or the process's pid; ``role`` the process's role. ``read`` [n]
+    marks the samples whose level was read afresh (a level read on a cost schedule, PSS or a disk walk,
+    is carried between reads); None: every sample read it."""
 
     resource_class: str
     scope: str
@@ -85,6 +87,32 @@ class ExhaustionSeries:
     level: float
     room: Room
     attribution: tuple[str, ...] = ()
+    read: np.ndarray | None = None
+
+
+#: tree classes whose total is summed from values read on the rollup schedule (``rollup_age_samples``)
+ROLLUP_TREE_CLASSES = frozenset({"pss", "uss"})
+
+
+def _age(value: Any) -> int:
+    """A carried value's age in samples (0: read for this sample; a sample without one was read)."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+#: a sample observes a tree sum afresh when members holding at least this share of it were read for it
+FRESH_SHARE = 0.5
+
+
+def tree_read(sample: Mapping[str, Any], key: str) -> bool:
+    """Whether a sample read afresh the members that hold most (``FRESH_SHARE``) of the tree's sum of
+    ``key``: a sum whose large members are carried repeats their old values, however many small ones
+    were read (a trainer of GiBs is read every tens of samples, its small helpers at every one)."""
+    values = [
+        (_numeric(proc.get(key)) or 0.0, _age(proc.get("rollup_age_samples")) == 0)
+        for proc in sample.get("processes") or ()
+    ]
+    total = sum(value for value, _ in values)
+    return total <= 0 or sum(value for value, fresh in values if fresh) >= FRESH_SHARE * total
 
 
 def end_level(x: np.ndarray) -> float:
@@ -160,7 +188,17 @@ def tree_series(
         if resource == "gpu_memory" and room.limit is not None:
             room = _gpu_room(window[-1], room)
         grew = _tree_attribution(name, window, history or window)
-        yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, grew)
+        read = _read_mask(window, key=key) if name in ROLLUP_TREE_CLASSES else None
+        yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, grew, read)
+
+
+def _read_mask(samples: Sequence[Mapping[str, Any]], *, key: str) -> np.ndarray:
+    """``tree_read`` of each sample whose ``totals[key]`` is a number (the samples ``_arrays`` keeps,
+    in order)."""
+    return np.asarray(
+        [tree_read(s, key) for s in samples if _numeric((s.get("totals") or {}).get(key)) is not None],
+        dtype=bool,
+    )
 
 
 def _domain_level(window: Sequence[Mapping[str, Any]], resource: str) -> float | None:
@@ -221,14 +259,25 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             yield ExhaustionSeries("shm_bytes", "tree", None, "bytes", t, x, end_level(x), room, grew)
     for index, entry in enumerate(last.get("disk") or ()):
         path = str(entry.get("path"))
-        t, x = _arrays([(float(s["t"]), _disk_bytes(s, index, path)) for s in window])
+        points = [(float(s["t"]), _disk_bytes(s, index, path), _disk_age(s, index, path)) for s in window]
+        t, x = _arrays([(t, v) for t, v, _ in points])
+        read = np.asarray([age == 0 for _, v, age in points if v is not None], dtype=bool)
         size, free = _numeric(entry.get("fs_size_bytes")), _numeric(entry.get("fs_free_bytes"))
         if x.size and size is not None and free is not None:
             room = Room(
                 limit=size, source=f"statvfs of {path} (free space in the last sample)", headroom=free
             )
             grew = disk_growth(window, path)
-            yield ExhaustionSeries(f"disk:{path}", "tree", None, "bytes", t, x, end_level(x), room, grew)
+            yield ExhaustionSeries(
+                f"disk:{path}", "tree", None, "bytes", t, x, end_level(x), room, grew, read
+            )
+
+
+def _disk_age(sample: Mapping[str, Any], index: int, path: str) -> int:
+    entries = sample.get("disk") or ()
+    if index < len(entries) and entries[index].get("path") == path:
+        return _age(entries[index].get("age_samples"))
+    return 0
 
 
 def _disk_bytes(sample: Mapping[str, Any], index: int, path: str) -> float | None:
@@ -275,7 +324,17 @@ def process_series(
         if x.size and map_limits:
             level, limit = end_level(x), float(map_limits[0].value or 0)
             room = Room(limit=limit, source=map_limits[0].source, headroom=limit - level)
-            yield ExhaustionSeries("map_count", str(pid), role, "count", t, x, level, room, _command(last))
+            read = np.asarray(
+                [
+                    _age(p.get("rollup_age_samples")) == 0
+                    for _, p in points
+                    if _numeric(p.get("map_count")) is not None
+                ],
+                dtype=bool,
+            )
+            yield ExhaustionSeries(
+                "map_count", str(pid), role, "count", t, x, level, room, _command(last), read
+            )
 
 
 def _command(proc: Mapping[str, Any]) -> tuple[str, ...]:

@@ -72,6 +72,10 @@ RULES_LEAK_CLASSES: dict[str, frozenset[str]] = {
 }
 #: the class verdicts that judged a class against its limit and a target
 DECIDING: frozenset[str] = frozenset({"survives", "fails", "inconclusive"})
+#: a class is ``survives`` only from at least this many fresh reads of its level after the warm-up: a
+#: slope and the spread around it need three points, and a level carried between reads (PSS of a large
+#: process, a disk walk) repeats what it was, which Sen's slopes would read as flat
+MIN_READS_TO_SURVIVE = 3
 #: progress fields whose rate turns hours into the trainer's own units
 PROGRESS_UNITS: dict[str, str] = {"iteration": "iterations", "total_env_steps": "env_steps"}
 
@@ -212,6 +216,13 @@ def _verdict(
     return "inconclusive", after, f"the bounds straddle the target (lethal rate {lethal:.4g}/h)"
 
 
+def _span_for_reads(span_s: float, reads: int) -> float:
+    """The analysed span that would hold ``MIN_READS_TO_SURVIVE`` reads at the pace seen over
+    ``span_s`` (with fewer than two reads, that pace is at most one read per ``span_s``)."""
+    per_read_s = span_s / (reads - 1) if reads >= 2 else span_s
+    return per_read_s * (MIN_READS_TO_SURVIVE - 1)
+
+
 def project_series(
     series: ExhaustionSeries,
     *,
@@ -238,6 +249,13 @@ def project_series(
         spread = path_spread(fresh, rate_per_hour=bound.rate_per_hour, confidence=confidence)
         hours = exhaustion_hours(bound.upper_per_hour, spread, max(0.0, room.headroom))
         verdict, after, reason = _verdict(bound, headroom=room.headroom, spread=spread, target_h=target_h)
+        reads = int(series.read[keep].sum()) if series.read is not None else int(keep.sum())
+        if verdict == "survives" and reads < MIN_READS_TO_SURVIVE:
+            verdict, after = "inconclusive", _span_for_reads(bound.span_s, reads)
+            reason = (
+                f"only {reads} fresh read(s) of the level after the warm-up (a survives needs "
+                f"{MIN_READS_TO_SURVIVE}); {reason}"
+            )
     units = {unit: hours * rate for unit, rate in units_per_hour.items()} if hours is not None else {}
     return ClassSurvival(
         resource_class=series.resource_class,

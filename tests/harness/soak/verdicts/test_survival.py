@@ -3,6 +3,7 @@ the monitor recorded and ``--must-survive`` in; a verdict per class and a pass-t
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -220,3 +221,41 @@ def test_a_cgroup_whose_other_processes_fill_it_leaves_the_room_its_sampled_work
     pss = _class(_judge(samples, limits=[memory]), "pss")
     assert pss.headroom == pytest.approx(0.5 * GIB, rel=0.01)
     assert _class(_judge(_samples(), limits=[memory]), "pss").headroom == pytest.approx(8 * GIB, rel=0.01)
+
+
+def _carried(samples: list[dict[str, Any]], *, period: int) -> list[dict[str, Any]]:
+    """``samples`` as the rollup schedule records a large process read every ``period`` samples: its
+    PSS (and the tree's) carried between reads, with the carried value's age."""
+    held = samples[0]["totals"]["pss_bytes"]
+    for index, sample in enumerate(samples):
+        age = index % period
+        if age == 0:
+            held = sample["totals"]["pss_bytes"]
+        sample["totals"]["pss_bytes"] = held
+        sample["processes"][0].update(pss_bytes=held, rollup_age_samples=age)
+    return samples
+
+
+def test_a_level_read_too_few_times_after_the_warm_up_cannot_survive():
+    """Two reads in ten minutes (one once the warm-up cut takes the first) carry no slope: the run is inconclusive, with the soak length that would
+    hold enough reads; the same level read at every sample survives."""
+    judgement = _judge(_carried(_samples(), period=300), target_h=24.0)
+    pss = _class(judgement, "pss")
+    assert pss.verdict == "inconclusive"
+    reads = re.match(r"only (\d+) fresh read\(s\) of the level after the warm-up", pss.reason)
+    assert reads is not None and int(reads.group(1)) in (1, 2), pss.reason  # t=0 (if not cut) and t=300
+    assert pss.decide_after_seconds is not None
+    assert pss.decide_after_seconds >= 600.0
+    assert judgement.survival.verdict == "inconclusive"
+    assert _class(_judge(_carried(_samples(), period=1), target_h=24.0), "pss").verdict == "survives"
+
+
+def test_a_tree_sum_is_read_when_the_members_holding_most_of_it_are():
+    from soakbench.harness.soak.verdicts.exhaustion_series import tree_read
+
+    big, small = {"pss_bytes": 900, "rollup_age_samples": 7}, {"pss_bytes": 100, "rollup_age_samples": 0}
+    assert not tree_read({"processes": [big, small]}, "pss_bytes")
+    assert tree_read(
+        {"processes": [{**big, "rollup_age_samples": 0}, {**small, "rollup_age_samples": 3}]}, "pss_bytes"
+    )
+    assert tree_read({"processes": [{"pss_bytes": None}]}, "pss_bytes")  # nothing to carry: a read

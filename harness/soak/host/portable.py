@@ -195,6 +195,10 @@ class PortableSampler:
 
     name: SamplerName = "portable"
 
+    def pace(self, sample_interval_s: float) -> None:
+        """Nothing to pace: psutil's memory and limits are read at every sample."""
+        del sample_interval_s
+
     def __init__(self, shm_root: Path = SHM_ROOT) -> None:
         self.boot_time = psutil.boot_time()
         self.clock_ticks = os.sysconf("SC_CLK_TCK")

@@ -6,20 +6,23 @@ for 1 GiB on the development VM, against 0.02 ms for its ``stat`` (huge pages co
 1 GiB of transparent huge pages). Reading a multi-GiB trainer every second would alone spend more than the
 monitor's 2 % budget of one core.
 
-So each identity keeps its own period: the last read's cost divided by ``budget_ms``, rounded up, between
-1 and ``max_period`` samples, i.e. one process's reads take at most 0.1 % of one core at 1 s sampling
-until the staleness cap. A small process is read at every sample, a 1 GiB one every 15th; the real CPU
-trainer of ``soak demo`` (1.5 GB resident, 20-50 ms a read on a busy host) every 30th. A sample
-also stops reading once its reads took ``sample_budget_ms`` (a 100-process tree of small processes would
-spend 25 ms on them): the processes it skips carry their values to a later sample. A process never read
-before is always read, and none is staler than ``max_period`` samples, whatever the budgets. A process
-whose RSS (free: it comes with the ``stat``) moved by ``rss_move_bytes`` or ``rss_move_fraction`` since
-its last read is read again at once, budget permitting: its PSS has most likely moved too, and a process
-whose memory grows is exactly the one to measure. A steady trainer is read rarely; a leaking one often.
-Between
-reads the record repeats the last values read and ``rollup_age_samples`` says how many samples ago that
-was (0: read for this sample), so a reader can tell a carried value from a fresh one. A leak verdict is
-about minutes to hours, so a value at most ``max_period`` samples old changes no verdict.
+So each identity keeps its own period: the last read's cost divided by the read budget of one sample,
+rounded up, between 1 and the staleness cap, in samples. Both are set per second of sampling, not per
+sample: a read may take ``budget_ms`` for each second between samples (so one process's reads take at
+most 0.1 % of one core at any interval), and no value is older than ``max_age_s`` seconds (nor than
+``max_period`` samples). At 1 s sampling a small process is read at every sample, a 1 GiB one every
+15th, the real CPU trainer of ``soak demo`` (1.5 GB resident, 20-50 ms a read on a busy host) every 30th;
+at 5 s sampling the same trainer is read every 6th sample (30 s), not every 30th (150 s): a ten-minute
+soak then holds twenty observations of its PSS rather than four, which is what a rate bound is made
+from. A sample also stops reading once its reads took ``sample_budget_ms`` per second of sampling (a
+100-process tree of small processes would spend 25 ms on them at 1 s): the processes it skips carry
+their values to a later sample. A process never read before is always read, and none is staler than the
+cap, whatever the budgets. A process whose RSS (free: it comes with the ``stat``) moved by
+``rss_move_bytes`` or ``rss_move_fraction`` since its last read is read again at once, budget
+permitting: its PSS has most likely moved too, and a process whose memory grows is exactly the one to
+measure. A steady trainer is read rarely; a leaking one often. Between reads the record repeats the last
+values read and ``rollup_age_samples`` says how many samples ago that was (0: read for this sample), so
+a reader can tell a carried value from a fresh one.
 
 The same read also counts the process's mappings (``maps``, against ``vm.max_map_count``) and takes its
 open-files limit (``limits``): both are carried and aged with PSS, and their cost, which grows with the
@@ -49,9 +52,11 @@ class RollupSchedule:
     """Per-identity read schedule (state across samples). ``read(pid)`` does the actual read."""
 
     read: Callable[[int], Rollup]
-    budget_ms: float = 1.0
-    sample_budget_ms: float = 5.0
-    max_period: int = 30
+    budget_ms: float = 1.0  # per second of sampling
+    sample_budget_ms: float = 5.0  # per second of sampling
+    max_period: int = 30  # samples
+    max_age_s: float = 30.0
+    interval_s: float = 1.0  # between samples; ``pace`` sets the run's
     rss_move_bytes: int = 8 << 20
     rss_move_fraction: float = 0.02
     clock: Callable[[], float] = time.perf_counter  # seconds; a test passes a fake one
@@ -70,19 +75,30 @@ class RollupSchedule:
         values = self.read(pid)
         cost_ms = (self.clock() - started) * 1000.0
         self.spent_ms += cost_ms
-        period = max(1, min(self.max_period, math.ceil(cost_ms / self.budget_ms)))
+        period = max(1, min(self._cap(), math.ceil(cost_ms / (self.budget_ms * self.interval_s))))
         self.entries[key] = _Entry(values, 0, period, rss_bytes)
         return dict(values), 0
 
     def _due(self, entry: _Entry, rss_bytes: int) -> bool:
-        if entry.age + 1 >= self.max_period:
+        if entry.age + 1 >= self._cap():
             return True
-        if self.spent_ms >= self.sample_budget_ms:
+        if self.spent_ms >= self.sample_budget_ms * self.interval_s:
             return False
         moved = abs(rss_bytes - entry.rss_bytes)
         if moved >= max(self.rss_move_bytes, self.rss_move_fraction * entry.rss_bytes):
             return True
         return entry.age + 1 >= entry.period
+
+    def pace(self, interval_s: float) -> None:
+        """Samples come ``interval_s`` seconds apart: the budgets and the staleness cap, set per second,
+        are converted to samples at that pace."""
+        if not interval_s > 0:
+            raise ValueError(f"interval_s: must be > 0 seconds, got {interval_s}")
+        self.interval_s = interval_s
+
+    def _cap(self) -> int:
+        """The most samples a value is carried: ``max_age_s`` at this pace, at most ``max_period``."""
+        return max(1, min(self.max_period, math.ceil(self.max_age_s / self.interval_s)))
 
     def start_sample(self, alive: set[tuple[int, int]]) -> None:
         """A new sample begins: reset its read budget and drop identities no longer alive."""

@@ -52,6 +52,7 @@ class ProcessSampler(Protocol):
     def snapshot_shm(self) -> ShmSnapshot: ...
     def held_by_processes(self, names: Iterable[str], exclude_pids: Iterable[int]) -> dict[str, int]: ...
     def token_of(self, pid: int) -> str | None: ...
+    def pace(self, sample_interval_s: float) -> None: ...
 
 
 LINUX_CAPABILITIES = Capabilities(
@@ -66,6 +67,10 @@ class LinuxSampler(ProcReader):
 
     name: SamplerName = "linux"
     capabilities = LINUX_CAPABILITIES
+
+    def pace(self, sample_interval_s: float) -> None:
+        """Samples come ``sample_interval_s`` apart: the PSS read schedule's budgets are per second."""
+        self.rollups.pace(sample_interval_s)
 
     def sample_process(
         self, st: ProcessStat, gpu_by_pid: Mapping[int, int | None] | None, *, maps: bool = True

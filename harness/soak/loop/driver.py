@@ -168,6 +168,7 @@ def watch(settings: MonitorSettings, view: LiveView) -> MonitorResult:
     judgement), in three phases: spawn, observe, wind down. Every resource the monitor takes is released
     by one ``ExitStack``, whatever happens. Settings must already be validated."""
     reader = make_sampler(settings.sampler)
+    reader.pace(settings.sample_interval_s)
     problem = leftover_problem()  # a dead monitor's run still holding the host: refuse, name it
     if problem is not None:
         raise SettingsError(problem)

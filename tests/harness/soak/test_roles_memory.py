@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -174,3 +175,31 @@ def test_a_process_whose_rss_moved_is_read_again_at_once() -> None:
             rss += 32 * MIB  # growing: beyond 2 % of 1 GiB each sample
         ages.append(schedule.values(1, 1, rss)[1])
     assert ages == [0, 1, 2, 0, 0, 0]
+
+
+def test_the_read_budget_and_the_staleness_cap_are_per_second_of_sampling() -> None:
+    """At 5 s between samples a 12 ms read is due every 3rd sample (1 ms per second: 5 ms a sample),
+    not every 12th, and a 60 ms one every 6th (30 s), not every 30th (150 s)."""
+    now = [0.0]
+
+    def read_costing(ms: float) -> Callable[[int], dict[str, int | None]]:
+        def read(pid: int) -> dict[str, int | None]:
+            now[0] += ms / 1000.0
+            return {"pss_bytes": pid, "uss_bytes": 0, "swap_bytes": 0}
+
+        return read
+
+    def ages(ms: float, interval_s: float, samples: int = 13) -> list[int]:
+        schedule = RollupSchedule(read_costing(ms), sample_budget_ms=1000.0, clock=lambda: now[0])
+        schedule.pace(interval_s)
+        out = []
+        for _ in range(samples):
+            schedule.start_sample({(1, 100)})
+            out.append(schedule.values(1, 100, MIB)[1])
+        return out
+
+    assert ages(12.0, 5.0) == [0, 1, 2] * 4 + [0]
+    assert ages(12.0, 1.0) == [0, *range(1, 12), 0]
+    assert ages(60.0, 5.0) == [0, 1, 2, 3, 4, 5] * 2 + [0]
+    with pytest.raises(ValueError, match="interval_s"):
+        RollupSchedule(read_costing(1.0)).pace(0.0)

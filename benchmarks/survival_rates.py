@@ -124,7 +124,17 @@ def verdict(
     t, xs = series.t[:end], x[:end]
     level = float(xs[-max(1, xs.size // 10) :].max())
     read = series.read[:end]
-    projected = ExhaustionSeries(series.name, "tree", None, unit, t, xs, level, room, (), read)  # type: ignore[arg-type]
+    projected = ExhaustionSeries(
+        resource_class=series.name,
+        scope="tree",
+        role=None,
+        unit=unit,  # type: ignore[arg-type]
+        t=t,
+        x=xs,
+        level=level,
+        room=room,
+        read=read,
+    )
     return project_series(
         projected, target_h=target_h, declared_cut_t=None, units_per_hour={}, confidence=confidence
     ).verdict

@@ -71,7 +71,7 @@ class Room:
     headroom: float | None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class ExhaustionSeries:
     """One projected resource: its window samples ``t`` [n] (seconds) and ``x`` [n], its level at the end,
     and its room. ``scope`` is ``tree`` or the process's pid; ``role`` the process's role. ``read`` [n]
@@ -189,7 +189,18 @@ def tree_series(
             room = _gpu_room(window[-1], room)
         grew = _tree_attribution(name, window, history or window)
         read = _read_mask(window, key=key) if name in ROLLUP_TREE_CLASSES else None
-        yield ExhaustionSeries(name, "tree", None, unit, t, x, level, room, grew, read)
+        yield ExhaustionSeries(
+            resource_class=name,
+            scope="tree",
+            role=None,
+            unit=unit,
+            t=t,
+            x=x,
+            level=level,
+            room=room,
+            attribution=grew,
+            read=read,
+        )
 
 
 def _read_mask(samples: Sequence[Mapping[str, Any]], *, key: str) -> np.ndarray:
@@ -256,7 +267,17 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
                 limit=size, source="statvfs of /dev/shm (free space in the last sample)", headroom=size - used
             )
             grew = shm_growth(window) or tuple(sorted((shm.get("segments") or {}).keys()))
-            yield ExhaustionSeries("shm_bytes", "tree", None, "bytes", t, x, end_level(x), room, grew)
+            yield ExhaustionSeries(
+                resource_class="shm_bytes",
+                scope="tree",
+                role=None,
+                unit="bytes",
+                t=t,
+                x=x,
+                level=end_level(x),
+                room=room,
+                attribution=grew,
+            )
     for index, entry in enumerate(last.get("disk") or ()):
         path = str(entry.get("path"))
         points = [(float(s["t"]), _disk_bytes(s, index, path), _disk_age(s, index, path)) for s in window]
@@ -269,7 +290,16 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             )
             grew = disk_growth(window, path)
             yield ExhaustionSeries(
-                f"disk:{path}", "tree", None, "bytes", t, x, end_level(x), room, grew, read
+                resource_class=f"disk:{path}",
+                scope="tree",
+                role=None,
+                unit="bytes",
+                t=t,
+                x=x,
+                level=end_level(x),
+                room=room,
+                attribution=grew,
+                read=read,
             )
 
 
@@ -319,7 +349,17 @@ def process_series(
                 )
             )
             grew = detail_growth(history or window, "fds", pid=str(pid))
-            yield ExhaustionSeries("fds", str(pid), role, "count", t, x, level, room, grew + _command(last))
+            yield ExhaustionSeries(
+                resource_class="fds",
+                scope=str(pid),
+                role=role,
+                unit="count",
+                t=t,
+                x=x,
+                level=level,
+                room=room,
+                attribution=grew + _command(last),
+            )
         t, x = _arrays([(t, _numeric(p.get("map_count"))) for t, p in points])
         if x.size and map_limits:
             level, limit = end_level(x), float(map_limits[0].value or 0)
@@ -333,7 +373,16 @@ def process_series(
                 dtype=bool,
             )
             yield ExhaustionSeries(
-                "map_count", str(pid), role, "count", t, x, level, room, _command(last), read
+                resource_class="map_count",
+                scope=str(pid),
+                role=role,
+                unit="count",
+                t=t,
+                x=x,
+                level=level,
+                room=room,
+                attribution=_command(last),
+                read=read,
             )
 
 

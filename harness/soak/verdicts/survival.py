@@ -235,7 +235,8 @@ def project_series(
     cut = warmup_cut(series.t, series.x, declared_t=declared_cut_t) if series.t.size else None
     keep = series.t >= (cut.t_cut if cut is not None else -math.inf)
     counts = series.unit == "count"
-    fresh = fresh_levels(series.t[keep], series.x[keep])
+    read = series.read[keep] if series.read is not None else None
+    fresh = fresh_levels(series.t[keep], series.x[keep], read=read)
     bound = rate_bound(series.t[keep], series.x[keep], counts=counts, confidence=confidence, fresh=fresh)
     room = series.room
     hours, spread = None, None
@@ -249,7 +250,7 @@ def project_series(
         spread = path_spread(fresh, rate_per_hour=bound.rate_per_hour, confidence=confidence)
         hours = exhaustion_hours(bound.upper_per_hour, spread, max(0.0, room.headroom))
         verdict, after, reason = _verdict(bound, headroom=room.headroom, spread=spread, target_h=target_h)
-        reads = int(series.read[keep].sum()) if series.read is not None else int(keep.sum())
+        reads = int(read.sum()) if read is not None else int(keep.sum())
         if verdict == "survives" and reads < MIN_READS_TO_SURVIVE:
             verdict, after = "inconclusive", _span_for_reads(bound.span_s, reads)
             reason = (

@@ -103,12 +103,22 @@ def last_read_index(x: npt.ArrayLike) -> np.ndarray:
     return np.maximum.accumulate(np.where(fresh, np.arange(levels.size), 0))
 
 
-def fresh_levels(t: npt.ArrayLike, x: npt.ArrayLike) -> FreshLevels:
-    """The first level and each one that differs from the level before it: a level read on a cost
-    schedule (PSS, a disk walk) repeats between reads, and a count that rarely moves repeats between
-    its steps; the repeats are no new observation of the path."""
+def fresh_levels(t: npt.ArrayLike, x: npt.ArrayLike, *, read: npt.ArrayLike | None = None) -> FreshLevels:
+    """The samples that observe the path. With ``read`` (a mask of the samples whose level was read
+    afresh, as the sampler recorded it): the first sample and each one read, even at an unchanged
+    level. Without: the first level and each one that differs from the level before it, since a level
+    read on a cost schedule repeats between reads and a count that rarely moves repeats between its
+    steps. The mask matters for a tree's sum: its small members, read at every sample, move a sum whose
+    large member is carried, and those moves are no new observation of the large member's path."""
     tt, xx = np.asarray(t, dtype=np.float64), np.asarray(x, dtype=np.float64)
-    keep = np.unique(last_read_index(xx))
+    if read is None:
+        keep = np.unique(last_read_index(xx))
+    else:
+        mask = np.asarray(read, dtype=bool).copy()
+        if mask.shape != xx.shape:
+            raise ValueError(f"read: must mark each of the {xx.size} samples, got shape {mask.shape}")
+        mask[:1] = True
+        keep = np.flatnonzero(mask)
     return FreshLevels(t=tt[keep], x=xx[keep])
 
 

@@ -219,6 +219,25 @@ def test_repeated_reads_are_not_fresh_levels_and_do_not_change_the_walk():
     )
 
 
+def test_a_read_mask_keeps_the_large_members_reads_not_the_small_ones_moves():
+    """A tree's PSS sum: the 1 GiB trainer is read every 6th sample and walks; a 20 MiB helper is read
+    at every sample and jitters, so the sum differs at every sample. The mask keeps the trainer's reads
+    (and a read at an unchanged level), so the walk is the trainer's, not the helper's jitter."""
+    rng = np.random.default_rng(16)
+    t = np.arange(0.0, 600.0) * 5.0
+    trainer = np.repeat(1e9 + np.cumsum(rng.normal(0.0, 2e6, 100)), 6)
+    trainer[6:12] = trainer[0]
+    helper = 20e6 + rng.normal(0.0, 1e5, t.size)
+    read = np.zeros(t.size, dtype=bool)
+    read[::6] = True
+    total = trainer + helper
+    fresh = fresh_levels(t, total, read=read)
+    assert fresh.t.tolist() == t[::6].tolist()
+    assert fresh_levels(t, total).size == t.size
+    with pytest.raises(ValueError, match="read: must mark each of the 600 samples"):
+        fresh_levels(t, total, read=read[:-1])
+
+
 def test_each_sample_knows_its_last_fresh_read():
     """A held level points back to the read that set it; a level read again at the same value cannot be
     told from a repeat and counts as held (fresh_levels keeps exactly the indices pointed to)."""

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from json_output import JsonOut, write_json
 
-from soakbench.foundation.atomic import write_atomic
 from soakbench.harness.soak.verdicts.survival import assess_survival
 
 FAULTS = Path(__file__).resolve().parents[1] / "tests" / "harness" / "soak" / "faults"
@@ -174,7 +174,7 @@ def main(
     kinds: Annotated[
         str, typer.Option(help="fds, disk, memory (disk mounts a tmpfs, memory makes a v1 cgroup: root only)")
     ] = "fds,disk,memory",
-    json_out: Annotated[Path | None, typer.Option("--json")] = None,
+    json_out: JsonOut = None,
 ) -> None:
     wanted = [k.strip() for k in kinds.split(",") if k.strip()]
     for kind in ("disk", "memory"):
@@ -200,8 +200,7 @@ def main(
             }
     text = json.dumps(report, indent=2)
     print(text)
-    if json_out is not None:
-        write_atomic(json_out, text + "\n")
+    write_json(json_out, text)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from json_output import JsonOut, write_json
 
-from soakbench.foundation.atomic import write_atomic
 from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room, tree_read
 from soakbench.harness.soak.verdicts.projection import CONFIDENCE
 from soakbench.harness.soak.verdicts.survival import project_series
@@ -156,8 +156,7 @@ def print_report(report: dict[str, Any], json_out: Path | None) -> None:
     """The figures on stdout, and in ``json_out`` when given."""
     text = json.dumps(report, indent=2)
     print(text)
-    if json_out is not None:
-        write_atomic(json_out, text + "\n")
+    write_json(json_out, text)
 
 
 def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
@@ -185,7 +184,7 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
     memory_headroom_gib: Annotated[float, typer.Option(help="memory left above the series' level")] = 8.0,
     fd_limit: Annotated[float, typer.Option(help="each process's soft RLIMIT_NOFILE")] = 1024.0,
     seed: Annotated[int, typer.Option()] = 0,
-    json_out: Annotated[Path | None, typer.Option("--json")] = None,
+    json_out: JsonOut = None,
 ) -> None:
     rng = np.random.default_rng(seed)
     paths = files or sorted(EVIDENCE.glob("*.samples.jsonl"))

@@ -34,6 +34,7 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling benchmark
 
+from json_output import JsonOut
 from survival_rates import EVIDENCE, GIB, Healthy, _lethal, healthy_pool, leaked, print_report, verdict
 
 from soakbench.harness.soak.verdicts.looks import (
@@ -106,7 +107,7 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
     naive_every: Annotated[int, typer.Option(help="samples between the naive rule's checks")] = 4,
     target_hours: Annotated[float, typer.Option(help="--must-survive, in hours")] = 72.0,
     seed: Annotated[int, typer.Option()] = 0,
-    json_out: Annotated[Path | None, typer.Option("--json")] = None,
+    json_out: JsonOut = None,
 ) -> None:
     rng = np.random.default_rng(seed)
     paths = files or sorted(EVIDENCE.glob("*.samples.jsonl"))

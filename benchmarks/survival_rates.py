@@ -14,6 +14,10 @@ level and a soft RLIMIT_NOFILE of ``--fd-limit``; the target is ``--target-hours
 - **Sensitivity**: the slowest leak (as a multiple of the lethal rate, then per hour) called ``fails``
   in >= 95 % of the series, beside the floor rule's slowest ``growing`` over the same window.
 
+``--thin-reads K`` keeps every K-th fresh PSS read and holds its level until the next kept one: the
+series a sampler K times slower at reading would have recorded, to see how detection depends on the
+read cadence.
+
 Not a test: the figures are printed (and written with ``--json``).
 
     uv run --frozen python benchmarks/survival_rates.py [--seconds 600] [--resamples 30] [--json OUT]
@@ -92,6 +96,20 @@ def healthy_series(path: Path, seconds: float) -> list[Healthy]:
     return out
 
 
+def thinned(series: Healthy, every: int) -> Healthy:
+    """``series`` as a sampler ``every`` times slower at reading would have recorded it: only every
+    ``every``-th fresh read is kept (the first always), and its level is held until the next kept one.
+    A series read at every sample (fds) is left as it is."""
+    if every <= 1 or series.read.all():
+        return series
+    reads = np.flatnonzero(series.read)
+    kept = np.zeros_like(series.read)
+    kept[reads[::every]] = True
+    kept[0] = True
+    held = np.maximum.accumulate(np.where(kept, np.arange(kept.size), 0))
+    return replace(series, x=series.x[held], read=kept)
+
+
 def block_bootstrap(series: Healthy, block: int, rng: np.random.Generator) -> Healthy:
     """``series`` with its levels (and which were read) replaced by blocks of ``block`` consecutive
     samples drawn with replacement, as many as it had; its times stay."""
@@ -141,11 +159,18 @@ def verdict(
 
 
 def healthy_pool(
-    paths: list[Path], *, seconds: float, resamples: int, block: int, rng: np.random.Generator
+    paths: list[Path],
+    *,
+    seconds: float,
+    resamples: int,
+    block: int,
+    rng: np.random.Generator,
+    thin_reads: int = 1,
 ) -> list[tuple[Healthy, np.ndarray]]:
-    """Each stream's healthy series as it is, then ``resamples`` block-bootstrap resamples of it."""
+    """Each stream's healthy series as it is (its reads ``thinned`` by ``thin_reads``), then
+    ``resamples`` block-bootstrap resamples of it."""
     pool: list[tuple[Healthy, np.ndarray]] = []
-    for series in (s for path in paths for s in healthy_series(path, seconds)):
+    for series in (thinned(s, thin_reads) for path in paths for s in healthy_series(path, seconds)):
         pool.append((series, series.x))
         resampled = [block_bootstrap(series, block, rng) for _ in range(resamples)]
         pool += [(one, one.x) for one in resampled]
@@ -168,6 +193,13 @@ def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
     return np.asarray(x + per_hour / 3600.0 * (read_at - series.t[0]), dtype=np.float64)
 
 
+def _read_spacing(originals: list[Healthy]) -> float | None:
+    """The median over ``originals`` (one series per stream, as recorded: the pool holds each before its
+    resamples) of the mean seconds between fresh reads."""
+    spacings = [float(np.mean(np.diff(s.t[s.read]))) for s in originals if int(s.read.sum()) >= 2]
+    return float(np.median(spacings)) if spacings else None
+
+
 def _lethal(series: Healthy, *, target_h: float, memory_headroom: float, fd_limit: float) -> float:
     room, _ = _room(series, memory_headroom=memory_headroom, fd_limit=fd_limit)
     return float(room.headroom or 0.0) / target_h
@@ -184,13 +216,24 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
     memory_headroom_gib: Annotated[float, typer.Option(help="memory left above the series' level")] = 8.0,
     fd_limit: Annotated[float, typer.Option(help="each process's soft RLIMIT_NOFILE")] = 1024.0,
     seed: Annotated[int, typer.Option()] = 0,
+    thin_reads: Annotated[
+        int, typer.Option(min=1, help="keep every k-th fresh PSS read (a k times slower read cadence)")
+    ] = 1,
     json_out: JsonOut = None,
 ) -> None:
     rng = np.random.default_rng(seed)
     paths = files or sorted(EVIDENCE.glob("*.samples.jsonl"))
     limits = {"target_h": target_hours, "memory_headroom": memory_headroom_gib * GIB, "fd_limit": fd_limit}
-    pool = healthy_pool(paths, seconds=seconds, resamples=resamples, block=block, rng=rng)
-    report: dict[str, Any] = {"files": [p.name for p in paths], "seconds": seconds, **limits, "classes": {}}
+    pool = healthy_pool(
+        paths, seconds=seconds, resamples=resamples, block=block, rng=rng, thin_reads=thin_reads
+    )
+    report: dict[str, Any] = {
+        "files": [p.name for p in paths],
+        "seconds": seconds,
+        "thin_reads": thin_reads,
+        **limits,
+        "classes": {},
+    }
     for name in ("pss", "fds"):
         mine = [(s, x) for s, x in pool if s.name == name]
         if not mine:
@@ -209,6 +252,9 @@ def main(  # noqa: PLR0913 — typer declares one parameter per CLI option
         report["classes"][name] = {
             "series": len(mine),
             "from_streams": len({s.source for s, _ in mine}),
+            "seconds_between_fresh_reads_median": _read_spacing(
+                list({s.source: s for s, _ in reversed(mine)}.values())
+            ),
             "healthy": {v: healthy.count(v) for v in sorted(set(healthy))},
             "false_alarm_rate": healthy.count("fails") / len(healthy),
             "fails_rate_by_multiple_of_lethal": rows,

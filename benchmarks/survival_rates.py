@@ -96,6 +96,12 @@ def healthy_series(path: Path, seconds: float) -> list[Healthy]:
     return out
 
 
+def _held_index(read: np.ndarray) -> np.ndarray:
+    """For each sample, the index of the latest read at or before it (the first sample counts as one):
+    what a level carried between reads repeats."""
+    return np.maximum.accumulate(np.where(read, np.arange(read.size), 0))
+
+
 def thinned(series: Healthy, every: int) -> Healthy:
     """``series`` as a sampler ``every`` times slower at reading would have recorded it: only every
     ``every``-th fresh read is kept (the first always), and its level is held until the next kept one.
@@ -106,8 +112,7 @@ def thinned(series: Healthy, every: int) -> Healthy:
     kept = np.zeros_like(series.read)
     kept[reads[::every]] = True
     kept[0] = True
-    held = np.maximum.accumulate(np.where(kept, np.arange(kept.size), 0))
-    return replace(series, x=series.x[held], read=kept)
+    return replace(series, x=series.x[_held_index(kept)], read=kept)
 
 
 def block_bootstrap(series: Healthy, block: int, rng: np.random.Generator) -> Healthy:
@@ -189,7 +194,7 @@ def leaked(series: Healthy, x: np.ndarray, per_hour: float) -> np.ndarray:
     sample that read the level afresh (``series.read``: for PSS, those that read the members holding
     most of it), held until the next read; a smooth ramp over the carried samples would be reads the
     sampler never made. An fd count is read at every sample."""
-    read_at = series.t[np.maximum.accumulate(np.where(series.read, np.arange(x.size), 0))]
+    read_at = series.t[_held_index(series.read)]
     return np.asarray(x + per_hour / 3600.0 * (read_at - series.t[0]), dtype=np.float64)
 
 

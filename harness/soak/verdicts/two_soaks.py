@@ -352,7 +352,12 @@ def survival_row(
 ) -> dict[str, Any]:
     """A class's survival verdict between the soaks (the rule of the module docstring)."""
     old, now = outcomes
-    row = _row(f"survival.{name}", "survival", "h", (old and old.hours, now and now.hours))
+    row = _row(
+        f"survival.{name}",
+        "survival",
+        "h",
+        (None if old is None else old.hours, None if now is None else now.hours),
+    )
     if old is None or now is None:
         row["note"] = f"{name} is projected in the {'new' if old is None else 'base'} soak only"
         return row

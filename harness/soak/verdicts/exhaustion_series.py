@@ -99,20 +99,30 @@ def _age(value: Any) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-#: a sample observes a tree sum afresh when members holding at least this share of it were read for it
+#: a sample observes a tree sum afresh when members holding at least this share of it were read since
+#: the sum's last fresh observation
 FRESH_SHARE = 0.5
 
 
-def tree_read(sample: Mapping[str, Any], key: str) -> bool:
-    """Whether a sample read afresh the members that hold most (``FRESH_SHARE``) of the tree's sum of
-    ``key``: a sum whose large members are carried repeats their old values, however many small ones
-    were read (a trainer of GiBs is read every tens of samples, its small helpers at every one)."""
-    values = [
-        (_numeric(proc.get(key)) or 0.0, _age(proc.get("rollup_age_samples")) == 0)
-        for proc in sample.get("processes") or ()
-    ]
-    total = sum(value for value, _ in values)
-    return total <= 0 or sum(value for value, fresh in values if fresh) >= FRESH_SHARE * total
+def tree_reads(samples: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    """Which of consecutive ``samples`` observe the tree's sum of ``key`` afresh: those by which the
+    members holding most (``FRESH_SHARE``) of the sum were read since its last fresh observation (the
+    first sample always). A sum whose large members are carried repeats their old values, however many
+    small ones were read (a trainer of GiBs is read every tens of samples, its small helpers at every
+    one); and large members read at different samples (the ranks of a job, each read every 30 s on the
+    cost schedule) renew the sum together, though no one sample reads half of it."""
+    marks = np.zeros(len(samples), dtype=bool)
+    last = -1
+    for index, sample in enumerate(samples):
+        members = [
+            (_numeric(proc.get(key)) or 0.0, index - _age(proc.get("rollup_age_samples")))
+            for proc in sample.get("processes") or ()
+        ]
+        total = sum(value for value, _ in members)
+        renewed = sum(value for value, read_at in members if read_at > last)
+        if last < 0 or total <= 0 or renewed >= FRESH_SHARE * total:
+            marks[index], last = True, index
+    return marks
 
 
 def end_level(x: np.ndarray) -> float:
@@ -204,12 +214,9 @@ def tree_series(
 
 
 def _read_mask(samples: Sequence[Mapping[str, Any]], *, key: str) -> np.ndarray:
-    """``tree_read`` of each sample whose ``totals[key]`` is a number (the samples ``_arrays`` keeps,
-    in order)."""
-    return np.asarray(
-        [tree_read(s, key) for s in samples if _numeric((s.get("totals") or {}).get(key)) is not None],
-        dtype=bool,
-    )
+    """``tree_reads`` over the samples whose ``totals[key]`` is a number (those ``_arrays`` keeps, in
+    order)."""
+    return tree_reads([s for s in samples if _numeric((s.get("totals") or {}).get(key)) is not None], key)
 
 
 def _domain_level(window: Sequence[Mapping[str, Any]], resource: str) -> float | None:

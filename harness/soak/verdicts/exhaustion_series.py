@@ -287,9 +287,12 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             )
     for index, entry in enumerate(last.get("disk") or ()):
         path = str(entry.get("path"))
-        points = [(float(s["t"]), _disk_bytes(s, index, path), _disk_age(s, index, path)) for s in window]
-        t, x = _arrays([(t, v) for t, v, _ in points])
-        read = np.asarray([age == 0 for _, v, age in points if v is not None], dtype=bool)
+        walked = [(float(s["t"]), e) for s in window if (e := _disk_entry(s, index, path)) is not None]
+        t, x = _arrays([(t, _numeric(e.get("bytes"))) for t, e in walked])
+        read = np.asarray(
+            [_age(e.get("age_samples")) == 0 for _, e in walked if _numeric(e.get("bytes")) is not None],
+            dtype=bool,
+        )
         size, free = _numeric(entry.get("fs_size_bytes")), _numeric(entry.get("fs_free_bytes"))
         if x.size and size is not None and free is not None:
             room = Room(
@@ -310,18 +313,11 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             )
 
 
-def _disk_age(sample: Mapping[str, Any], index: int, path: str) -> int:
+def _disk_entry(sample: Mapping[str, Any], index: int, path: str) -> Mapping[str, Any] | None:
+    """The sample's record of the watched ``path`` (at ``index``, as in the last sample), or None."""
     entries = sample.get("disk") or ()
-    if index < len(entries) and entries[index].get("path") == path:
-        return _age(entries[index].get("age_samples"))
-    return 0
-
-
-def _disk_bytes(sample: Mapping[str, Any], index: int, path: str) -> float | None:
-    entries = sample.get("disk") or ()
-    if index < len(entries) and entries[index].get("path") == path:
-        return _numeric(entries[index].get("bytes"))
-    return None
+    entry = entries[index] if index < len(entries) else None
+    return entry if isinstance(entry, Mapping) and entry.get("path") == path else None
 
 
 def process_series(
@@ -367,18 +363,12 @@ def process_series(
                 room=room,
                 attribution=grew + _command(last),
             )
-        t, x = _arrays([(t, _numeric(p.get("map_count"))) for t, p in points])
+        mapped = [(t, p) for t, p in points if _numeric(p.get("map_count")) is not None]
+        t, x = _arrays([(t, _numeric(p.get("map_count"))) for t, p in mapped])
         if x.size and map_limits:
             level, limit = end_level(x), float(map_limits[0].value or 0)
             room = Room(limit=limit, source=map_limits[0].source, headroom=limit - level)
-            read = np.asarray(
-                [
-                    _age(p.get("rollup_age_samples")) == 0
-                    for _, p in points
-                    if _numeric(p.get("map_count")) is not None
-                ],
-                dtype=bool,
-            )
+            read = np.asarray([_age(p.get("rollup_age_samples")) == 0 for _, p in mapped], dtype=bool)
             yield ExhaustionSeries(
                 resource_class="map_count",
                 scope=str(pid),

@@ -35,7 +35,7 @@ import numpy as np
 import typer
 from json_output import JsonOut, write_json
 
-from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room, tree_read
+from soakbench.harness.soak.verdicts.exhaustion_series import ExhaustionSeries, Room, tree_reads
 from soakbench.harness.soak.verdicts.projection import CONFIDENCE
 from soakbench.harness.soak.verdicts.survival import project_series
 
@@ -75,7 +75,7 @@ def healthy_series(path: Path, seconds: float) -> list[Healthy]:
     if len(kept) >= 16:
         t = np.array([float(s["t"]) for s in kept])
         x = np.array([s["totals"]["pss_bytes"] for s in kept], float)
-        read = np.array([tree_read(s, "pss_bytes") for s in kept], dtype=bool)
+        read = tree_reads(kept, "pss_bytes")
         out.append(Healthy("pss", path.name, t, x, read))
     by_pid: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for sample in window:

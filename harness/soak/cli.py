@@ -19,7 +19,7 @@ from soakbench.harness.ci.options import JunitXml, SummaryMd
 from soakbench.harness.ci.outputs import CiOutputError, CiOutputs
 from soakbench.harness.soak.command_options import MonitorOptions, RunOptions, WatchOptions, typer_command
 from soakbench.harness.soak.loop.settings import MonitorSettings, SettingsError, validate_settings
-from soakbench.harness.soak.options import Live, LiveOpt, MinDuration
+from soakbench.harness.soak.options import CompareMustSurvive, Live, LiveOpt, MinDuration
 from soakbench.harness.soak.outcome import run_monitor
 from soakbench.harness.soak.route import (
     TrainRoute,
@@ -180,6 +180,7 @@ def compare(  # noqa: PLR0913 — typer declares one parameter per CLI option
     base: Annotated[Path, typer.Argument(help="the baseline soak artifact (.json)")],
     new: Annotated[Path, typer.Argument(help="the soak artifact to judge against it")],
     threshold: float = typer.Option(0.05, "--threshold", help="minimum effect size (0.05 = 5 %)"),
+    must_survive: CompareMustSurvive = None,
     allow_cross_host: bool = typer.Option(False, "--allow-cross-host", help="compare across hosts"),
     fail_on_regression: bool = typer.Option(False, "--fail-on-regression", help="exit 1 if any is worse"),
     as_json: bool = typer.Option(False, "--json", help="print the JSON report on stdout (table: stderr)"),
@@ -191,7 +192,13 @@ def compare(  # noqa: PLR0913 — typer declares one parameter per CLI option
     from soakbench.harness.soak.two_soaks_cli import CompareOptions, compare_command
 
     options = CompareOptions(
-        threshold, allow_cross_host, fail_on_regression, as_json, json_file, ci_outputs(junit_xml, summary_md)
+        threshold=threshold,
+        must_survive_s=must_survive,
+        allow_cross_host=allow_cross_host,
+        fail_on_regression=fail_on_regression,
+        as_json=as_json,
+        json_file=json_file,
+        ci=ci_outputs(junit_xml, summary_md),
     )
     raise typer.Exit(compare_command((base, new), options))
 

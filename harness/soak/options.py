@@ -157,6 +157,16 @@ MustSurvive = Annotated[
         "limit is projected to it and survives, fails (exit 1) or is inconclusive (exit 3)",
     ),
 ]
+CompareMustSurvive = Annotated[
+    float | None,
+    typer.Option(
+        "--must-survive",
+        parser=_duration_option,
+        metavar="DURATION",
+        help="judge both soaks' survival against this run length (90m, 72h, 3d; default: the new soak's "
+        "--must-survive, else the base's); a class that fails it only in the new soak is a regression",
+    ),
+]
 WarmupSeconds = Annotated[
     float | None,
     typer.Option(

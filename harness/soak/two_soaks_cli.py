@@ -1,14 +1,15 @@
 """``soak compare BASE NEW``: load two soak artifacts and their samples, refuse what cannot be compared,
 print the verdict table, write the JSON report when asked.
 
-    soak compare BASE.json NEW.json [--threshold 0.05] [--allow-cross-host] [--fail-on-regression]
-                 [--json] [--json-file /abs/report.json] [--junit-xml PATH] [--summary-md PATH]
+    soak compare BASE.json NEW.json [--threshold 0.05] [--must-survive 72h] [--allow-cross-host]
+                 [--fail-on-regression] [--json] [--json-file /abs/report.json] [--junit-xml PATH]
+                 [--summary-md PATH]
 
 ``--json`` prints the report (one JSON document) on stdout and nothing else there; the table and every
 message go to stderr. ``--json-file`` writes the same report to a file.
 
 Exit codes: 0 compared; 1 ``--fail-on-regression`` and a measure is ``slower`` (a resource or the
-duration worse), or the report failed its own schema (nothing written); 2 bad input (unreadable or
+duration worse, or a class that fails the survival target in the new soak only), or the report failed its own schema (nothing written); 2 bad input (unreadable or
 schema-invalid artifact, a samples file missing or not the one the artifact's sha256 names, a different
 workload, a different host without ``--allow-cross-host``, a bad flag), nothing written.
 """
@@ -41,6 +42,7 @@ from soakbench.harness.soak.verdicts.two_soaks import (
     REPORT_SCHEMA_VERSION,
     SoakCompareError,
     compare_runs,
+    survival_target,
     workload_refusal,
 )
 from soakbench.harness.two_runs.fields import host_differences, host_identity, setting_differences
@@ -79,8 +81,10 @@ def compare_soaks(
     *,
     threshold: float,
     allow_cross_host: bool,
+    must_survive_s: float | None = None,
 ) -> dict[str, Any]:
-    """The comparison report (schema ``soak-compare-1``); raises SoakCompareError."""
+    """The comparison report (schema ``soak-compare-2``); raises SoakCompareError. ``must_survive_s``:
+    the survival target both soaks are judged against (None: the new soak's, else the base's)."""
     base, new = runs
     refusal = workload_refusal(base, new)
     if refusal:
@@ -91,8 +95,9 @@ def compare_soaks(
             "context.host",
             "different hosts (" + "; ".join(hosts) + "); pass --allow-cross-host to compare anyway",
         )
+    target_s = survival_target(runs, must_survive_s)
     try:
-        rows = compare_runs(runs, samples, threshold)
+        rows = compare_runs(runs, samples, threshold, target_s=target_s)
     except (ValueError, TypeError, KeyError) as exc:  # a sample the reader's shape check let through
         raise SoakCompareError("samples_path", f"cannot recompute the measures: {exc!r}") from None
     return {
@@ -107,12 +112,18 @@ def compare_soaks(
         "setting_differences": setting_differences(base, new, LISTED_FIELDS),
         "measures": rows,
         "turned_rising": [r["measure"].removeprefix("slope.") for r in rows if _turned_rising(r)],
+        "survival_target_seconds": target_s,
+        "turned_failing": [r["measure"].removeprefix("survival.") for r in rows if _turned_failing(r)],
         "regression": any(r["verdict"] == "slower" for r in rows),
     }
 
 
 def _turned_rising(row: Mapping[str, Any]) -> bool:
     return bool(row["kind"] == "slope" and row["base_state"] == "flat" and row["new_state"] == "rising")
+
+
+def _turned_failing(row: Mapping[str, Any]) -> bool:
+    return bool(row["kind"] == "survival" and row["verdict"] == "slower")
 
 
 def _identity(artifact: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,7 +148,13 @@ def report_text(report: Mapping[str, Any]) -> str:
 
 
 def run_compare(
-    base_path: Path, new_path: Path, *, threshold: float, allow_cross_host: bool, json_file: str | None
+    base_path: Path,
+    new_path: Path,
+    *,
+    threshold: float,
+    allow_cross_host: bool,
+    json_file: str | None,
+    must_survive_s: float | None = None,
 ) -> dict[str, Any]:
     """Load, check and compare; write the JSON report when asked. Raises SoakCompareError/ArtifactError
     before anything is written, ValueError when the report violates its own schema."""
@@ -146,7 +163,11 @@ def run_compare(
     out = _json_output(json_file)
     (base, base_samples), (new, new_samples) = load_run(base_path), load_run(new_path)
     report = compare_soaks(
-        (base, new), (base_samples, new_samples), threshold=threshold, allow_cross_host=allow_cross_host
+        (base, new),
+        (base_samples, new_samples),
+        threshold=threshold,
+        allow_cross_host=allow_cross_host,
+        must_survive_s=must_survive_s,
     )
     report["base"]["path"], report["new"]["path"] = str(base_path), str(new_path)
     errors = sorted_errors(report, REPORT_SCHEMA)
@@ -170,7 +191,7 @@ def _verdict_cell(row: Mapping[str, Any]) -> str:
 
 
 def _change_cell(row: Mapping[str, Any]) -> str:
-    if row["kind"] == "slope":
+    if row["kind"] in ("slope", "survival"):
         return f"{row['base_state'] or '-'} -> {row['new_state'] or '-'}"
     if row["ci_low"] is not None:
         return f"{row['ratio']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
@@ -204,6 +225,14 @@ def print_comparison(report: Mapping[str, Any], console: Console) -> None:
             console.print(f"[yellow]note[/] {row['measure']}: {row['note']}")
     if report["turned_rising"]:
         console.print("[bold red]turned from flat to rising: " + ", ".join(report["turned_rising"]))
+    if report["turned_failing"]:
+        console.print(
+            "[bold red]fails the survival target in the new soak only: " + ", ".join(report["turned_failing"])
+        )
+    if report["survival_target_seconds"] is None:
+        console.print(
+            "survival: not compared (neither soak declared --must-survive; pass --must-survive to judge both)"
+        )
     console.print(f"method: {report['method']}")
 
 
@@ -212,6 +241,7 @@ class CompareOptions:
     """What `soak compare` was asked for besides the two artifacts."""
 
     threshold: float = 0.05
+    must_survive_s: float | None = None
     allow_cross_host: bool = False
     fail_on_regression: bool = False
     as_json: bool = False
@@ -230,7 +260,7 @@ def compare_command(paths: tuple[Path, Path], options: CompareOptions) -> int:
     try:
         report = run_compare(
             paths[0], paths[1], threshold=options.threshold, allow_cross_host=options.allow_cross_host,
-            json_file=options.json_file,
+            json_file=options.json_file, must_survive_s=options.must_survive_s,
         )  # fmt: skip
         text = report_text(report)
     except (SoakCompareError, ArtifactError) as exc:

@@ -23,6 +23,7 @@ EXPECTED = {
     "soak-artifact-0.3.0.schema.json",
     "soak-artifact-0.4.0.schema.json",
     "soak-compare-1.schema.json",
+    "soak-compare-2.schema.json",
     "soak-merge-1.schema.json",
 }
 

@@ -99,20 +99,30 @@ def _age(value: Any) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-#: a sample observes a tree sum afresh when members holding at least this share of it were read for it
+#: a sample observes a tree sum afresh when members holding at least this share of it were read since
+#: the sum's last fresh observation
 FRESH_SHARE = 0.5
 
 
-def tree_read(sample: Mapping[str, Any], key: str) -> bool:
-    """Whether a sample read afresh the members that hold most (``FRESH_SHARE``) of the tree's sum of
-    ``key``: a sum whose large members are carried repeats their old values, however many small ones
-    were read (a trainer of GiBs is read every tens of samples, its small helpers at every one)."""
-    values = [
-        (_numeric(proc.get(key)) or 0.0, _age(proc.get("rollup_age_samples")) == 0)
-        for proc in sample.get("processes") or ()
-    ]
-    total = sum(value for value, _ in values)
-    return total <= 0 or sum(value for value, fresh in values if fresh) >= FRESH_SHARE * total
+def tree_reads(samples: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
+    """Which of consecutive ``samples`` observe the tree's sum of ``key`` afresh: those by which the
+    members holding most (``FRESH_SHARE``) of the sum were read since its last fresh observation (the
+    first sample always). A sum whose large members are carried repeats their old values, however many
+    small ones were read (a trainer of GiBs is read every tens of samples, its small helpers at every
+    one); and large members read at different samples (the ranks of a job, each read every 30 s on the
+    cost schedule) renew the sum together, though no one sample reads half of it."""
+    marks = np.zeros(len(samples), dtype=bool)
+    last = -1
+    for index, sample in enumerate(samples):
+        members = [
+            (_numeric(proc.get(key)) or 0.0, index - _age(proc.get("rollup_age_samples")))
+            for proc in sample.get("processes") or ()
+        ]
+        total = sum(value for value, _ in members)
+        renewed = sum(value for value, read_at in members if read_at > last)
+        if last < 0 or total <= 0 or renewed >= FRESH_SHARE * total:
+            marks[index], last = True, index
+    return marks
 
 
 def end_level(x: np.ndarray) -> float:
@@ -204,12 +214,9 @@ def tree_series(
 
 
 def _read_mask(samples: Sequence[Mapping[str, Any]], *, key: str) -> np.ndarray:
-    """``tree_read`` of each sample whose ``totals[key]`` is a number (the samples ``_arrays`` keeps,
-    in order)."""
-    return np.asarray(
-        [tree_read(s, key) for s in samples if _numeric((s.get("totals") or {}).get(key)) is not None],
-        dtype=bool,
-    )
+    """``tree_reads`` over the samples whose ``totals[key]`` is a number (those ``_arrays`` keeps, in
+    order)."""
+    return tree_reads([s for s in samples if _numeric((s.get("totals") or {}).get(key)) is not None], key)
 
 
 def _domain_level(window: Sequence[Mapping[str, Any]], resource: str) -> float | None:
@@ -280,9 +287,12 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             )
     for index, entry in enumerate(last.get("disk") or ()):
         path = str(entry.get("path"))
-        points = [(float(s["t"]), _disk_bytes(s, index, path), _disk_age(s, index, path)) for s in window]
-        t, x = _arrays([(t, v) for t, v, _ in points])
-        read = np.asarray([age == 0 for _, v, age in points if v is not None], dtype=bool)
+        walked = [(float(s["t"]), e) for s in window if (e := _disk_entry(s, index, path)) is not None]
+        t, x = _arrays([(t, _numeric(e.get("bytes"))) for t, e in walked])
+        read = np.asarray(
+            [_age(e.get("age_samples")) == 0 for _, e in walked if _numeric(e.get("bytes")) is not None],
+            dtype=bool,
+        )
         size, free = _numeric(entry.get("fs_size_bytes")), _numeric(entry.get("fs_free_bytes"))
         if x.size and size is not None and free is not None:
             room = Room(
@@ -303,18 +313,11 @@ def filesystem_series(window: Sequence[Mapping[str, Any]]) -> Iterator[Exhaustio
             )
 
 
-def _disk_age(sample: Mapping[str, Any], index: int, path: str) -> int:
+def _disk_entry(sample: Mapping[str, Any], index: int, path: str) -> Mapping[str, Any] | None:
+    """The sample's record of the watched ``path`` (at ``index``, as in the last sample), or None."""
     entries = sample.get("disk") or ()
-    if index < len(entries) and entries[index].get("path") == path:
-        return _age(entries[index].get("age_samples"))
-    return 0
-
-
-def _disk_bytes(sample: Mapping[str, Any], index: int, path: str) -> float | None:
-    entries = sample.get("disk") or ()
-    if index < len(entries) and entries[index].get("path") == path:
-        return _numeric(entries[index].get("bytes"))
-    return None
+    entry = entries[index] if index < len(entries) else None
+    return entry if isinstance(entry, Mapping) and entry.get("path") == path else None
 
 
 def process_series(
@@ -360,18 +363,12 @@ def process_series(
                 room=room,
                 attribution=grew + _command(last),
             )
-        t, x = _arrays([(t, _numeric(p.get("map_count"))) for t, p in points])
+        mapped = [(t, p) for t, p in points if _numeric(p.get("map_count")) is not None]
+        t, x = _arrays([(t, _numeric(p.get("map_count"))) for t, p in mapped])
         if x.size and map_limits:
             level, limit = end_level(x), float(map_limits[0].value or 0)
             room = Room(limit=limit, source=map_limits[0].source, headroom=limit - level)
-            read = np.asarray(
-                [
-                    _age(p.get("rollup_age_samples")) == 0
-                    for _, p in points
-                    if _numeric(p.get("map_count")) is not None
-                ],
-                dtype=bool,
-            )
+            read = np.asarray([_age(p.get("rollup_age_samples")) == 0 for _, p in mapped], dtype=bool)
             yield ExhaustionSeries(
                 resource_class="map_count",
                 scope=str(pid),

@@ -68,6 +68,7 @@ __all__ = [
     "judge",
     "judgement_of",
     "summary_sections",
+    "survival_of",
 ]
 
 
@@ -164,7 +165,7 @@ def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: 
     if "throughput_drift" not in facts.absent:
         drift = annotate_drift(throughput_drift(samples, startup), gpu.throttle if gpu is not None else None)
     per_process = None if "per_process" in facts.absent else per_process_verdicts(samples, startup)
-    survival = None if "survival" in facts.absent else _survival(samples, facts, gates)
+    survival = None if "survival" in facts.absent else survival_of(samples, facts=facts, gates=gates)
     restarts = restarts_seen(samples)
     death = death_to_name(
         samples,
@@ -200,7 +201,7 @@ def judge(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: 
     return judgement_of(observation, gates)
 
 
-def _survival(samples: Sequence[Mapping[str, Any]], facts: RecordedFacts, gates: Gates) -> Survival:
+def survival_of(samples: Sequence[Mapping[str, Any]], *, facts: RecordedFacts, gates: Gates) -> Survival:
     """The survival projection over the post-start-up samples that precede the finalize phase and the
     teardown tail (the leak window's end; its start is the warm-up cut, not the later two thirds)."""
     startup = facts.startup_end_t

@@ -1,5 +1,5 @@
 """``soak compare BASE NEW``: verdicts per measure between two soaks of one workload. Pure: artifacts and
-their samples in, the report (schema ``soak-compare-1``) out.
+their samples in, the report (schema ``soak-compare-2``) out.
 
 Every measure is recomputed from the samples files, never read from the stored summaries:
 
@@ -16,6 +16,12 @@ Every measure is recomputed from the samples files, never read from the stored s
   ``flat``. A class that turned from flat to rising is ``slower`` and named, even when both runs passed.
 - ``duration_s``: the monitor's duration, one number per run, judged against the threshold and the
   throughput's noise floor; without a throughput series it is not called.
+- ``survival.<class>``: each soak's survival verdict, re-derived from its samples by the one judgement
+  (``judgement.survival_of``) against one target for both (``--must-survive``, else the new soak's,
+  else the base's; none: no survival rows): per class the worst verdict over its scopes (the tree, each
+  process) and the shortest lower bound on its time to exhaustion, in hours. A class that ``fails`` in
+  the new soak only is ``slower`` and named; one that no longer fails is ``faster``; the horizons are
+  shown, not judged (two soaks of one trainer have given lower bounds a factor of two apart).
 
 For a resource (peak, slope) or the duration lower is better, so ``slower`` reads "worse" and
 ``faster`` "better". See docs/soak-reference.md, "``soak compare``".
@@ -26,12 +32,15 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
 import numpy as np
 
 from soakbench.harness.soak.verdicts.drift import throughput_series
+from soakbench.harness.soak.verdicts.judgement import facts_from_artifact, gates_from_artifact, survival_of
+from soakbench.harness.soak.verdicts.survival import Survival, duration_text
 from soakbench.harness.soak.verdicts.trends import (
     DEFAULT_CONFIG,
     RESOURCE_CLASSES,
@@ -43,7 +52,7 @@ from soakbench.harness.soak.verdicts.trends import (
 from soakbench.harness.two_runs.fields import dig
 from soakbench.harness.two_runs.stats import Verdict, noise_floor, ratio_interval, verdict
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 REPORT_SCHEMA = f"soak-compare-{REPORT_SCHEMA_VERSION}.schema.json"
 DEFAULT_THRESHOLD = 0.05
 THROUGHPUT_BLOCKS = 5
@@ -53,8 +62,12 @@ SLOPE_POINTS = 400
 SLOPE_CONFIDENCE = 0.95
 METHOD = (
     "env_steps_per_s: block bootstrap (5 consecutive time blocks, then records) of the ratio of medians; "
-    "slopes: Theil-Sen with Sen's rank interval; peaks and duration: one value per run against the threshold"
+    "slopes: Theil-Sen with Sen's rank interval; peaks and duration: one value per run against the threshold; "
+    "survival: each soak's class verdicts re-derived against one target, a new fails is a regression"
 )
+#: how bad a class's survival verdict is; a class's row takes the worst over its scopes, and a verdict
+#: outside this scale (not_observable, insufficient_data) is not judged against the target
+SURVIVAL_SEVERITY: dict[str, int] = {"survives": 0, "inconclusive": 1, "fails": 2}
 # Settings that define the workload: a comparison across them compares different things.
 WORKLOAD_FIELDS: tuple[str, ...] = (
     "run_settings.algo",
@@ -288,12 +301,108 @@ def duration_row(values: tuple[float, float], threshold: float, floor: float | N
     return row
 
 
+@dataclass(frozen=True)
+class ClassOutcome:
+    """One class's survival in one soak: the worst ``verdict`` over its scopes (``SURVIVAL_SEVERITY``)
+    and the shortest lower bound on its time to exhaustion (``hours``; None: none runs out)."""
+
+    verdict: str
+    hours: float | None
+
+
+def _severity(verdict: str) -> int:
+    return SURVIVAL_SEVERITY.get(verdict, -1)
+
+
+def class_outcomes(survival: Survival) -> dict[str, ClassOutcome]:
+    """Each projected class of one soak's survival, its scopes folded into one outcome."""
+    grouped: dict[str, list[tuple[str, float | None]]] = {}
+    for entry in survival.classes:
+        grouped.setdefault(entry.resource_class, []).append((entry.verdict, entry.hours_to_exhaustion_lower))
+    outcomes = {}
+    for name, entries in grouped.items():
+        hours = [h for _, h in entries if h is not None]
+        worst = max((v for v, _ in entries), key=_severity)
+        outcomes[name] = ClassOutcome(verdict=worst, hours=min(hours) if hours else None)
+    return outcomes
+
+
+def survival_target(runs: tuple[Mapping[str, Any], Mapping[str, Any]], asked_s: float | None) -> float | None:
+    """The one target both soaks are judged against: ``asked_s`` (``--must-survive``), else the new
+    soak's, else the base's (None: neither declared one)."""
+    if asked_s is not None:
+        return asked_s
+    for run in (runs[1], runs[0]):
+        declared = dig(run, "survival.target_seconds")
+        if isinstance(declared, int | float) and not isinstance(declared, bool):
+            return float(declared)
+    return None
+
+
+def judged_survival(
+    run: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], target_s: float
+) -> Survival:
+    """One soak's survival re-derived from its samples, under the gates it recorded but ``target_s``."""
+    gates = replace(gates_from_artifact(run), must_survive_s=target_s)
+    return survival_of(samples, facts=facts_from_artifact(run), gates=gates)
+
+
+def survival_row(
+    name: str, outcomes: tuple[ClassOutcome | None, ClassOutcome | None], target_s: float
+) -> dict[str, Any]:
+    """A class's survival verdict between the soaks (the rule of the module docstring)."""
+    old, now = outcomes
+    row = _row(
+        f"survival.{name}",
+        "survival",
+        "h",
+        (None if old is None else old.hours, None if now is None else now.hours),
+    )
+    if old is None or now is None:
+        row["note"] = f"{name} is projected in the {'new' if old is None else 'base'} soak only"
+        return row
+    row.update(base_state=old.verdict, new_state=now.verdict)
+    target = duration_text(target_s / 3600.0)
+    if min(_severity(old.verdict), _severity(now.verdict)) < 0:
+        row["note"] = f"{name}: {old.verdict} -> {now.verdict}: not judged against the {target} target"
+    elif now.verdict == old.verdict:
+        row["verdict"] = "no_change"
+    elif now.verdict == "fails":
+        lasts = "" if now.hours is None else f"; exhausted no sooner than {duration_text(now.hours)}"
+        row["verdict"], row["note"] = "slower", f"{name} now fails the {target} target{lasts}"
+    elif old.verdict == "fails":
+        row["verdict"], row["note"] = "faster", f"{name} no longer fails the {target} target"
+    else:
+        row["note"] = (
+            f"{name}: one soak vouches for {target} and the other cannot decide it; a longer soak decides"
+        )
+    return row
+
+
+def survival_rows(
+    runs: tuple[Mapping[str, Any], Mapping[str, Any]],
+    samples: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]],
+    target_s: float,
+) -> list[dict[str, Any]]:
+    """One row per class projected in either soak, both judged against ``target_s``, in class order."""
+    base, new = (
+        class_outcomes(judged_survival(run, side, target_s)) for run, side in zip(runs, samples, strict=True)
+    )
+    return [
+        survival_row(name, (base.get(name), new.get(name)), target_s)
+        for name in sorted(base.keys() | new.keys())
+    ]
+
+
 def compare_runs(
     runs: tuple[Mapping[str, Any], Mapping[str, Any]],
     samples: tuple[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]],
     threshold: float,
+    *,
+    target_s: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Every measure's row, in table order: throughput, duration, then per class its peak and slope."""
+    """Every measure's row, in table order: throughput, duration, per class its peak and slope, then
+    (with a survival target) per projected class its survival."""
     startups = tuple(dig(run, "resource_summary.startup_end_t") for run in runs)
     blocks = (throughput_groups(samples[0], startups[0]), throughput_groups(samples[1], startups[1]))
     rows = [throughput_row(blocks, threshold)]
@@ -311,6 +420,8 @@ def compare_runs(
             for side, span in zip(samples, spans, strict=True)
         )
         rows.append(slope_row(cls, (fits[0], fits[1])))
+    if target_s is not None:
+        rows += survival_rows(runs, samples, target_s)
     return rows
 
 

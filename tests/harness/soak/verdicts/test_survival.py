@@ -251,11 +251,25 @@ def test_a_level_read_too_few_times_after_the_warm_up_cannot_survive():
 
 
 def test_a_tree_sum_is_read_when_the_members_holding_most_of_it_are():
-    from soakbench.harness.soak.verdicts.exhaustion_series import tree_read
+    from soakbench.harness.soak.verdicts.exhaustion_series import tree_reads
 
-    big, small = {"pss_bytes": 900, "rollup_age_samples": 7}, {"pss_bytes": 100, "rollup_age_samples": 0}
-    assert not tree_read({"processes": [big, small]}, "pss_bytes")
-    assert tree_read(
-        {"processes": [{**big, "rollup_age_samples": 0}, {**small, "rollup_age_samples": 3}]}, "pss_bytes"
+    def sample(*members: tuple[int | None, int]) -> dict[str, Any]:
+        return {"processes": [{"pss_bytes": v, "rollup_age_samples": age} for v, age in members]}
+
+    # a 900 carried while the 100 is read: no new observation of the sum; the 900 read: one
+    marks = tree_reads(
+        [sample((900, 0), (100, 0)), sample((900, 7), (100, 0)), sample((900, 0), (100, 3))], "pss_bytes"
     )
-    assert tree_read({"processes": [{"pss_bytes": None}]}, "pss_bytes")  # nothing to carry: a read
+    assert marks.tolist() == [True, False, True]
+    # two ranks of 350 each and two collectors of 100, read at different samples (the schedule staggers
+    # them): the sum is renewed once both ranks were read since its last renewal, not never
+    staggered = [
+        sample((350, 0), (350, 0), (100, 0), (100, 0)),
+        sample((350, 0), (350, 1), (100, 1), (100, 1)),
+        sample((350, 1), (350, 2), (100, 2), (100, 2)),
+        sample((350, 2), (350, 0), (100, 1), (100, 0)),
+        sample((350, 0), (350, 1), (100, 2), (100, 1)),
+        sample((350, 1), (350, 0), (100, 0), (100, 2)),
+    ]
+    assert tree_reads(staggered, "pss_bytes").tolist() == [True, False, False, True, False, True]
+    assert tree_reads([sample((None, 4))], "pss_bytes").tolist() == [True]  # nothing to carry: a read

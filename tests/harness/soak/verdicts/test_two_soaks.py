@@ -18,16 +18,18 @@ import pytest
 from soakbench.foundation.schema import sorted_errors
 from soakbench.harness.soak.verdicts.two_soaks import (
     THROUGHPUT_BLOCKS,
+    ClassOutcome,
     duration_row,
     slope_fit,
     slope_row,
+    survival_row,
     throughput_row,
     workload_command,
 )
 from tests.harness.soak._soakrun import REPO, monitor_args
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SCHEMA = "soak-compare-1.schema.json"
+SCHEMA = "soak-compare-2.schema.json"
 
 
 def _blocks(center: float, spread: float, seed: int, points: int = 40) -> list[list[float]]:
@@ -67,6 +69,35 @@ def test_a_slope_that_turned_from_flat_to_rising_is_named() -> None:
     assert slope_row("eventfd", (flat, flat))["verdict"] == "no_change"
     assert slope_row("eventfd", (None, flat))["verdict"] == "inconclusive"
     assert slope_fit(t[:3], t[:3], 3.0) is None
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "verdict"),
+    [
+        ("survives", "fails", "slower"),
+        ("inconclusive", "fails", "slower"),
+        ("fails", "survives", "faster"),
+        ("fails", "fails", "no_change"),
+        ("survives", "survives", "no_change"),
+        ("survives", "inconclusive", "inconclusive"),
+        ("inconclusive", "survives", "inconclusive"),
+        ("not_observable", "fails", "inconclusive"),
+    ],
+)
+def test_a_class_survival_verdict_between_two_soaks(base: str, new: str, verdict: str) -> None:
+    """Only a fails that appears is a regression: survives against inconclusive is one soak too short to
+    decide, and a class not judged against the target on a side is not compared."""
+    row = survival_row(
+        "fds", (ClassOutcome(verdict=base, hours=40.0), ClassOutcome(verdict=new, hours=3.0)), 72 * 3600.0
+    )
+    assert row["verdict"] == verdict and (row["base_state"], row["new_state"]) == (base, new)
+    assert (row["base"], row["new"], row["unit"]) == (40.0, 3.0, "h")
+    assert (row["note"] is None) == (verdict == "no_change")
+
+
+def test_a_class_projected_on_one_side_only_is_inconclusive() -> None:
+    row = survival_row("map_count", (None, ClassOutcome(verdict="fails", hours=2.0)), 3600.0)
+    assert row["verdict"] == "inconclusive" and "new soak only" in row["note"]
 
 
 def test_the_command_is_compared_without_its_log_dir_and_interpreter_path() -> None:
@@ -209,21 +240,33 @@ def test_two_real_soaks_one_leaking_name_the_leaking_class(tmp_path: Path) -> No
     report = tmp_path / "report.json"
     junit = tmp_path / "compare.xml"
     done = _compare(
-        plain, leaky, "--fail-on-regression", "--json-file", str(report), "--junit-xml", str(junit)
-    )
+        plain, leaky, "--fail-on-regression", "--json-file", str(report), "--junit-xml", str(junit),
+        "--must-survive", "1h",
+    )  # fmt: skip
     assert done.returncode == 1, done.stderr
     failed = {
         c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None
     }
-    assert {"slope.eventfd", "peak.eventfd"} <= failed
+    assert {"slope.eventfd", "peak.eventfd", "survival.fds"} <= failed
     doc = json.loads(report.read_text())
     assert not sorted_errors(doc, SCHEMA)
     rows = {r["measure"]: r for r in doc["measures"]}
     assert "eventfd" in doc["turned_rising"] and rows["slope.eventfd"]["verdict"] == "slower"
     assert rows["peak.eventfd"]["verdict"] == "slower"
     assert "turned from flat to rising: eventfd" in " ".join(done.stderr.split())
+    # 20 eventfds/s fail a 1 h target under the soft fd limit (the steady run survives it or, under a
+    # low limit, cannot decide it in six seconds)
+    assert doc["survival_target_seconds"] == 3600.0 and doc["turned_failing"] == ["fds"]
+    fds = rows["survival.fds"]
+    assert fds["base_state"] in ("survives", "inconclusive") and fds["new_state"] == "fails"
+    assert fds["verdict"] == "slower"
+    assert fds["new"] is not None and fds["new"] < 1.0 and "now fails the 60 min target" in fds["note"]
+    assert "fails the survival target in the new soak only: fds" in " ".join(done.stderr.split())
     back = _compare(leaky, plain, "--json-file", str(report))
     assert back.returncode == 0
-    assert {r["measure"]: r for r in json.loads(report.read_text())["measures"]}["slope.eventfd"][
-        "verdict"
-    ] == "faster"
+    doc = json.loads(report.read_text())
+    rows = {r["measure"]: r for r in doc["measures"]}
+    assert rows["slope.eventfd"]["verdict"] == "faster"
+    # neither soak declared --must-survive: survival is not compared, and the output says so
+    assert doc["survival_target_seconds"] is None and not [m for m in rows if m.startswith("survival.")]
+    assert "survival: not compared" in back.stderr

@@ -162,7 +162,7 @@ def test_a_process_whose_rss_moved_is_read_again_at_once() -> None:
     now = [0.0]
 
     def read(pid: int) -> dict[str, int | None]:
-        now[0] += 0.02  # a 20 ms read: period 20 at the 1 ms budget
+        now[0] += 0.02  # a 20 ms read: period 5 at the 4 ms budget
         return {"pss_bytes": int(now[0] * 1000), "uss_bytes": 0, "swap_bytes": 0}
 
     schedule = RollupSchedule(read, clock=lambda: now[0])
@@ -178,8 +178,9 @@ def test_a_process_whose_rss_moved_is_read_again_at_once() -> None:
 
 
 def test_the_read_budget_and_the_staleness_cap_are_per_second_of_sampling() -> None:
-    """At 5 s between samples a 12 ms read is due every 3rd sample (1 ms per second: 5 ms a sample),
-    not every 12th, and a 60 ms one every 6th (30 s), not every 30th (150 s)."""
+    """At 5 s between samples (4 ms per second: 20 ms a sample) a 60 ms read is due every 3rd sample
+    (15 s), not every 15th, a 12 ms one at every sample; the 30 s cap holds a 1 s read to every 6th sample
+    at 5 s sampling, not every 30th (150 s)."""
     now = [0.0]
 
     def read_costing(ms: float) -> Callable[[int], dict[str, int | None]]:
@@ -198,8 +199,9 @@ def test_the_read_budget_and_the_staleness_cap_are_per_second_of_sampling() -> N
             out.append(schedule.values(1, 100, MIB)[1])
         return out
 
-    assert ages(12.0, 5.0) == [0, 1, 2] * 4 + [0]
-    assert ages(12.0, 1.0) == [0, *range(1, 12), 0]
-    assert ages(60.0, 5.0) == [0, 1, 2, 3, 4, 5] * 2 + [0]
+    assert ages(60.0, 5.0) == [0, 1, 2] * 4 + [0]
+    assert ages(60.0, 1.0) == [0, *range(1, 15)][:13]
+    assert ages(12.0, 5.0) == [0] * 13
+    assert ages(1000.0, 5.0) == [0, 1, 2, 3, 4, 5] * 2 + [0]
     with pytest.raises(ValueError, match="interval_s"):
         RollupSchedule(read_costing(1.0)).pace(0.0)

@@ -49,11 +49,26 @@ file_evidence() {  # file one piece as soon as it exists, and keep the matrix cu
   $RUN matrix generate >/dev/null
   echo "collect_cpu_evidence: filed $1 ($((SECONDS - start)) s to file)"
 }
-timed() {  # timed LABEL CMD...: run CMD and say how long it took
-  local label=$1 start=$SECONDS
+timed() {  # timed LABEL CMD...: run CMD, say how long it took, and return its exit status
+  local label=$1 start=$SECONDS rc=0
   shift
-  "$@"
+  "$@" || rc=$?
   echo "collect_cpu_evidence: $label took $((SECONDS - start)) s"
+  return "$rc"
+}
+INCONCLUSIVE=()
+soak_and_file() {  # soak_and_file LABEL ARTIFACT SOAK-RUN-ARGS...: run one soak and file what it decided
+  # A soak that could not decide (exit 3) is named and not filed (matrix ingest refuses it), and the
+  # collection goes on: the other cells' soaks are still worth their hour. A failed soak (exit 1) is
+  # evidence like a passed one and is filed; any other exit stops the collection.
+  local label=$1 artifact=$2 rc=0
+  shift 2
+  timed "$label" $RUN soak run "$@" --output "$artifact" || rc=$?
+  case $rc in
+    0 | 1) file_evidence "$artifact" --platform linux-cpu ;;
+    3) echo "collect_cpu_evidence: $label was inconclusive (exit 3); not filed" >&2; INCONCLUSIVE+=("$label") ;;
+    *) echo "collect_cpu_evidence: $label exited $rc; stopping" >&2; exit "$rc" ;;
+  esac
 }
 # Filed samples keep their file name (matrix ingest): the commit makes every collection's names unique.
 COMMIT=$(git rev-parse --short=12 HEAD)
@@ -108,10 +123,10 @@ for algo in sac flashsac; do
     if [ "$algo/$task" = sac/g1_walk_flat ]; then iterations=7000; fi
     if [ "$algo" = flashsac ]; then extra=("${FLASHSAC_CPU[@]}"); iterations=5500; fi
     wanted "$STALE_SOAK" "^$algo $task mujoco 1$" || continue
-    timed "soak $algo/$task" $RUN soak run --algo "$algo" --task "$task" --sim mujoco --num-envs 64 \
-      --iterations "$iterations" --min-duration-seconds 600 --sample-interval-seconds 5 --live plain \
-      --must-survive "$SOAK_TARGET" "${extra[@]}" --log-dir "$OUT/soak-$algo-$task" --output "$OUT/soak-$algo-$task-$COMMIT.json"
-    file_evidence "$OUT/soak-$algo-$task-$COMMIT.json" --platform linux-cpu
+    soak_and_file "soak $algo/$task" "$OUT/soak-$algo-$task-$COMMIT.json" --algo "$algo" --task "$task" \
+      --sim mujoco --num-envs 64 --iterations "$iterations" --min-duration-seconds 600 \
+      --sample-interval-seconds 5 --live plain --must-survive "$SOAK_TARGET" "${extra[@]}" \
+      --log-dir "$OUT/soak-$algo-$task"
   done
 done
 
@@ -122,11 +137,10 @@ done
 # the single-rank count of 7000 lasts ~600 s on a host twice as fast, so the budget's 5000 iterations (the
 # count cannot go below it) take ~850 s there and ~1700 s on the shared 2-core host, well over 600 s.
 if wanted "$STALE_SOAK" "^sac g1_walk_flat mujoco 2$"; then
-  timed "soak sac/g1_walk_flat (2 ranks)" $RUN soak run --nproc-per-node 2 --algo sac --task g1_walk_flat \
-    --sim mujoco --num-envs 64 --iterations 5000 --min-duration-seconds 600 --sample-interval-seconds 5 \
-    --must-survive "$SOAK_TARGET" --live plain --log-dir "$OUT/soak-sac-g1_walk_flat-2ranks" \
-    --output "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json"
-  file_evidence "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json" --platform linux-cpu
+  soak_and_file "soak sac/g1_walk_flat (2 ranks)" "$OUT/soak-sac-g1_walk_flat-2ranks-$COMMIT.json" \
+    --nproc-per-node 2 --algo sac --task g1_walk_flat --sim mujoco --num-envs 64 --iterations 5000 \
+    --min-duration-seconds 600 --sample-interval-seconds 5 --must-survive "$SOAK_TARGET" --live plain \
+    --log-dir "$OUT/soak-sac-g1_walk_flat-2ranks"
 fi
 
 # The evidence filed above makes the previous collection historical: prune it (the newest historical
@@ -135,3 +149,7 @@ $RUN matrix prune
 $RUN matrix check
 echo "collect_cpu_evidence: done in $SECONDS s (--only $ONLY)"
 echo "evidence filed from $OUT; commit matrix/evidence docs/support-matrix.md reports/support-matrix.*"
+if [ ${#INCONCLUSIVE[@]} -gt 0 ]; then
+  printf 'collect_cpu_evidence: not filed (inconclusive): %s\n' "${INCONCLUSIVE[@]}" >&2
+  exit 3
+fi

@@ -20,6 +20,10 @@ FAKE_UV = """#!/usr/bin/env bash
 shift 4
 if [ "$1 $2" = "matrix stale" ]; then cat "$STALE_DIR/$4"; exit 0; fi
 printf '%s\\n' "$*" >> "$CALLS"
+# a soak whose arguments hold $SOAK_EXIT_MATCH exits $SOAK_EXIT (an undecided or broken soak)
+if [ "$1 $2" = "soak run" ] && [ -n "${SOAK_EXIT_MATCH:-}" ] && [[ "$* " == *"$SOAK_EXIT_MATCH "* ]]; then
+  exit "$SOAK_EXIT"
+fi
 """
 
 
@@ -38,7 +42,7 @@ def _checkout(tmp_path: Path) -> Path:
 
 
 def _run(
-    tmp_path: Path, repo: Path, stale: dict[str, str], *args: str
+    tmp_path: Path, repo: Path, stale: dict[str, str], *args: str, soak_exit: tuple[str, int] = ("", 0)
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     bin_dir, stale_dir, calls = tmp_path / "bin", tmp_path / "stale", tmp_path / "calls.log"
     bin_dir.mkdir(exist_ok=True)
@@ -53,6 +57,8 @@ def _run(
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "STALE_DIR": str(stale_dir),
         "CALLS": str(calls),
+        "SOAK_EXIT_MATCH": soak_exit[0],
+        "SOAK_EXIT": str(soak_exit[1]),
     }
     done = subprocess.run(
         ["bash", SCRIPT, *args, str(tmp_path / "out")], cwd=repo, env=env, capture_output=True, text=True,
@@ -112,6 +118,43 @@ def test_only_all_runs_the_whole_lane_both_probes_and_every_soak(tmp_path: Path)
         "sac/g1_walk_flat", "sac/g1_motion_tracking", "flashsac/g1_walk_flat", "flashsac/g1_motion_tracking",
         "sac/g1_walk_flat x2",
     ]  # fmt: skip
+
+
+def test_an_inconclusive_soak_is_named_and_not_filed_and_the_other_soaks_still_run(tmp_path: Path) -> None:
+    stale = {
+        "soak": "sac g1_walk_flat mujoco 1\nsac g1_motion_tracking mujoco 1\nsac g1_walk_flat mujoco 2\n"
+    }
+    done, calls = _run(
+        tmp_path, _checkout(tmp_path), stale, "--only", "stale", soak_exit=("--task g1_motion_tracking", 3)
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "soak sac/g1_motion_tracking was inconclusive (exit 3); not filed" in done.stderr
+    assert "not filed (inconclusive): soak sac/g1_motion_tracking" in done.stderr
+    assert _soaks(calls) == ["sac/g1_walk_flat", "sac/g1_motion_tracking", "sac/g1_walk_flat x2"]
+    ingested = [Path(c.split()[2]).name for c in calls if c.startswith("matrix ingest ")]
+    assert [n.split("-")[1:3] for n in ingested] == [["sac", "g1_walk_flat"], ["sac", "g1_walk_flat"]]
+    assert "2ranks" in ingested[1] and calls[-2:] == ["matrix prune", "matrix check"]
+
+
+@pytest.mark.parametrize("code", [1, 0])
+def test_a_failed_soak_is_filed_like_a_passed_one(tmp_path: Path, code: int) -> None:
+    stale = {"soak": "flashsac g1_walk_flat mujoco 1\n"}
+    done, calls = _run(
+        tmp_path, _checkout(tmp_path), stale, "--only", "stale", soak_exit=("--task g1_walk_flat", code)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [
+        c.split()[2].rsplit("/", 1)[-1].split("-")[1] for c in calls if c.startswith("matrix ingest ")
+    ] == ["flashsac"]
+
+
+def test_a_soak_that_breaks_stops_the_collection_with_its_exit(tmp_path: Path) -> None:
+    stale = {"soak": "sac g1_walk_flat mujoco 1\nsac g1_motion_tracking mujoco 1\n"}
+    done, calls = _run(
+        tmp_path, _checkout(tmp_path), stale, "--only", "stale", soak_exit=("--task g1_walk_flat", 2)
+    )
+    assert done.returncode == 2 and "soak sac/g1_walk_flat exited 2; stopping" in done.stderr
+    assert _soaks(calls) == ["sac/g1_walk_flat"] and not [c for c in calls if c.startswith("matrix ")][1:]
 
 
 @pytest.mark.parametrize(

@@ -200,7 +200,7 @@ def test_the_read_budget_and_the_staleness_cap_are_per_second_of_sampling() -> N
         return out
 
     assert ages(60.0, 5.0) == [0, 1, 2] * 4 + [0]
-    assert ages(60.0, 1.0) == [0, *range(1, 15)][:13]
+    assert ages(60.0, 1.0, samples=16) == [*range(15), 0]  # 60 / 4 ms: every 15th sample at 1 s
     assert ages(12.0, 5.0) == [0] * 13
     assert ages(1000.0, 5.0) == [0, 1, 2, 3, 4, 5] * 2 + [0]
     with pytest.raises(ValueError, match="interval_s"):
